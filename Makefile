@@ -1,0 +1,51 @@
+# The README's commands. CMake does the building; this file only names the jobs.
+#   make         build everything into build/
+#   make test    every test: the normal build, then the ASan+UBSan and TSan builds
+#   make bench   build, then compare kite with glibc and the installed peers (short size)
+#   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE ?= cmake
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+PY_VENV := .venv
+PY := $(PY_VENV)/bin/python
+
+.PHONY: all build test test-main test-asan test-tsan bench lab venv clean
+
+all: build
+
+build/.configured: CMakeLists.txt
+	$(CMAKE) -S . -B build $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	@touch $@
+
+build: build/.configured
+	$(CMAKE) --build build -j $(JOBS)
+
+venv: $(PY_VENV)/.ok
+$(PY_VENV)/.ok: requirements.txt
+	python3 -m venv $(PY_VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+test-main: build venv
+	cd build && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test-asan:
+	$(CMAKE) -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=address -DKITE_WERROR=ON
+	$(CMAKE) --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test-tsan:
+	$(CMAKE) -S . -B build-tsan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=thread -DKITE_WERROR=ON
+	$(CMAKE) --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test: test-main test-asan test-tsan
+
+bench: build venv
+	$(PY) bench/run.py
+
+lab: build venv
+	$(PY) tools/lab.py
+
+clean:
+	rm -rf build build-asan build-tsan

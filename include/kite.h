@@ -1,0 +1,48 @@
+/* include/kite.h -- kite's public API.
+ *
+ * Link with -lkite (build/libkite.so or build/libkite.a) or preload build/libkite.so:
+ * either way the standard malloc family is served by kite. The kite_-prefixed functions
+ * below are always kite's, whichever malloc the process uses, and follow exactly the C/POSIX
+ * semantics of their standard namesakes (errno values included).
+ */
+#ifndef KITE_H
+#define KITE_H
+#include <stddef.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KITE_VERSION_MAJOR 0
+#define KITE_VERSION_MINOR 1
+
+/* The standard family, kite's own entry points. */
+void *kite_malloc(size_t size);
+void kite_free(void *p);
+void *kite_calloc(size_t count, size_t size);
+void *kite_realloc(void *p, size_t size);
+void *kite_reallocarray(void *p, size_t count, size_t size);
+int kite_posix_memalign(void **out, size_t alignment, size_t size);
+void *kite_aligned_alloc(size_t alignment, size_t size);
+void *kite_memalign(size_t alignment, size_t size);
+void *kite_valloc(size_t size);
+void *kite_pvalloc(size_t size);
+size_t kite_malloc_usable_size(const void *p);
+int kite_malloc_trim(size_t pad);
+
+/* Sized / aligned frees (what C++ sized and aligned delete use). size and alignment must
+ * be those the block was allocated with. */
+void kite_free_sized(void *p, size_t size);
+void kite_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* Is p a block kite handed out (and not yet freed)? Never crashes on foreign pointers. */
+bool kite_owns(const void *p);
+
+/* Statistics: print a summary to the given fd (2 = stderr) without allocating. */
+void kite_stats_print(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,111 @@
+/* tests/test.h -- the one small test harness every kite test uses.
+ *
+ *   expect_*(...)   records a failure and continues
+ *   assert_*(...)   records a failure and returns from the test function
+ *   TEST(name)      defines a test; RUN(name) runs it from main()
+ *   test_rng_*      seeded xorshift generator; the seed is printed on failure and can be
+ *                   forced with KITE_TEST_SEED=<n>
+ *   test_main_end() prints "N passed, N failed" (checks) and returns the exit status
+ *
+ * Typed comparisons print both values. Nothing here allocates on the failure path
+ * beyond stdio's own buffer.
+ */
+#ifndef KITE_TEST_H
+#define KITE_TEST_H
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long test_checks_passed, test_checks_failed;
+static int test_current_failed;
+static uint64_t test_seed;
+
+#define TEST_FAIL_(fmt, ...)                                                         \
+  do {                                                                               \
+    test_checks_failed++;                                                            \
+    test_current_failed = 1;                                                         \
+    fprintf(stderr, "%s:%d: FAIL: " fmt " (seed %" PRIu64 ")\n", __FILE__, __LINE__, \
+            __VA_ARGS__, test_seed);                                                 \
+  } while (0)
+#define TEST_PASS_() (test_checks_passed++)
+
+#define expect_true(e) \
+  do { if (e) TEST_PASS_(); else TEST_FAIL_("expected true: %s", #e); } while (0)
+#define expect_int_eq(a, b)                                                         \
+  do {                                                                              \
+    long long a_ = (long long)(a), b_ = (long long)(b);                             \
+    if (a_ == b_) TEST_PASS_();                                                     \
+    else TEST_FAIL_("%s == %s: %lld != %lld", #a, #b, a_, b_);                     \
+  } while (0)
+#define expect_uint_eq(a, b)                                                        \
+  do {                                                                              \
+    unsigned long long a_ = (unsigned long long)(a), b_ = (unsigned long long)(b);  \
+    if (a_ == b_) TEST_PASS_();                                                     \
+    else TEST_FAIL_("%s == %s: %llu != %llu", #a, #b, a_, b_);                     \
+  } while (0)
+#define expect_ptr_eq(a, b)                                                         \
+  do {                                                                              \
+    const void *a_ = (a), *b_ = (b);                                                \
+    if (a_ == b_) TEST_PASS_();                                                     \
+    else TEST_FAIL_("%s == %s: %p != %p", #a, #b, a_, b_);                         \
+  } while (0)
+#define expect_str_eq(a, b)                                                         \
+  do {                                                                              \
+    const char *a_ = (a), *b_ = (b);                                                \
+    if (a_ && b_ && strcmp(a_, b_) == 0) TEST_PASS_();                              \
+    else TEST_FAIL_("%s == %s: \"%s\" != \"%s\"", #a, #b, a_ ? a_ : "(null)",      \
+                    b_ ? b_ : "(null)");                                            \
+  } while (0)
+
+/* assert_* : same checks, but stop the current test on failure. */
+#define TEST_STOP_IF_FAILED_(check)                                                 \
+  do { unsigned long f_ = test_checks_failed; check; if (test_checks_failed != f_) return; } while (0)
+#define assert_true(e) TEST_STOP_IF_FAILED_(expect_true(e))
+#define assert_int_eq(a, b) TEST_STOP_IF_FAILED_(expect_int_eq(a, b))
+#define assert_uint_eq(a, b) TEST_STOP_IF_FAILED_(expect_uint_eq(a, b))
+#define assert_ptr_eq(a, b) TEST_STOP_IF_FAILED_(expect_ptr_eq(a, b))
+#define assert_str_eq(a, b) TEST_STOP_IF_FAILED_(expect_str_eq(a, b))
+
+#define TEST(name) static void test_##name(void)
+#define RUN(name)                                                        \
+  do {                                                                   \
+    test_current_failed = 0;                                             \
+    test_##name();                                                       \
+    fprintf(stderr, "%s %s\n", test_current_failed ? "FAIL" : "ok  ", #name); \
+  } while (0)
+
+/* Seeded generator (xorshift64*). test_rng_init reads KITE_TEST_SEED or uses `dflt`. */
+static uint64_t test_rng_state = 88172645463325252ull;
+static inline void test_rng_init(uint64_t dflt) {
+  const char *s = getenv("KITE_TEST_SEED");
+  test_seed = s ? strtoull(s, NULL, 0) : dflt;
+  test_rng_state = test_seed ? test_seed : 88172645463325252ull;
+}
+static inline uint64_t test_rng_next(void) {
+  uint64_t x = test_rng_state;
+  x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+  test_rng_state = x;
+  return x * 2685821657736338717ull;
+}
+/* Uniform in [0, n). */
+static inline uint64_t test_rng_below(uint64_t n) { return n ? test_rng_next() % n : 0; }
+
+/* Fill / verify a block with a pattern derived from (tag, offset). */
+static inline void test_fill(void *p, size_t n, uint64_t tag) {
+  unsigned char *b = (unsigned char *)p;
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(tag * 131u + i * 7u + (i >> 8));
+}
+static inline int test_verify(const void *p, size_t n, uint64_t tag) {
+  const unsigned char *b = (const unsigned char *)p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(tag * 131u + i * 7u + (i >> 8))) return 0;
+  return 1;
+}
+
+static inline int test_main_end(void) {
+  printf("%lu passed, %lu failed\n", test_checks_passed, test_checks_failed);
+  return test_checks_failed ? 1 : 0;
+}
+#endif
