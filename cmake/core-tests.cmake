@@ -1,0 +1,29 @@
+# cmake/core-tests.cmake -- the test suites of the allocator core (tests/api, tests/stress,
+# tests/integration, tests/programs). Included after cmake/core.cmake.
+#
+# Which tests run where:
+#   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
+#                  linked with libkite.so), core_cxx, core_stress, core_stress_override,
+#                  core_fork, core_oom, core_oom_override, core_misuse, core_programs
+#   ASan+UBSan     core_api and core_stress (reduced) via kite-noover
+#   TSan           core_stress (reduced) via kite-noover
+# No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
+# label `core-tests`; run them with `ctest -L core-tests`.
+set(_ct ${PROJECT_SOURCE_DIR}/tests)
+
+function(_kite_ct_props name timeout)
+  set_tests_properties(${name} PROPERTIES LABELS core-tests TIMEOUT ${timeout})
+endfunction()
+
+if(TARGET kite-noover)
+  if(NOT KITE_SANITIZE STREQUAL "thread")
+    kite_test(core_api SOURCES ${_ct}/api/test_api.c LIBS kite-noover)
+    _kite_ct_props(core_api 120)
+  endif()
+endif()
+
+if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
+  kite_test(core_api_override SOURCES ${_ct}/api/test_api.c LIBS kite)
+  target_compile_definitions(core_api_override PRIVATE KITE_TEST_PLAIN)
+  _kite_ct_props(core_api_override 120)
+endif()

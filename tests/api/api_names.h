@@ -1,0 +1,77 @@
+/* tests/api/api_names.h -- one test source, two builds.
+ *
+ * The conformance, OOM and stress tests are written against the names A_malloc, A_free ...
+ * Built normally they call kite's own entry points (kite_malloc ...) and link kite-noover,
+ * the only variant the sanitizer builds can use. Built with -DKITE_TEST_PLAIN they call the
+ * standard names (malloc ...) and link libkite.so: then they test the override itself, and
+ * kite_owns() proves that the blocks really came from kite.
+ *
+ * Also: test_rss_bytes() (resident set from /proc/self/statm) and test_opaque() (hides a
+ * constant from the compiler so that malloc(SIZE_MAX) is neither folded nor warned about).
+ */
+#ifndef KITE_TEST_API_NAMES_H
+#define KITE_TEST_API_NAMES_H
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "kite.h"
+
+#ifdef KITE_TEST_PLAIN
+#define A_VARIANT "override"
+#define A_malloc malloc
+#define A_free free
+#define A_calloc calloc
+#define A_realloc realloc
+#define A_reallocarray reallocarray
+#define A_posix_memalign posix_memalign
+#define A_aligned_alloc aligned_alloc
+#define A_memalign memalign
+#define A_valloc valloc
+#define A_pvalloc pvalloc
+#define A_usable malloc_usable_size
+#define A_trim malloc_trim
+#else
+#define A_VARIANT "kite_api"
+#define A_malloc kite_malloc
+#define A_free kite_free
+#define A_calloc kite_calloc
+#define A_realloc kite_realloc
+#define A_reallocarray kite_reallocarray
+#define A_posix_memalign kite_posix_memalign
+#define A_aligned_alloc kite_aligned_alloc
+#define A_memalign kite_memalign
+#define A_valloc kite_valloc
+#define A_pvalloc kite_pvalloc
+#define A_usable kite_malloc_usable_size
+#define A_trim kite_malloc_trim
+#endif
+
+/* A value the optimizer cannot see through. */
+static inline size_t test_opaque(size_t x) {
+  volatile size_t v = x;
+  return v;
+}
+
+/* realloc / reallocarray through pointers the compiler cannot see through: for the tests
+ * that use the old block after a *failed* call (GCC's -Wuse-after-free cannot know it failed). */
+static void *(*volatile A_realloc_opaque)(void *, size_t) = A_realloc;
+static void *(*volatile A_reallocarray_opaque)(void *, size_t, size_t) = A_reallocarray;
+
+/* Resident set size in bytes, read without allocating (0 if /proc is unreadable). */
+static inline size_t test_rss_bytes(void) {
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *s = buf;
+  while (*s && *s != ' ') s++; /* skip VmSize */
+  size_t pages = (size_t)strtoull(s, NULL, 10);
+  return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+#endif
