@@ -1,0 +1,24 @@
+# cmake/lab.cmake -- the lab's heap policies (lab/), the preloadable libkite-lab.so, and the
+# policy conformance tests.
+#
+#   kite-lab-policies   STATIC, PIC: every policy + the registry (lab/policy.h)
+#   kite-lab            SHARED -> build/libkite-lab.so (KITE_LAB_POLICY=NAME selects a policy)
+#   test_policy         conformance + randomized tests, one CTest entry per policy
+#   test_policy_preload real programs and the malloc family under libkite-lab.so (normal build)
+set(KITE_LAB_POLICY_NAMES seglist)
+set(KITE_LAB_POLICY_SOURCES lab/registry.c)
+foreach(p ${KITE_LAB_POLICY_NAMES})
+  list(APPEND KITE_LAB_POLICY_SOURCES lab/${p}.c)
+endforeach()
+
+add_library(kite-lab-policies STATIC ${KITE_LAB_POLICY_SOURCES})
+set_target_properties(kite-lab-policies PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(kite-lab-policies PUBLIC ${PROJECT_SOURCE_DIR}/lab ${PROJECT_SOURCE_DIR}/include)
+
+if(KITE_SANITIZE STREQUAL "" OR KITE_SANITIZE STREQUAL "address")
+  kite_test(test_policy SOURCES tests/lab/test_policy.c LIBS kite-lab-policies LABELS lab)
+  foreach(p ${KITE_LAB_POLICY_NAMES})
+    add_test(NAME test_policy_${p} COMMAND test_policy ${p})
+    set_tests_properties(test_policy_${p} PROPERTIES LABELS lab)
+  endforeach()
+endif()
