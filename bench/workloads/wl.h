@@ -1,0 +1,204 @@
+/* bench/workloads/wl.h -- the small toolkit every kite benchmark workload shares.
+ *
+ * A workload is one C program run under LD_PRELOAD with whichever malloc is being measured,
+ * so it uses only the standard malloc family and pthreads. Every workload:
+ *   - takes `-h` (usage), `-t THREADS`, `-n SIZE` (its main size knob), `-s SEED`, plus a few
+ *     options of its own (see its usage text);
+ *   - draws all randomness from a seeded xorshift generator (wl_rng_t), one per thread, so a
+ *     run is reproducible for a given (seed, threads) pair;
+ *   - writes a pattern into every block it allocates and verifies it before freeing, and ends
+ *     with a self-check: `checksum: <hex> ok` and exit 0, or a line starting with `WRONG:`
+ *     and exit WL_EXIT_WRONG (3). A timing line `time: <seconds> s` precedes it.
+ * The benchmark runner (bench/run.py) classifies exit 3 / "WRONG" as a wrong result, any
+ * other non-zero exit as a failure and a signal as a crash; only clean runs count as times.
+ *
+ * Nothing here allocates except through the standard family, and nothing is global except
+ * the option values (written by main before any thread starts).
+ */
+#ifndef KITE_BENCH_WL_H
+#define KITE_BENCH_WL_H
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WL_EXIT_WRONG 3
+
+/* xorshift64* : fast, good enough for picking slots and sizes; never seeded with 0. */
+typedef struct wl_rng_s { uint64_t s; } wl_rng_t;
+
+static inline void wl_rng_seed(wl_rng_t *r, uint64_t seed, uint64_t stream) {
+  /* splitmix64 of (seed, stream) so per-thread streams do not overlap trivially */
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  r->s = z ? z : 0x2545f4914f6cdd1dull;
+}
+static inline uint64_t wl_rng_next(wl_rng_t *r) {
+  uint64_t x = r->s;
+  x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+  r->s = x;
+  return x * 2685821657736338717ull;
+}
+/* Uniform in [0, n) (n > 0); the multiply-shift avoids a division on the hot path. */
+static inline uint64_t wl_rng_below(wl_rng_t *r, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)wl_rng_next(r) * n) >> 64);
+}
+/* Uniform in [lo, hi]. */
+static inline uint64_t wl_rng_range(wl_rng_t *r, uint64_t lo, uint64_t hi) {
+  return lo + wl_rng_below(r, hi - lo + 1);
+}
+
+static inline double wl_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Block stamps: a block of n >= 16 bytes carries (tag, n) in its first 16 bytes, and a tag
+ * byte at its end when there is room past those; smaller blocks carry what fits. wl_stamp writes, wl_stamp_ok checks.
+ * Cheap (three stores), so the workload measures the allocator, not memset. */
+static inline void wl_stamp(void *p, size_t n, uint64_t tag) {
+  unsigned char *b = (unsigned char *)p;
+  if (n >= 16) {
+    uint64_t h[2] = {tag, (uint64_t)n};
+    memcpy(b, h, 16);
+  } else if (n >= 8) {
+    memcpy(b, &tag, 8);
+  } else if (n > 0) {
+    b[0] = (unsigned char)tag;
+  }
+  size_t head = n >= 16 ? 16 : n >= 8 ? 8 : 1;
+  if (n > head) b[n - 1] = (unsigned char)(tag ^ 0x5a);
+}
+static inline int wl_stamp_ok(const void *p, size_t n, uint64_t tag) {
+  const unsigned char *b = (const unsigned char *)p;
+  if (n >= 16) {
+    uint64_t h[2];
+    memcpy(h, b, 16);
+    if (h[0] != tag || h[1] != (uint64_t)n) return 0;
+  } else if (n >= 8) {
+    uint64_t t;
+    memcpy(&t, b, 8);
+    if (t != tag) return 0;
+  } else if (n > 0) {
+    if (b[0] != (unsigned char)tag) return 0;
+  }
+  size_t head = n >= 16 ? 16 : n >= 8 ? 8 : 1;
+  return n <= head || b[n - 1] == (unsigned char)(tag ^ 0x5a);
+}
+
+/* Fold a value into a running checksum (order-dependent; use per thread, then combine with
+ * wl_mix in thread-index order or with + when the order is not deterministic). */
+static inline uint64_t wl_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+/* Out of memory is not a benchmark result: report and exit 2 (a FAIL, not a WRONG). */
+static inline void *wl_oom(size_t n) {
+  fprintf(stderr, "out of memory allocating %zu bytes\n", n);
+  exit(2);
+}
+static inline void *wl_malloc(size_t n) {
+  void *p = malloc(n);
+  if (!p && n) wl_oom(n);
+  return p;
+}
+static inline void *wl_realloc(void *q, size_t n) {
+  void *p = realloc(q, n);
+  if (!p && n) wl_oom(n);
+  return p;
+}
+
+/* Common options. Each workload sets the defaults before calling wl_parse, and passes the
+ * letters of its own extra options (each taking a numeric argument) in `extra`, e.g. "ir";
+ * their values land in wl_opt_extra['i'] and so on. */
+typedef struct wl_opts_s {
+  long threads, size;
+  uint64_t seed;
+  long extra[128];
+  int extra_set[128];
+} wl_opts_t;
+
+static inline long wl_parse_long(const char *prog, char opt, const char *arg) {
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 0);
+  if (errno || end == arg || *end || v < 0) {
+    fprintf(stderr, "%s: -%c needs a non-negative integer, got '%s' (see -h)\n", prog, opt, arg);
+    exit(64);
+  }
+  return v;
+}
+
+/* Parses argv into o. `usage` is printed for -h (exit 0) and on a bad option (exit 64). */
+static inline void wl_parse(int argc, char **argv, wl_opts_t *o, const char *extra,
+                            const char *usage) {
+  char spec[64] = "ht:n:s:";
+  size_t k = strlen(spec);
+  for (const char *e = extra; *e && k + 2 < sizeof spec; e++) {
+    spec[k++] = *e;
+    spec[k++] = ':';
+  }
+  spec[k] = 0;
+  int c;
+  while ((c = getopt(argc, argv, spec)) != -1) {
+    switch (c) {
+      case 'h': fputs(usage, stdout); exit(0);
+      case 't': o->threads = wl_parse_long(argv[0], 't', optarg); break;
+      case 'n': o->size = wl_parse_long(argv[0], 'n', optarg); break;
+      case 's': o->seed = (uint64_t)wl_parse_long(argv[0], 's', optarg); break;
+      case '?': fputs(usage, stderr); exit(64);
+      default:
+        o->extra[c & 127] = wl_parse_long(argv[0], (char)c, optarg);
+        o->extra_set[c & 127] = 1;
+        break;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
+    fputs(usage, stderr);
+    exit(64);
+  }
+  if (o->threads < 1) o->threads = 1;
+  if (o->threads > 1024) {
+    fprintf(stderr, "%s: at most 1024 threads\n", argv[0]);
+    exit(64);
+  }
+}
+
+/* Starts n threads running fn(arg_i) with arg_i = base + i*stride, and joins them. */
+static inline void wl_run_threads(long n, void *(*fn)(void *), void *base, size_t stride) {
+  pthread_t *t = (pthread_t *)wl_malloc((size_t)n * sizeof *t);
+  for (long i = 0; i < n; i++) {
+    int e = pthread_create(&t[i], NULL, fn, (char *)base + (size_t)i * stride);
+    if (e) {
+      fprintf(stderr, "pthread_create: %s\n", strerror(e));
+      exit(2);
+    }
+  }
+  for (long i = 0; i < n; i++) pthread_join(t[i], NULL);
+  free(t);
+}
+
+/* The closing lines: timing, then the verdict. Returns the exit status for main. */
+static inline int wl_finish(double seconds, uint64_t checksum, long errors, const char *what) {
+  printf("time: %.6f s\n", seconds);
+  if (errors) {
+    printf("WRONG: %ld %s\n", errors, what);
+    fflush(stdout);
+    return WL_EXIT_WRONG;
+  }
+  printf("checksum: %016" PRIx64 " ok\n", checksum);
+  fflush(stdout);
+  return 0;
+}
+#endif

@@ -1,0 +1,177 @@
+/* tests/bench/test_workloads.c -- every benchmark workload, at tiny size, verifies itself.
+ *
+ * Runs the kite-wl-* executables from $KITE_BENCH_BIN (the build directory) through
+ * /bin/sh and checks: exit 0 and a `checksum: <hex> ok` line for each workload at a tiny
+ * size (and at several thread counts where threads matter); the exact collatz answers for
+ * TOP = 100, 1000, 10000; identical checksums for identical seeds and different ones for
+ * different seeds; -h and bad options; and that the self-checks really fail (exit 3,
+ * `WRONG:`) under libkite-bench-wrong.so, which corrupts live blocks, and that
+ * libkite-bench-crash.so really kills a workload with SIGSEGV (the runner tests rely on
+ * both). The workloads run under glibc's malloc here; the runner measures the others.
+ */
+#include "test.h"
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+
+static const char *g_bin;
+static char g_out[1 << 16];
+
+/* Runs `fmt` (a command line relative to the build dir) and captures stdout+stderr into
+ * g_out. Returns the raw wait status. */
+static int run(const char *fmt, ...) {
+  char cmd[1024], full[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  snprintf(full, sizeof full, "cd '%s' && exec %s 2>&1", g_bin, cmd);
+  FILE *f = popen(full, "r");
+  if (!f) return -1;
+  size_t n = fread(g_out, 1, sizeof g_out - 1, f);
+  g_out[n] = 0;
+  return pclose(f);
+}
+
+static int exited(int st, int code) { return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == code; }
+
+/* The hex checksum of the last run, or NULL when there is no `checksum: ... ok` line. */
+static const char *checksum(char *buf, size_t n) {
+  const char *p = strstr(g_out, "checksum: ");
+  if (!p) return NULL;
+  p += 10;
+  size_t k = 0;
+  while (k + 1 < n && p[k] && p[k] != ' ' && p[k] != '\n') {
+    buf[k] = p[k];
+    k++;
+  }
+  buf[k] = 0;
+  return strncmp(p + k, " ok\n", 4) == 0 ? buf : NULL;
+}
+
+static void expect_ok(const char *what, int st) {
+  char ck[32];
+  if (!exited(st, 0) || !checksum(ck, sizeof ck)) {
+    fprintf(stderr, "%s: status %d, output:\n%s\n", what, st, g_out);
+    expect_true(0);
+  } else {
+    expect_true(strstr(g_out, "time: ") != NULL);
+    expect_true(strstr(g_out, "WRONG") == NULL);
+  }
+}
+
+/* Each workload at tiny size, as `bench/run.py --size tiny` runs them. */
+static const char *const k_tiny[] = {
+    "./kite-wl-collatz-ivec -n 2000 -t 4",
+    "./kite-wl-collatz-list -n 2000 -t 4",
+    "./kite-wl-rnbench -t 4 -n 1000 -i 20000",
+    "./kite-wl-larson -t 4 -n 200 -e 4 -i 2000",
+    "./kite-wl-xmalloc -t 4 -n 200",
+    "./kite-wl-xmalloc -t 1 -n 50",
+    "./kite-wl-cache-thrash -t 4 -n 200 -w 100",
+    "./kite-wl-cache-scratch -t 4 -n 200 -w 100",
+    "./kite-wl-realloc -t 2 -n 50 -l 300 -r 2",
+    "./kite-wl-large -t 2 -n 20 -l 4 -m 4194304",
+    "./kite-wl-graph -n 5000 -r 2",
+    "./kite-wl-thread-churn -t 4 -n 40 -b 50",
+    "./kite-wl-churn -t 2 -n 20000 -k 256",
+    "./kite-wl-churn -t 8 -n 5000 -k 256",
+    "./kite-wl-churn -t 1 -n 5000 -k 64 -r 100",
+};
+
+TEST(tiny_runs_verify_themselves) {
+  for (size_t i = 0; i < sizeof k_tiny / sizeof k_tiny[0]; i++) expect_ok(k_tiny[i], run("%s", k_tiny[i]));
+}
+
+TEST(collatz_known_answers) {
+  static const struct { int top; const char *line; } k[] = {
+      {100, "Max steps is at 97: 118 steps\n"},
+      {1000, "Max steps is at 871: 178 steps\n"},
+      {10000, "Max steps is at 6171: 261 steps\n"},
+  };
+  for (int v = 0; v < 2; v++)
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+      const char *prog = v ? "collatz-list" : "collatz-ivec";
+      int st = run("./kite-wl-%s -n %d", prog, k[i].top);
+      expect_ok(prog, st);
+      expect_true(strstr(g_out, k[i].line) == g_out);
+    }
+  /* the seeds' positional form, and one thread */
+  expect_ok("positional", run("./kite-wl-collatz-ivec 1000"));
+  expect_true(strstr(g_out, "Max steps is at 871: 178 steps\n") != NULL);
+  expect_ok("one thread", run("./kite-wl-collatz-list -t 1 -n 1000"));
+  expect_true(strstr(g_out, "Max steps is at 871: 178 steps\n") != NULL);
+}
+
+TEST(seeded_and_deterministic) {
+  char a[32], b[32], c[32];
+  expect_ok("rnbench seed 7", run("./kite-wl-rnbench -t 2 -n 500 -i 10000 -s 7"));
+  assert_true(checksum(a, sizeof a) != NULL);
+  expect_ok("rnbench seed 7 again", run("./kite-wl-rnbench -t 2 -n 500 -i 10000 -s 7"));
+  assert_true(checksum(b, sizeof b) != NULL);
+  expect_str_eq(a, b);
+  expect_ok("rnbench seed 8", run("./kite-wl-rnbench -t 2 -n 500 -i 10000 -s 8"));
+  assert_true(checksum(c, sizeof c) != NULL);
+  expect_true(strcmp(a, c) != 0);
+  /* rnbench prints one line per thread and a total */
+  expect_true(strstr(g_out, "thread 0: ") && strstr(g_out, "thread 1: ") && strstr(g_out, "total: "));
+  /* checksums that depend only on the work, not on scheduling */
+  expect_ok("larson", run("./kite-wl-larson -t 3 -n 100 -e 3 -i 1000 -s 5"));
+  assert_true(checksum(a, sizeof a) != NULL);
+  expect_ok("larson again", run("./kite-wl-larson -t 3 -n 100 -e 3 -i 1000 -s 5"));
+  assert_true(checksum(b, sizeof b) != NULL);
+  expect_str_eq(a, b);
+  expect_ok("graph", run("./kite-wl-graph -n 3000 -r 1 -s 3"));
+  assert_true(checksum(a, sizeof a) != NULL);
+  expect_ok("graph again", run("./kite-wl-graph -n 3000 -r 1 -s 3"));
+  assert_true(checksum(b, sizeof b) != NULL);
+  expect_str_eq(a, b);
+}
+
+TEST(help_and_bad_options) {
+  static const char *const names[] = {"collatz-ivec", "collatz-list", "rnbench", "larson",
+                                      "xmalloc", "cache-thrash", "cache-scratch", "realloc",
+                                      "large", "graph", "thread-churn", "churn"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int st = run("./kite-wl-%s -h", names[i]);
+    expect_true(exited(st, 0));
+    expect_true(strncmp(g_out, "usage: kite-wl-", 15) == 0);
+    expect_true(exited(run("./kite-wl-%s -Z 1", names[i]), 64));
+    expect_true(exited(run("./kite-wl-%s -n nope", names[i]), 64));
+  }
+}
+
+TEST(self_checks_catch_a_corrupting_allocator) {
+  static const char *const cmds[] = {
+      "./kite-wl-rnbench -t 2 -n 1000 -i 20000",
+      "./kite-wl-larson -t 2 -n 200 -e 2 -i 2000",
+      "./kite-wl-xmalloc -t 2 -n 100",
+      "./kite-wl-collatz-list -n 1000",
+      "./kite-wl-churn -t 2 -n 20000 -k 256",
+  };
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    int st = run("env LD_PRELOAD=./libkite-bench-wrong.so %s", cmds[i]);
+    if (!exited(st, 3)) fprintf(stderr, "%s: status %d\n%s\n", cmds[i], st, g_out);
+    expect_true(exited(st, 3));
+    expect_true(strstr(g_out, "WRONG: ") != NULL);
+    expect_true(strstr(g_out, "checksum: ") == NULL);
+  }
+}
+
+TEST(crash_library_crashes) {
+  int st = run("env LD_PRELOAD=./libkite-bench-crash.so ./kite-wl-rnbench -t 2 -n 1000 -i 20000");
+  expect_true(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+}
+
+int main(void) {
+  g_bin = getenv("KITE_BENCH_BIN");
+  if (!g_bin) g_bin = ".";
+  test_rng_init(1);
+  RUN(tiny_runs_verify_themselves);
+  RUN(collatz_known_answers);
+  RUN(seeded_and_deterministic);
+  RUN(help_and_bad_options);
+  RUN(self_checks_catch_a_corrupting_allocator);
+  RUN(crash_library_crashes);
+  return test_main_end();
+}
