@@ -6,12 +6,14 @@
 #include "policy.h"
 
 const lab_policy_t *lab_seglist_policy(void);
+const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
   static const lab_policy_t *table[16];
   if (!table[0]) {
     size_t n = 0;
     table[n++] = lab_seglist_policy();
+    table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }
   return table;
