@@ -1,0 +1,181 @@
+/* tests/integration/test_fork.c -- fork while other threads allocate.
+ *
+ * Background threads loop over malloc/free of small, large and huge blocks and hand blocks
+ * to each other (so that, at any moment, some thread is likely inside the allocator holding
+ * a lock). Meanwhile the main thread forks repeatedly, and so does a second, non-main
+ * thread. Each child allocates a deterministic set of blocks (small to huge, also from a new
+ * thread of its own), fills and verifies them, frees them, and writes a checksum of what it
+ * verified to a pipe; the parent compares it with the checksum computed from the same recipe
+ * and checks the exit status. A child that deadlocks is killed after a generous 60 s and
+ * counted as a failure (this detects hangs; it is not a speed check).
+ *
+ * Built against kite_* (core_fork) and against the plain names with libkite.so
+ * (core_fork_override, where the child's blocks must also be kite's).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../api/api_names.h"
+#include "test.h"
+
+#define N_BG 4
+#define FORKS_MAIN 40
+#define FORKS_THREAD 20
+
+static atomic_int stop;
+static _Atomic(void *) handoff[64];
+
+static void *background(void *arg) {
+  uint64_t s = (uintptr_t)arg * 0x9E3779B97F4A7C15ull + 1;
+  void *mine[32] = {0};
+  while (!atomic_load(&stop)) {
+    s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
+    uint64_t r = s * 2685821657736338717ull;
+    size_t n = r % 100 < 90 ? 1 + (r >> 8) % 512 : r % 100 < 99 ? 1 + (r >> 8) % (256 << 10)
+                                                                : (4 << 20) + (r >> 8) % (8 << 20);
+    int j = (int)((r >> 40) % 32);
+    A_free(mine[j]);
+    mine[j] = A_malloc(n);
+    if (mine[j]) memset(mine[j], (int)j, n < 256 ? n : 256);
+    if (r % 7 == 0) { /* hand a block to another thread, free what was there */
+      void *old = atomic_exchange(&handoff[(r >> 20) % 64], mine[j]);
+      mine[j] = NULL;
+      A_free(old);
+    }
+  }
+  for (int j = 0; j < 32; j++) A_free(mine[j]);
+  return NULL;
+}
+
+/* The child's recipe, also used by the parent (without allocating) for the checksum. */
+static size_t recipe_size(int round, int i) {
+  uint64_t x = (uint64_t)round * 1000003u + (uint64_t)i * 7919u;
+  if (i % 50 == 49) return (40u << 20) + x % 4096; /* huge */
+  if (i % 10 == 9) return (64u << 10) + x % (1u << 20); /* large */
+  return 1 + x % 2000;
+}
+#define RECIPE_N 150
+
+static uint64_t expected_checksum(int round) {
+  uint64_t sum = 0;
+  for (int i = 0; i < RECIPE_N; i++) sum = sum * 31 + recipe_size(round, i) + (uint64_t)i;
+  return sum * 2 + 1; /* +1: the child's extra thread succeeded; *2 keeps the bits apart */
+}
+
+static void *child_thread(void *arg) {
+  void *p[64];
+  for (int i = 0; i < 64; i++) {
+    p[i] = A_malloc(16 + (size_t)i * 40);
+    if (!p[i]) return NULL;
+    memset(p[i], i, 16 + (size_t)i * 40);
+  }
+  for (int i = 0; i < 64; i++) A_free(p[i]);
+  return (void *)1;
+}
+
+/* Runs in the child: returns the checksum, or 0 on any failure. Only write(2) for output. */
+static uint64_t child_work(int round) {
+  static void *blk[RECIPE_N];
+  uint64_t sum = 0;
+  for (int i = 0; i < RECIPE_N; i++) {
+    size_t n = recipe_size(round, i);
+    blk[i] = A_malloc(n);
+    if (!blk[i] || !kite_owns(blk[i])) return 0;
+    test_fill(blk[i], n < 8192 ? n : 8192, (uint64_t)i);
+  }
+  for (int i = 0; i < RECIPE_N; i++) {
+    size_t n = recipe_size(round, i);
+    if (!test_verify(blk[i], n < 8192 ? n : 8192, (uint64_t)i)) return 0;
+    sum = sum * 31 + n + (uint64_t)i;
+    A_free(blk[i]);
+  }
+  pthread_t t;
+  void *ok = NULL;
+  if (pthread_create(&t, NULL, child_thread, NULL) != 0) return 0;
+  pthread_join(t, &ok);
+  return sum * 2 + (ok ? 1 : 0);
+}
+
+/* Forks one child for `round` and checks it. Returns 1 if all is well. */
+static int fork_one(int round, const char **why) {
+  int fds[2];
+  if (pipe(fds) != 0) { *why = "pipe"; return 0; }
+  pid_t pid = fork();
+  if (pid < 0) { *why = "fork"; close(fds[0]); close(fds[1]); return 0; }
+  if (pid == 0) {
+    close(fds[0]);
+    uint64_t sum = child_work(round);
+    ssize_t w = write(fds[1], &sum, sizeof sum);
+    _exit(w == (ssize_t)sizeof sum && sum ? 0 : 3);
+  }
+  close(fds[1]);
+  uint64_t got = 0;
+  ssize_t r = 0;
+  int status = 0;
+  /* wait at most 60 s for the child (a deadlocked child would hang the test) */
+  for (int ms = 0;; ms++) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (ms >= 60000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      close(fds[0]);
+      *why = "child hung (deadlock in the allocator after fork?)";
+      return 0;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  r = read(fds[0], &got, sizeof got);
+  close(fds[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) { *why = "child failed or crashed"; return 0; }
+  if (r != (ssize_t)sizeof got || got != expected_checksum(round)) { *why = "bad checksum"; return 0; }
+  return 1;
+}
+
+static atomic_int thread_fork_failures;
+static void *forking_thread(void *arg) {
+  for (int i = 0; i < FORKS_THREAD; i++) {
+    const char *why = "";
+    if (!fork_one(1000 + i, &why)) {
+      atomic_fetch_add(&thread_fork_failures, 1);
+      fprintf(stderr, "fork from a thread, round %d: %s\n", i, why);
+    }
+  }
+  return NULL;
+}
+
+TEST(fork_while_allocating) {
+  pthread_t bg[N_BG], ft;
+  for (uintptr_t i = 0; i < N_BG; i++) pthread_create(&bg[i], NULL, background, (void *)(i + 1));
+  pthread_create(&ft, NULL, forking_thread, NULL);
+  int bad = 0;
+  for (int i = 0; i < FORKS_MAIN; i++) {
+    const char *why = "";
+    if (!fork_one(i, &why)) {
+      bad++;
+      fprintf(stderr, "fork from main, round %d: %s\n", i, why);
+    }
+  }
+  pthread_join(ft, NULL);
+  atomic_store(&stop, 1);
+  for (int i = 0; i < N_BG; i++) pthread_join(bg[i], NULL);
+  for (int i = 0; i < 64; i++) A_free(atomic_exchange(&handoff[i], NULL));
+  expect_int_eq(bad, 0);
+  expect_int_eq(atomic_load(&thread_fork_failures), 0);
+  /* the parent still allocates normally */
+  void *p = A_malloc(1000);
+  expect_true(p != NULL && kite_owns(p));
+  A_free(p);
+}
+
+int main(void) {
+  test_rng_init(0xf0f0ull);
+  fprintf(stderr, "variant: %s\n", A_VARIANT);
+  RUN(fork_while_allocating);
+  return test_main_end();
+}
