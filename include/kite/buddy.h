@@ -14,6 +14,12 @@
  *
  * Errors: every function that can fail returns 0 on success or a negative kite_buddy_err
  * value, and leaves the allocator unchanged on failure. kite_buddy_strerror() names it.
+ * Any of them returns KITE_BUDDY_EINVAL for a NULL heap (or NULL index for alloc); the
+ * queries return 0 (or -1 for kite_buddy_largest_free_order) for a NULL heap.
+ *
+ * Cost: alloc and free are O(log units) in the worst case and touch a few tree nodes on
+ * average; reserve and unreserve are O(log^2 units) plus the number of blocks already inside
+ * the range. The tree is described in src/buddy.c; docs/buddy.md has the measurements.
  */
 #ifndef KITE_BUDDY_H
 #define KITE_BUDDY_H
@@ -72,7 +78,8 @@ int kite_buddy_block_order(const kite_buddy_t *b, uint64_t index);
 int kite_buddy_reserve(kite_buddy_t *b, uint64_t start, uint64_t count);
 
 /* Make a reserved range [start, start+count) free again; it coalesces with free
- * neighbours. Every unit must be reserved. Returns 0, KITE_BUDDY_ERANGE or KITE_BUDDY_EBUSY. */
+ * neighbours. Every unit must be reserved. Returns 0, KITE_BUDDY_ERANGE or KITE_BUDDY_EBUSY.
+ * For both: ERANGE when start > units or start + count > units; count 0 is a no-op. */
 int kite_buddy_unreserve(kite_buddy_t *b, uint64_t start, uint64_t count);
 
 /* Queries (O(1) except free_blocks, which is O(1) per order from kept counters). */
@@ -82,7 +89,8 @@ uint64_t kite_buddy_free_blocks(const kite_buddy_t *b, unsigned order); /* nr_fr
 int kite_buddy_largest_free_order(const kite_buddy_t *b); /* -1 when nothing is free */
 
 /* Validate every invariant (tree values, counters, coalescing); 0 if sound, else a
- * negative value. O(units): for tests and debugging. */
+ * negative value naming the first broken invariant (see the CHK_* codes in src/buddy.c).
+ * O(units): for tests and debugging. */
 int kite_buddy_check(const kite_buddy_t *b);
 
 /* Static message for an error code, e.g. "double free or block never allocated". */
