@@ -18,3 +18,10 @@ if(TARGET kite-noover)
   target_include_directories(kite-replay PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(kite-replay PRIVATE kite-noover Threads::Threads)
 endif()
+
+# The capture shim: build/libkite-trace.so (never in a sanitizer build: it is preloaded).
+if(KITE_SANITIZE STREQUAL "")
+  add_library(kite-trace SHARED ${PROJECT_SOURCE_DIR}/tools/trace_shim.c)
+  set_target_properties(kite-trace PROPERTIES C_VISIBILITY_PRESET hidden)
+  target_link_libraries(kite-trace PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+endif()

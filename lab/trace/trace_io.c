@@ -346,6 +346,13 @@ int kt_parse_buffer(const char *buf, size_t len, const char *name, int format, k
           if ((size_t)(eol - tok) > hl && tok[hl] == '1' &&
               (eol - tok == (ptrdiff_t)hl + 1 || kt_is_space(tok[hl + 1]))) {
             format = KT_FORMAT_KITE;
+            static const char raw[] = " raw";
+            if ((size_t)(eol - tok) >= hl + 1 + sizeof raw - 1 &&
+                memcmp(tok + hl + 1, raw, sizeof raw - 1) == 0) {
+              kt_error(&p, "a raw capture (lines in thread order); finalize it with "
+                           "tools/kite-trace --finalize RAW OUT");
+              ok = false;
+            }
           } else {
             kt_error(&p, "unsupported trace version '%.*s'", (int)(eol - tok), tok);
             ok = false;
