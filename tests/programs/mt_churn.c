@@ -3,8 +3,8 @@
  * that frees it. Prints a checksum that does not depend on the allocator. run.sh builds it
  * three ways (plain, linked statically with libkite.a, and runs the plain one preloaded) and
  * compares the outputs.
- * If kite is linked in (kite_owns resolves: a weak reference), it reports on stderr whether
- * malloc's blocks are kite's: "mt_churn: malloc served by kite: yes". */
+ * If kite is linked in (built with -DMT_CHURN_KITE, or kite_owns resolves through the weak
+ * reference), it reports on stderr whether malloc's blocks are kite's: "mt_churn: malloc served by kite: yes". */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -12,7 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef MT_CHURN_KITE
+/* linked with kite: a strong reference, so a static link pulls kite_owns in */
+#include "kite.h"
+#else
 extern bool kite_owns(const void *p) __attribute__((weak));
+#endif
 
 #define THREADS 8
 #define RING 256
