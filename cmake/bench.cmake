@@ -3,6 +3,7 @@
 # Targets (all at the top of the build tree, next to libkite.so):
 #   kite-wl-<name>            one executable per workload; bench/run.py runs them under
 #                             LD_PRELOAD of each allocator (make bench)
+#   kite-bench-exec           the runner's launcher (wall, CPU, peak RSS of one child)
 #   libkite-bench-crash.so    test-only preload: malloc raises SIGSEGV after N calls
 #   libkite-bench-wrong.so    test-only preload: corrupts a live block now and then
 #   kite-bench-workloads      builds all of the above
@@ -25,6 +26,10 @@ foreach(w ${KITE_BENCH_WORKLOADS})
     list(APPEND _kite_bench_targets kite-wl-${w})
   endif()
 endforeach()
+
+# the runner's process launcher: measures one child's wall time, CPU and peak RSS
+add_executable(kite-bench-exec ${PROJECT_SOURCE_DIR}/bench/workloads/exec.c)
+list(APPEND _kite_bench_targets kite-bench-exec)
 
 foreach(kind crash wrong)
   string(TOUPPER ${kind} _k)

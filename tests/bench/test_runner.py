@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""tests/bench/test_runner.py -- bench/run.py end to end, on tiny sizes.
+
+    test_runner.py --build-dir BUILD
+
+Runs the runner on two workloads (churn at 2 threads and collatz-list) with glibc, every
+peer it finds, and two deliberately broken allocators from the build (libkite-bench-crash.so
+segfaults in malloc; libkite-bench-wrong.so corrupts live blocks), then parses what it wrote:
+results.csv (the command on the first line, one row per workload x allocator, the right
+statuses), results.json (the same rows, allocators and skipped ones), results.md (a table
+with a column per allocator, "CRASH sig 11" and "WRONG" in it, never a time for those).
+It also checks the runner's verdicts for exit codes, --list, and bad options. Charts are
+checked too when matplotlib is importable (PNG signature), else run with --no-charts.
+Prints one line per test and the harness's "N passed, N failed" line.
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNNER = os.path.join(ROOT, "bench", "run.py")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+passed = failed = 0
+current_failed = False
+
+
+def check(cond, what):
+    global passed, failed, current_failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        current_failed = True
+        print(f"test_runner.py: FAIL: {what}", file=sys.stderr)
+
+
+def test(fn):
+    global current_failed
+    current_failed = False
+    try:
+        fn()
+    except Exception as e:  # a crash in a test is a failed check, then go on
+        check(False, f"{fn.__name__} raised {e!r}")
+    print(f"{'FAIL' if current_failed else 'ok  '} {fn.__name__}", file=sys.stderr)
+
+
+def have_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-dir", required=True)
+    a = ap.parse_args()
+    build = os.path.abspath(a.build_dir)
+    tmp = tempfile.mkdtemp(prefix="kite-bench-test-")
+    crash = os.path.join(build, "libkite-bench-crash.so")
+    wrong = os.path.join(build, "libkite-bench-wrong.so")
+    out = os.path.join(tmp, "run")
+    charts = have_matplotlib()
+    cmd = [sys.executable, RUNNER, "--build-dir", build, "--no-build", "--size", "tiny",
+           "--reps", "2", "--workloads", "churn,collatz-list", "--threads", "2",
+           "--alloc", f"crash={crash}", "--alloc", f"wrong={wrong}",
+           "--out", out, "--no-progress"] + ([] if charts else ["--no-charts"])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    state = {}
+
+    def runner_exits_zero():
+        check(p.returncode == 0, f"runner exit {p.returncode}: {p.stderr[-2000:]}")
+        for f in ("results.csv", "results.json", "results.md"):
+            check(os.path.exists(os.path.join(out, f)), f"{f} written")
+
+    def csv_is_well_formed():
+        with open(os.path.join(out, "results.csv")) as f:
+            first = f.readline()
+            rows = list(csv.DictReader(f))
+        check(first.startswith("# command: ") and "--workloads churn,collatz-list" in first,
+              f"command line first: {first!r}")
+        state["rows"] = rows
+        allocs = sorted({r["allocator"] for r in rows})
+        state["allocs"] = allocs
+        for need in ("glibc", "crash", "wrong"):
+            check(need in allocs, f"allocator {need} in csv ({allocs})")
+        check("kite" not in allocs or os.path.exists(os.path.join(build, "libkite.so")),
+              "kite only when built")
+        wls = sorted({r["workload"] for r in rows})
+        check(wls == ["churn", "collatz-list"], f"workloads {wls}")
+        check(len(rows) == 2 * len(allocs), f"{len(rows)} rows for {len(allocs)} allocators")
+        for r in rows:
+            check(r["threads"] == ("2" if r["workload"] == "churn" else "2"), f"threads {r}")
+            check(r["runs"] == "2" or r["status"] != "ok", f"two runs per pair: {r}")
+            if r["status"] == "ok":
+                check(float(r["wall_s"]) > 0 and float(r["cpu_s"]) >= 0, f"times {r}")
+                check(float(r["peak_rss_mib"]) > 0.5, f"rss {r}")
+                check(float(r["peak_rss_mib"]) < 12, f"rss measures the workload only: {r}")
+                check(len(r["walls_s"].split()) == 2, f"both walls listed {r}")
+            else:
+                check(r["wall_s"] == "" and r["ratio_glibc"] == "", f"no time for failure {r}")
+        by = {(r["workload"], r["allocator"]): r for r in rows}
+        check(by[("churn", "glibc")]["status"] == "ok", "glibc runs churn")
+        check(by[("collatz-list", "glibc")]["status"] == "ok", "glibc runs collatz-list")
+        check(abs(float(by[("churn", "glibc")]["ratio_glibc"]) - 1.0) < 1e-9, "glibc ratio 1")
+        for w in ("churn", "collatz-list"):
+            check(by[(w, "crash")]["status"] == "CRASH sig 11", f"{w} crash: {by[(w, 'crash')]}")
+            check(by[(w, "wrong")]["status"] == "WRONG", f"{w} wrong: {by[(w, 'wrong')]}")
+        peers = [x for x in allocs if x not in ("kite", "glibc", "crash", "wrong")]
+        for x in peers:  # the Debian peers are healthy: they must produce times
+            check(by[("churn", x)]["status"] == "ok", f"peer {x} runs churn")
+
+    def json_matches_csv():
+        with open(os.path.join(out, "results.json")) as f:
+            j = json.load(f)
+        check(list(j)[0] == "command" and "--workloads churn,collatz-list" in j["command"],
+              "json command first")
+        check(len(j["rows"]) == len(state["rows"]), "json rows")
+        names = [x["name"] for x in j["allocators"]]
+        check(names[:2] == ["kite", "glibc"], f"kite and glibc listed first: {names}")
+        kite = j["allocators"][0]
+        if kite["status"] == "skipped":
+            check(kite["reason"].endswith("libkite.so not found"), f"kite reason {kite}")
+        for r in j["rows"]:
+            check(r["status"] == "ok" or r["wall_s"] is None, "json failure has no time")
+            check(len(r["runs"]) >= 1, "runs kept")
+
+    def markdown_table():
+        with open(os.path.join(out, "results.md")) as f:
+            md = f.read()
+        lines = [l for l in md.splitlines() if l.startswith("| ")]
+        head = lines[0].split("|")[1:-1]
+        head = [h.strip() for h in head]
+        check(head[:2] == ["workload", "threads"], f"md head {head}")
+        for x in state["allocs"]:
+            check(x in head, f"md column {x}")
+        body = [l for l in lines if l.startswith("| churn ") or l.startswith("| collatz-list ")]
+        check(len(body) == 6, f"three tables of two rows: {len(body)}")
+        ci = head.index("crash")
+        wi = head.index("wrong")
+        for l in body:
+            cells = [c.strip() for c in l.split("|")[1:-1]]
+            check(len(cells) == len(head) or len(cells) == len(head) - 1, f"cells {cells}")
+            check(cells[ci] == "**CRASH sig 11**", f"crash cell {cells[ci]}")
+            check(cells[wi] == "**WRONG**", f"wrong cell {cells[wi]}")
+        check("CRASH sig 11" in p.stdout, "table printed")
+
+    def charts_written():
+        if not charts:
+            return
+        for f in ("time_ratio.png", "peak_rss.png"):
+            path = os.path.join(out, f)
+            ok = os.path.exists(path)
+            check(ok, f"{f} exists")
+            if ok:
+                with open(path, "rb") as fh:
+                    check(fh.read(8) == b"\x89PNG\r\n\x1a\n", f"{f} is a PNG")
+
+    def verdicts():
+        import run
+        check(run.classify_exit(0, "time: 1 s\nchecksum: 00ff ok\n") == "ok", "ok")
+        check(run.classify_exit(0, "time: 1 s\n") == "WRONG", "missing checksum")
+        check(run.classify_exit(3, "WRONG: 2 blocks\n") == "WRONG", "exit 3")
+        check(run.classify_exit(0, "WRONG: x\nchecksum: 1 ok\n") == "WRONG", "WRONG line")
+        check(run.classify_exit(1, "boom\n") == "FAIL rc=1", "rc 1")
+        check(run.classify_exit(0, "replayed\n", needs_checksum=False) == "ok", "external")
+        r = run.run_once(["/bin/sh", "-c", "kill -SEGV $$"], None, 10,
+                         os.path.join(build, "kite-bench-exec"))
+        check(r["status"] == "CRASH sig 11", f"signal through the launcher {r['status']}")
+        r = run.run_once(["/bin/sh", "-c", "exit 5"], None, 10,
+                         os.path.join(build, "kite-bench-exec"))
+        check(r["status"] == "FAIL rc=5", f"rc through the launcher {r['status']}")
+        r = run.run_once(["/bin/sleep", "5"], None, 0.3, os.path.join(build, "kite-bench-exec"))
+        check(r["status"] == "TIMEOUT", f"timeout {r['status']}")
+        r = run.run_once(["/bin/sh", "-c", "echo $LD_PRELOAD; echo checksum: 1 ok"], "/x.so",
+                         10, os.path.join(build, "kite-bench-exec"))
+        check("/x.so" in r["output"].splitlines(), f"preload passed {r['output']!r}")
+
+    def list_and_errors():
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--list"],
+                           capture_output=True, text=True, timeout=60)
+        check(q.returncode == 0, "--list")
+        for w in ("collatz-ivec", "collatz-list", "rnbench", "larson", "xmalloc",
+                  "cache-thrash", "cache-scratch", "realloc", "large", "graph",
+                  "thread-churn", "churn", "replay", "glibc"):
+            check(f"  {w} " in q.stdout, f"--list names {w}")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--workloads", "nope",
+                            "--no-progress", "--no-charts", "--out", os.path.join(tmp, "x")],
+                           capture_output=True, text=True, timeout=60)
+        check(q.returncode != 0 and "unknown workload" in q.stderr, "unknown workload")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--allocs", "nope",
+                            "--no-progress", "--no-charts", "--out", os.path.join(tmp, "x")],
+                           capture_output=True, text=True, timeout=60)
+        check(q.returncode != 0 and "unknown allocator" in q.stderr, "unknown allocator")
+
+    def replay_reported():
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", tmp, "--no-build",
+                            "--workloads", "replay", "--allocs", "glibc", "--no-progress",
+                            "--no-charts", "--out", os.path.join(tmp, "y")],
+                           capture_output=True, text=True, timeout=60)
+        check("replay: skipped (kite-replay not built)" in q.stderr, f"replay skip {q.stderr}")
+
+    for t in (runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
+              charts_written, verdicts, list_and_errors, replay_reported):
+        test(t)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
