@@ -1,0 +1,50 @@
+# cmake/core.cmake -- the allocator core.
+#   kite         SHARED  build/libkite.so: overrides the malloc family and C++ operators
+#   kite-static  STATIC  build/libkite.a: the same, for linking (self-contained: the buddy
+#                        page heap is compiled in)
+#   kite-noover  STATIC  only the kite_* API, KITE_DEBUG=${KITE_DEBUG}: what the sanitizer
+#                        builds and unit tests use
+# Release flags for kite/kite-static (benchmarks measure the real thing): -O2, hidden
+# visibility with only the API exported, no semantic interposition, initial-exec TLS.
+set(_kc ${PROJECT_SOURCE_DIR}/src)
+set(KITE_CORE_SOURCES ${_kc}/alloc.c ${_kc}/heap.c ${_kc}/arena.c ${_kc}/init.c ${_kc}/os/linux.c
+    ${_kc}/buddy.c)
+set(KITE_CORE_FLAGS -fvisibility=hidden -fno-semantic-interposition -ftls-model=initial-exec
+    -fno-plt -fno-stack-protector)
+
+function(_kite_core_target name type override debug)
+  set(srcs ${KITE_CORE_SOURCES})
+  if(override)
+    list(APPEND srcs ${_kc}/override_cxx.cpp)
+  endif()
+  add_library(${name} ${type} ${srcs})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${_kc})
+  target_compile_definitions(${name} PRIVATE KITE_OVERRIDE=${override} KITE_DEBUG=${debug})
+  target_compile_options(${name} PRIVATE ${KITE_CORE_FLAGS})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON
+                        C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
+  target_link_libraries(${name} PUBLIC Threads::Threads)
+endfunction()
+
+_kite_core_target(kite-noover STATIC 0 ${KITE_DEBUG})
+
+if(KITE_SANITIZE STREQUAL "")
+  _kite_core_target(kite SHARED 1 0)
+  set_target_properties(kite PROPERTIES OUTPUT_NAME kite)
+  target_link_options(kite PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
+  _kite_core_target(kite-static STATIC 1 0)
+  set_target_properties(kite-static PROPERTIES OUTPUT_NAME kite)
+endif()
+
+# The core's own quick smoke test (the full suites are in core-tests.cmake).
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
+  kite_test(test_core_smoke SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c
+            LIBS kite-noover LABELS core unit)
+  target_include_directories(test_core_smoke PRIVATE ${_kc})
+endif()
+
+# bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
+if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
+  add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
+  target_compile_options(kite-fastpath PRIVATE -O2 -fno-builtin-malloc -fno-builtin-free)
+endif()

@@ -1,0 +1,479 @@
+/* src/heap.c -- per-thread heaps and small pages (contract in heap.h).
+ *
+ * Small page life cycle:
+ *   fresh (from the heap's cache or a buddy run) -> in heap->queue[cls] while it may have
+ *   free blocks -> on heap->full[cls] once collecting found nothing (sign bit of used set;
+ *   a local free moves it back at once, remote frees are found by an amortized scan of the
+ *   full list before a fresh page is taken) -> empty: cached or given back to the arena.
+ *   At thread exit every non-empty page is abandoned: heap = NULL, pushed on abandoned[cls]
+ *   (one global lock); a thread short of pages of that class adopts it. Remote frees to an
+ *   abandoned page wait in its thread_free list for the adopter.
+ *
+ * Locks: heap_lock guards the heap pool, the list of live heaps, and the abandoned lists.
+ * It is taken only on slow paths (thread start/exit, adoption, trim, stats).
+ */
+#include "heap.h"
+#include "arena.h"
+#include "os.h"
+#include <errno.h>
+#include <string.h>
+
+#define KITE_HEAP_CACHE_MAX 8
+#define KITE_EXTEND_BYTES 4096
+
+uint32_t _kite_class_size_[KITE_CLASSES];
+uint8_t _kite_class_order_[KITE_CLASSES];
+static uint8_t class_slot_lo[KITE_CLASSES], class_slot_hi[KITE_CLASSES];
+
+kite_page_t _kite_page_empty;
+kite_heap_t _kite_heap_empty = {.direct = {[0 ... KITE_DIRECT_SLOTS - 1] = &_kite_page_empty}};
+__thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec"))) = &_kite_heap_empty;
+
+static kite_lock_t heap_lock = KITE_LOCK_INIT;
+static kite_heap_t *heap_pool;     /* heaps of exited threads, for reuse (via next_all) */
+static kite_heap_t *heap_live;     /* all live heaps */
+static kite_page_t *abandoned[KITE_CLASSES];
+static pthread_key_t heap_key;
+static bool heap_key_made;
+
+void _kite_heap_init_tables(void) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    size_t sz = c < 8 ? 16 * (c + 1) : ((size_t)128 << ((c - 8) / 8)) + ((size_t)((c - 8) % 8 + 1) << ((c - 8) / 8 + 4));
+    _kite_class_size_[c] = (uint32_t)sz;
+    unsigned order = 0;
+    while (((KITE_UNIT_SIZE << order) / sz) < 8 && sz > KITE_SINGLE_UNIT_MAX) order++;
+    _kite_class_order_[c] = (uint8_t)order;
+  }
+  for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) {
+    unsigned c = _kite_class_of(s * 16);
+    if (s == 0 || class_slot_lo[c] == 0) class_slot_lo[c] = (uint8_t)s;
+    class_slot_hi[c] = (uint8_t)s;
+  }
+  class_slot_lo[0] = 0;
+}
+
+/* ---- queues ---- */
+static inline void q_remove(kite_pageq_t *q, kite_page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next; else q->first = pg->next;
+  if (pg->next) pg->next->prev = pg->prev; else q->last = pg->prev;
+  pg->next = pg->prev = NULL;
+}
+static inline void q_push_front(kite_pageq_t *q, kite_page_t *pg) {
+  pg->prev = NULL;
+  pg->next = q->first;
+  if (q->first) q->first->prev = pg; else q->last = pg;
+  q->first = pg;
+}
+static inline void q_push_back(kite_pageq_t *q, kite_page_t *pg) {
+  pg->next = NULL;
+  pg->prev = q->last;
+  if (q->last) q->last->next = pg; else q->first = pg;
+  q->last = pg;
+}
+
+/* Point the direct slots of class cls at the queue's first page (or the empty page). */
+static inline void heap_set_direct(kite_heap_t *h, unsigned cls) {
+  if (_kite_class_size_[cls] > KITE_DIRECT_MAX) return;
+  kite_page_t *pg = h->queue[cls].first ? h->queue[cls].first : &_kite_page_empty;
+  for (unsigned s = class_slot_lo[cls]; s <= class_slot_hi[cls]; s++) h->direct[s] = pg;
+}
+
+/* ---- small pages ---- */
+
+/* Move thread_free (and, when the allocation list is empty or `all`, local_free) into the
+ * allocation list. Owner only. */
+static void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
+  if (pg->local_free && (all || pg->free == NULL)) {
+    if (_kite_options.show_stats) {
+      uint64_t n = 0;
+      for (kite_block_t *b = pg->local_free; b; b = b->next) n++;
+      h->issued[pg->cls] += n;
+    }
+    if (pg->free) {
+      kite_block_t *t = pg->local_free;
+      while (t->next) t = t->next;
+      t->next = pg->free;
+    }
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+  }
+  if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != NULL) {
+    kite_block_t *tf = __atomic_exchange_n(&pg->thread_free, NULL, __ATOMIC_ACQUIRE);
+    if (tf) {
+      int32_t n = 1;
+      kite_block_t *t = tf;
+      while (t->next) { t = t->next; n++; }
+      t->next = pg->free;
+      pg->free = tf;
+      pg->used -= n;
+      h->issued[pg->cls] += (uint64_t)n;
+    }
+  }
+}
+
+/* Carve up to KITE_EXTEND_BYTES worth of fresh blocks onto the (empty) allocation list. */
+static void page_extend(kite_heap_t *h, kite_page_t *pg) {
+  uint32_t bs = pg->block_size;
+  uint32_t n = KITE_EXTEND_BYTES / bs;
+  if (n == 0) n = 1;
+  if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
+  uint8_t *start = _kite_page_start(pg) + (size_t)pg->capacity * bs;
+  for (uint32_t i = 0; i + 1 < n; i++) ((kite_block_t *)(start + (size_t)i * bs))->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
+  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
+  pg->free = (kite_block_t *)start;
+  pg->capacity += n;
+  h->issued[pg->cls] += n;
+}
+
+static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
+  uint32_t bs = _kite_class_size_[cls];
+  pg->kind = KITE_KIND_SMALL;
+  pg->cls = (uint8_t)cls;
+  pg->block_size = bs;
+  pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
+  pg->reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
+  pg->capacity = 0;
+  pg->used = 0;
+  pg->free = pg->local_free = NULL;
+  pg->thread_free = NULL;
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+}
+
+/* Give an empty page back: to the heap's cache (single units) or to its arena. */
+static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
+  __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
+  pg->kind = KITE_KIND_FREE;
+  if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
+    pg->kind = KITE_KIND_META; /* not a block page while cached */
+    pg->next = h->cache;
+    h->cache = pg;
+    h->cache_count++;
+    return;
+  }
+  _kite_arena_free_run(pg);
+}
+
+static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg;
+  unsigned order = _kite_class_order_[cls];
+  if (order == 0 && h->cache) {
+    pg = h->cache;
+    h->cache = pg->next;
+    h->cache_count--;
+    pg->next = pg->prev = NULL;
+  } else {
+    bool zero;
+    pg = _kite_arena_alloc_run(order, &zero);
+    if (!pg) return NULL;
+  }
+  page_init_small(h, pg, cls);
+  h->fresh_since_scan[cls]++;
+  return pg;
+}
+
+/* Look through the full list of cls for pages that received remote frees. Amortized:
+ * scans more pages the more fresh pages were taken since the last successful scan. */
+static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
+  kite_pageq_t *fq = &h->full[cls];
+  uint32_t budget = 4 + 4 * h->fresh_since_scan[cls];
+  kite_page_t *found = NULL;
+  for (uint32_t i = 0; i < budget && fq->first; i++) {
+    kite_page_t *pg = fq->first;
+    q_remove(fq, pg);
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != NULL) {
+      pg->used &= ~KITE_PAGE_IN_FULL;
+      h->full_count[cls]--;
+      page_collect(h, pg, true);
+      if (pg->used == 0 && found) { page_release(h, pg, true); continue; }
+      if (found) { q_push_back(&h->queue[cls], pg); continue; }
+      found = pg;
+      q_push_front(&h->queue[cls], pg);
+      if (h->fresh_since_scan[cls] == 0) break;
+    } else {
+      q_push_back(fq, pg); /* rotate */
+    }
+  }
+  if (found) h->fresh_since_scan[cls] = 0;
+  return found;
+}
+
+/* Take an abandoned page of class cls, if any. */
+static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
+  for (int tries = 0; tries < 8; tries++) {
+    if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
+    _kite_lock(&heap_lock);
+    kite_page_t *pg = abandoned[cls];
+    if (pg) abandoned[cls] = pg->next;
+    _kite_unlock(&heap_lock);
+    if (!pg) return NULL;
+    pg->next = pg->prev = NULL;
+    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&_kite_stats.pages_adopted, 1, __ATOMIC_RELAXED);
+    page_collect(h, pg, true);
+    if (pg->free || pg->capacity < pg->reserved) {
+      q_push_front(&h->queue[cls], pg);
+      return pg;
+    }
+    pg->used |= KITE_PAGE_IN_FULL;
+    q_push_back(&h->full[cls], pg);
+    h->full_count[cls]++;
+  }
+  return NULL;
+}
+
+/* ---- heaps ---- */
+static void heap_thread_done(void *arg);
+
+static void heap_reset(kite_heap_t *h) {
+  memset(h, 0, sizeof *h);
+  for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
+}
+
+static KITE_COLD kite_heap_t *heap_create(void) {
+  if (unlikely(_kite_initialized != 2)) _kite_init();
+  _kite_lock(&heap_lock);
+  if (!heap_key_made) {
+    if (pthread_key_create(&heap_key, heap_thread_done) != 0) {
+      _kite_unlock(&heap_lock);
+      errno = ENOMEM;
+      return NULL;
+    }
+    heap_key_made = true;
+  }
+  kite_heap_t *h = heap_pool;
+  if (h) heap_pool = h->next_all;
+  _kite_unlock(&heap_lock);
+  if (!h) {
+    size_t sz = (sizeof(kite_heap_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+    h = _kite_os_map_aligned(sz, KITE_OS_PAGE, NULL);
+    if (!h) return NULL;
+    _kite_stat_commit((int64_t)sz);
+  }
+  heap_reset(h);
+  _kite_lock(&heap_lock);
+  h->next_all = heap_live;
+  if (heap_live) heap_live->prev_all = h;
+  heap_live = h;
+  _kite_unlock(&heap_lock);
+  _kite_heap_tls = h;
+  pthread_setspecific(heap_key, h); /* may allocate (keys >= 32): the TLS heap is ready */
+  return h;
+}
+
+kite_heap_t *_kite_heap_get(void) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (likely(h != &_kite_heap_empty)) return h;
+  return heap_create();
+}
+
+static void heap_merge_stats(kite_heap_t *h) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++)
+    if (h->issued[c]) __atomic_fetch_add(&_kite_stats.issued[c], h->issued[c], __ATOMIC_RELAXED);
+  __atomic_fetch_add(&_kite_stats.remote_frees, h->remote_frees, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&_kite_stats.large_allocs, h->large_allocs, __ATOMIC_RELAXED);
+}
+
+/* Thread exit: give back empty pages, abandon the others, return the heap to the pool. */
+static void heap_abandon(kite_heap_t *h) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    for (int k = 0; k < 2; k++) {
+      kite_page_t *pg;
+      while ((pg = qs[k]->first) != NULL) {
+        q_remove(qs[k], pg);
+        pg->used &= ~KITE_PAGE_IN_FULL;
+        page_collect(h, pg, true);
+        if (pg->used == 0) { page_release(h, pg, false); continue; }
+        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+        _kite_lock(&heap_lock);
+        pg->next = abandoned[c];
+        abandoned[c] = pg;
+        _kite_unlock(&heap_lock);
+        __atomic_fetch_add(&_kite_stats.pages_abandoned, 1, __ATOMIC_RELAXED);
+      }
+    }
+  }
+  while (h->cache) {
+    kite_page_t *pg = h->cache;
+    h->cache = pg->next;
+    pg->next = NULL;
+    _kite_arena_free_run(pg);
+  }
+  h->cache_count = 0;
+  heap_merge_stats(h);
+  _kite_lock(&heap_lock);
+  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
+  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_reset(h);
+  h->next_all = heap_pool;
+  heap_pool = h;
+  _kite_unlock(&heap_lock);
+}
+
+static void heap_thread_done(void *arg) {
+  kite_heap_t *h = arg;
+  if (!h || h == &_kite_heap_empty) return;
+  _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
+  heap_abandon(h);
+}
+
+/* ---- generic allocation ---- */
+
+static inline void *page_pop(kite_page_t *pg) {
+  kite_block_t *b = pg->free;
+  pg->free = b->next;
+  pg->used++;
+  return b;
+}
+
+static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
+  if (unlikely(h == &_kite_heap_empty)) {
+    h = heap_create();
+    if (!h) return NULL;
+  }
+  kite_pageq_t *q = &h->queue[cls];
+  kite_page_t *pg = q->first;
+  while (pg) {
+    kite_page_t *next = pg->next;
+    page_collect(h, pg, false);
+    if (pg->free) break;
+    if (pg->capacity < pg->reserved) { page_extend(h, pg); break; }
+    q_remove(q, pg);
+    pg->used |= KITE_PAGE_IN_FULL;
+    q_push_back(&h->full[cls], pg);
+    h->full_count[cls]++;
+    pg = next;
+  }
+  if (!pg) pg = h->full_count[cls] ? full_scan(h, cls) : NULL;
+  if (!pg) pg = adopt(h, cls);
+  if (!pg) {
+    pg = page_fresh(h, cls);
+    if (!pg) return NULL;
+    q_push_front(q, pg);
+  }
+  if (!pg->free) {
+    page_collect(h, pg, false);
+    if (!pg->free) page_extend(h, pg);
+  }
+  if (q->first != pg) {
+    q_remove(q, pg);
+    q_push_front(q, pg);
+  }
+  heap_set_direct(h, cls);
+  return page_pop(pg);
+}
+
+void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
+  return malloc_class_generic(h, _kite_class_of(n));
+}
+
+void *_kite_malloc_class(unsigned cls) {
+  kite_heap_t *h = _kite_heap_tls;
+  kite_page_t *pg = h->queue[cls].first;
+  if (pg && pg->free) return page_pop(pg);
+  return malloc_class_generic(h, cls);
+}
+
+/* ---- generic free ---- */
+
+void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
+  unsigned cls = pg->cls;
+  if (pg->used < 0) { /* was on the full list: it has a free block now */
+    pg->used &= ~KITE_PAGE_IN_FULL;
+    q_remove(&h->full[cls], pg);
+    h->full_count[cls]--;
+    if (pg->used != 0) {
+      q_push_back(&h->queue[cls], pg);
+      if (h->queue[cls].first == pg) heap_set_direct(h, cls);
+      return;
+    }
+  } else {
+    /* keep the current page of the class: it is what the fast path allocates from */
+    if (h->queue[cls].first == pg && pg->next == NULL) return;
+    q_remove(&h->queue[cls], pg);
+    heap_set_direct(h, cls);
+  }
+  page_release(h, pg, true);
+}
+
+void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
+    b->next = pg->local_free;
+    pg->local_free = b;
+    if (--pg->used <= 0) _kite_free_local_slow(h, pg);
+    return;
+  }
+  kite_block_t *old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
+  do {
+    b->next = old;
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, b, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  if (h != &_kite_heap_empty) h->remote_frees++;
+  else __atomic_fetch_add(&_kite_stats.remote_frees, 1, __ATOMIC_RELAXED);
+}
+
+bool _kite_block_is_free_local(kite_page_t *pg, const void *b) {
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return false;
+  for (kite_block_t *x = pg->free; x; x = x->next) if (x == b) return true;
+  for (kite_block_t *x = pg->local_free; x; x = x->next) if (x == b) return true;
+  return false;
+}
+
+/* ---- trim, stats, fork ---- */
+
+size_t _kite_heap_trim(void) {
+  size_t released = 0;
+  kite_heap_t *h = _kite_heap_tls;
+  while (h != &_kite_heap_empty && h->cache) {
+    kite_page_t *pg = h->cache;
+    h->cache = pg->next;
+    h->cache_count--;
+    pg->next = NULL;
+    _kite_arena_free_run(pg);
+    released += KITE_UNIT_SIZE;
+  }
+  /* abandoned pages that became empty */
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
+    _kite_lock(&heap_lock);
+    kite_page_t **link = &abandoned[c], *empty = NULL;
+    while (*link) {
+      kite_page_t *pg = *link;
+      kite_block_t *tf = __atomic_exchange_n(&pg->thread_free, NULL, __ATOMIC_ACQUIRE);
+      if (tf) {
+        int32_t n = 1;
+        kite_block_t *t = tf;
+        while (t->next) { t = t->next; n++; }
+        t->next = pg->free;
+        pg->free = tf;
+        pg->used -= n;
+      }
+      if (pg->used == 0) { *link = pg->next; pg->next = empty; empty = pg; }
+      else link = &pg->next;
+    }
+    _kite_unlock(&heap_lock);
+    while (empty) {
+      kite_page_t *pg = empty;
+      empty = pg->next;
+      pg->next = NULL;
+      released += KITE_UNIT_SIZE << pg->order;
+      _kite_arena_free_run(pg);
+    }
+  }
+  return released;
+}
+
+void _kite_heap_collect_stats(kite_gstats_t *out) {
+  *out = _kite_stats;
+  _kite_lock(&heap_lock);
+  for (kite_heap_t *h = heap_live; h; h = h->next_all) {
+    for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += h->issued[c];
+    out->remote_frees += h->remote_frees;
+    out->large_allocs += h->large_allocs;
+  }
+  _kite_unlock(&heap_lock);
+}
+
+void _kite_heap_fork_prepare(void) { _kite_lock(&heap_lock); }
+void _kite_heap_fork_parent(void) { _kite_unlock(&heap_lock); }
+void _kite_heap_fork_child(void) { _kite_lock_reinit(&heap_lock); }

@@ -1,0 +1,54 @@
+/* src/heap.h -- per-thread heaps: page queues per size class, the direct[] table the
+ * malloc fast path indexes, thread-exit abandonment and adoption of pages.
+ *
+ * Ownership: a heap is touched only by its thread (and, after the thread exited, by
+ * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
+ * direct[s] is always the first page of the queue of class_of(16*s), or the static empty
+ * page (whose free list is NULL) so a miss lands in the generic path without a branch.
+ */
+#ifndef KITE_HEAP_H
+#define KITE_HEAP_H
+#include "types.h"
+
+typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
+
+typedef struct kite_heap_s {
+  kite_page_t *direct[KITE_DIRECT_SLOTS];
+  kite_pageq_t queue[KITE_CLASSES]; /* pages that may have free blocks; first = current */
+  kite_pageq_t full[KITE_CLASSES];  /* pages found full (used has KITE_PAGE_IN_FULL) */
+  uint32_t full_count[KITE_CLASSES];
+  uint32_t fresh_since_scan[KITE_CLASSES];
+  uint64_t issued[KITE_CLASSES];    /* stats: blocks handed to allocation lists */
+  uint64_t remote_frees, large_allocs;
+  kite_page_t *cache;               /* empty single-unit pages kept for reuse */
+  uint32_t cache_count;
+  struct kite_heap_s *next_all, *prev_all;
+} kite_heap_t;
+
+extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));
+extern kite_heap_t _kite_heap_empty;
+extern kite_page_t _kite_page_empty;
+
+/* Generic malloc for n <= KITE_SMALL_MAX (any heap, including the empty one): NULL+ENOMEM. */
+void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
+/* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */
+void *_kite_malloc_class(unsigned cls);
+/* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be. */
+kite_heap_t *_kite_heap_get(void);
+/* Local free hit a page whose used count reached 0 or that sits on the full list. */
+void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
+/* Free block b of small page pg (head descriptor) from any thread; validates nothing. */
+void _kite_free_small_any(kite_page_t *pg, kite_block_t *b);
+/* Is b on the calling thread's own free lists of page pg? (kite_owns) */
+bool _kite_block_is_free_local(kite_page_t *pg, const void *b);
+
+/* Class tables (filled by _kite_heap_init_tables). */
+void _kite_heap_init_tables(void);
+/* Release empty cached pages and abandoned empty pages; returns bytes released. */
+size_t _kite_heap_trim(void);
+/* Merge the counters of every heap into out (global ones included). */
+void _kite_heap_collect_stats(kite_gstats_t *out);
+void _kite_heap_fork_prepare(void);
+void _kite_heap_fork_parent(void);
+void _kite_heap_fork_child(void);
+#endif

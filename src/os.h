@@ -1,0 +1,31 @@
+/* src/os.h -- the platform contract. src/os/linux.c is the only file that makes system
+ * calls. Every function leaves errno unchanged unless it says otherwise.
+ *
+ * Memory model: reserved memory is mapped read/write with MAP_NORESERVE, so "commit" is
+ * the kernel's lazy page fault and costs nothing up front; decommit gives the pages back
+ * (MADV_DONTNEED) and they read as zero afterwards.
+ */
+#ifndef KITE_OS_H
+#define KITE_OS_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* Map `size` bytes aligned to `align` (a power of two >= 4 KiB), read/write, zero filled.
+ * `hint` (aligned, or NULL) is tried first. Returns NULL with errno = ENOMEM on failure. */
+void *_kite_os_map_aligned(size_t size, size_t align, void *hint);
+/* Unmap a range returned by _kite_os_map_aligned (or a page-aligned part of it). */
+void _kite_os_unmap(void *p, size_t size);
+/* Give the pages of [p, p+size) back to the OS; they read as zero afterwards. */
+void _kite_os_decommit(void *p, size_t size);
+/* Advise transparent huge pages for a range (best effort). */
+void _kite_os_advise_huge(void *p, size_t size);
+/* Write all of buf to fd (best effort, no allocation). */
+void _kite_os_write(int fd, const char *buf, size_t len);
+/* Monotonic milliseconds. */
+uint64_t _kite_os_now_ms(void);
+/* Terminate the process immediately (SIGABRT). */
+void _kite_os_abort(void) __attribute__((noreturn));
+/* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
+void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move);
+#endif

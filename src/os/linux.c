@@ -1,0 +1,97 @@
+/* src/os/linux.c -- every system call kite makes (see src/os.h for the contract).
+ *
+ * Aligned mappings: try the hint first (MAP_FIXED_NOREPLACE-free: a plain hint, accepted
+ * only if the kernel returned exactly it), then map size + align and trim both ends. Under
+ * a tight RLIMIT_AS the over-sized map may fail where an exact one would not, so a last
+ * attempt maps exactly `size` and keeps it if it happens to be aligned.
+ */
+#define _GNU_SOURCE
+#include "../os.h"
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
+static void *os_mmap(void *hint, size_t size) {
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
+  int saved = errno;
+  if (size == 0 || size + align < size) { errno = ENOMEM; return NULL; }
+  if (hint) {
+    void *p = os_mmap(hint, size);
+    if (p == hint) { errno = saved; return p; }
+    if (p) munmap(p, size);
+  }
+  void *p = os_mmap(NULL, size + align);
+  if (p) {
+    uintptr_t u = (uintptr_t)p, a = (u + align - 1) & ~(uintptr_t)(align - 1);
+    if (a > u) munmap(p, a - u);
+    size_t tail = (u + size + align) - (a + size);
+    if (tail) munmap((void *)(a + size), tail);
+    errno = saved;
+    return (void *)a;
+  }
+  p = os_mmap(NULL, size);
+  if (p && ((uintptr_t)p & (align - 1)) == 0) { errno = saved; return p; }
+  if (p) munmap(p, size);
+  errno = ENOMEM;
+  return NULL;
+}
+
+void _kite_os_unmap(void *p, size_t size) {
+  int saved = errno;
+  munmap(p, size);
+  errno = saved;
+}
+
+void _kite_os_decommit(void *p, size_t size) {
+  int saved = errno;
+  madvise(p, size, MADV_DONTNEED);
+  errno = saved;
+}
+
+void _kite_os_advise_huge(void *p, size_t size) {
+#ifdef MADV_HUGEPAGE
+  int saved = errno;
+  madvise(p, size, MADV_HUGEPAGE);
+  errno = saved;
+#endif
+}
+
+void _kite_os_write(int fd, const char *buf, size_t len) {
+  int saved = errno;
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    buf += w;
+    len -= (size_t)w;
+  }
+  errno = saved;
+}
+
+uint64_t _kite_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void _kite_os_abort(void) {
+  raise(SIGABRT);
+  _exit(134);
+}
+
+void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
+  int saved = errno;
+  void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
+  errno = saved;
+  return q == MAP_FAILED ? NULL : q;
+}

@@ -1,0 +1,198 @@
+/* src/types.h -- kite's core data structures, constants and the glossary.
+ *
+ * Glossary
+ *   unit    64 KiB (KITE_UNIT_SIZE): the granule the buddy page heap hands out.
+ *   arena   a 64 MiB reservation aligned to 64 MiB (KITE_ARENA_SIZE) = 1024 units. Its
+ *           first units hold metadata: the page descriptor table (one kite_page_t per
+ *           unit, at the very start of the arena), then the arena header, then the buddy
+ *           heap's metadata. The rest is handed out by the buddy heap in runs of 2^k units.
+ *   page    a run of 2^k units used for one purpose: a slab of one size class (small
+ *           page), or one large object (large run). Its descriptor is the descriptor of
+ *           its first unit (the head); the other units' descriptors hold head_off (the
+ *           distance back to the head) and never match any heap, so frees that land in
+ *           them take the generic path.
+ *   block   one object in a small page. Free blocks link through their first word.
+ *   heap    per-thread state: for each size class a queue of pages with free blocks, a
+ *           list of full pages, and direct[] (the page to allocate from for every 16-byte
+ *           size step up to 1024 bytes). Reached through one initial-exec TLS pointer.
+ *   huge    an allocation above KITE_LARGE_MAX (or with an alignment no buddy run can
+ *           give): its own OS mapping, which starts at a 64 MiB boundary with a header
+ *           page; the user pointer follows at offset min(max(align, 4 KiB), 64 MiB).
+ *
+ * Finding metadata from a pointer p (no per-object header):
+ *   _kite_pagemap[p >> 26]  KITE_PM_ARENA / KITE_PM_HUGE / 0 (not ours): "is it ours?"
+ *   arena  = p & ~(KITE_ARENA_SIZE-1)
+ *   page   = (kite_page_t *)arena + ((p >> 16) & 1023), then minus head_off.
+ *
+ * Invariants of a small page (owner = the heap in page->heap; only the owner touches
+ * free/local_free/used/capacity and the queue links):
+ *   - blocks = capacity carved so far (capacity <= reserved); uncarved memory is untouched,
+ *     so a fresh page costs RSS only for what is used.
+ *   - every carved block is in exactly one of: handed out, free, local_free, thread_free.
+ *   - used (low 31 bits) = carved - |free| - |local_free| - |blocks collected ...| i.e.
+ *     the number of blocks handed out plus those sitting in thread_free.
+ *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
+ *     full list: any local free then takes the generic path, which moves it back.
+ *   - thread_free is pushed by other threads (one CAS each) and swapped out whole by the
+ *     owner (or by whoever holds an abandoned page).
+ *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
+ *     every free to it is generic.
+ *
+ * Build variants (compile definitions)
+ *   KITE_OVERRIDE  1: malloc/free/... and C++ operators are defined (kite, kite-static)
+ *                  0: only the kite_* API (kite-noover, used by the sanitizer builds)
+ *   KITE_DEBUG     0..3 graded assertions (kite_assert ... kite_assert_expensive)
+ */
+#ifndef KITE_TYPES_H
+#define KITE_TYPES_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifndef KITE_DEBUG
+/* Assertion level: 0 release, 1 cheap checks, 2 internal, 3 expensive validators. */
+#define KITE_DEBUG 0
+#endif
+#ifndef KITE_OVERRIDE
+/* Define the standard malloc family names (1) or only the kite_ API (0). */
+#define KITE_OVERRIDE 0
+#endif
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define KITE_NOINLINE __attribute__((noinline))
+#define KITE_COLD __attribute__((cold, noinline))
+#define KITE_HIDDEN __attribute__((visibility("hidden")))
+#define KITE_API __attribute__((visibility("default")))
+
+void _kite_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn, cold));
+#define kite_assert(e) do { if (unlikely(KITE_DEBUG >= 1 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+#define kite_assert_internal(e) do { if (unlikely(KITE_DEBUG >= 2 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+#define kite_check(e) do { if (unlikely(!(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+
+/* ---- geometry ---- */
+#define KITE_UNIT_SHIFT 16
+#define KITE_UNIT_SIZE ((size_t)1 << KITE_UNIT_SHIFT)
+#define KITE_ARENA_SHIFT 26
+#define KITE_ARENA_SIZE ((size_t)1 << KITE_ARENA_SHIFT)
+#define KITE_ARENA_MASK (KITE_ARENA_SIZE - 1)
+#define KITE_ARENA_UNITS (1u << (KITE_ARENA_SHIFT - KITE_UNIT_SHIFT))
+#define KITE_ADDR_BITS 47
+#define KITE_PAGEMAP_SIZE ((size_t)1 << (KITE_ADDR_BITS - KITE_ARENA_SHIFT))
+#define KITE_OS_PAGE 4096
+
+/* ---- size classes ----
+ * 16..128 in steps of 16 (classes 0..7), then 8 classes per power of two up to 64 KiB
+ * (classes 8..79): above 128 bytes a block wastes less than 12.5% of the request; at or
+ * below 128 bytes, less than 16 bytes. Every block is 16-byte aligned. */
+#define KITE_CLASSES 80
+#define KITE_SMALL_MAX ((size_t)65536)
+#define KITE_DIRECT_MAX 1024
+#define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX / 16 + 1)
+/* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
+#define KITE_SINGLE_UNIT_MAX ((size_t)8192)
+/* Large objects: buddy runs up to 2^KITE_LARGE_MAX_ORDER units; above: huge (OS map). */
+#define KITE_LARGE_MAX_ORDER 8
+#define KITE_LARGE_MAX (KITE_UNIT_SIZE << KITE_LARGE_MAX_ORDER) /* 16 MiB */
+
+/* page kinds */
+enum { KITE_KIND_FREE = 0, KITE_KIND_META = 1, KITE_KIND_SMALL = 2, KITE_KIND_LARGE = 3 };
+/* pagemap values */
+enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
+
+#define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
+
+typedef struct kite_block_s { struct kite_block_s *next; } kite_block_t;
+struct kite_heap_s;
+
+typedef struct kite_page_s {
+  /* hot: the fast paths read only these (first cache line) */
+  kite_block_t *free;              /* allocation list (owner only) */
+  int32_t used;                    /* see invariants; sign bit = on the full list */
+  uint32_t block_size;             /* small: class size; large: 0 */
+  struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
+  kite_block_t *local_free;        /* freed by the owner, not yet reusable */
+  kite_block_t *thread_free;       /* atomic: pushed by other threads */
+  uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test */
+  uint32_t capacity;               /* blocks carved */
+  uint32_t reserved;               /* blocks that fit */
+  uint32_t head_off;               /* units back to the head descriptor (0: a head) */
+  uint8_t kind, cls, order, dirty; /* dirty: memory was touched since the last purge */
+  /* cold */
+  struct kite_page_s *next, *prev; /* heap queue / abandoned list */
+  size_t large_size;               /* large: usable size */
+  uint64_t issued;                 /* blocks moved to the allocation list (stats) */
+  uint8_t zero;                    /* large run: memory known to be zero */
+  uint8_t pad_[31];
+} kite_page_t;
+
+_Static_assert(sizeof(kite_page_t) == 128, "page descriptors are 128 bytes");
+
+/* ---- pointer -> metadata ---- */
+extern uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE];
+
+static inline unsigned _kite_pagemap_kind(uintptr_t u) {
+  uintptr_t i = u >> KITE_ARENA_SHIFT;
+  if (unlikely(i >= KITE_PAGEMAP_SIZE)) return KITE_PM_NONE;
+  return __atomic_load_n(&_kite_pagemap[i], __ATOMIC_RELAXED);
+}
+/* Descriptor of the unit holding u (not adjusted for head_off). u must be in an arena. */
+static inline kite_page_t *_kite_unit_of(uintptr_t u) {
+  return (kite_page_t *)(u & ~(uintptr_t)KITE_ARENA_MASK) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
+}
+static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_off; }
+/* First byte of the memory a descriptor describes. */
+static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
+  uintptr_t u = (uintptr_t)pg;
+  return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) << (KITE_UNIT_SHIFT - 7)));
+}
+/* Is byte offset off (< 2^32) a multiple of the page's block size? (Lemire's test) */
+static inline bool _kite_is_block_offset(const kite_page_t *pg, uint64_t off) {
+  return off * pg->div_magic < pg->div_magic;
+}
+
+/* ---- size classes ---- */
+extern uint32_t _kite_class_size_[KITE_CLASSES];  /* block size per class */
+extern uint8_t _kite_class_order_[KITE_CLASSES];   /* page order (log2 units) per class */
+
+static inline unsigned _kite_class_of(size_t n) { /* n <= KITE_SMALL_MAX */
+  if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
+  size_t m = n - 1;
+  unsigned b = 63 - (unsigned)__builtin_clzll(m);
+  return 8 + (b - 7) * 8 + (unsigned)((m >> (b - 3)) & 7);
+}
+
+/* ---- locks (pthread mutexes: held only on slow paths) ---- */
+#include <pthread.h>
+typedef pthread_mutex_t kite_lock_t;
+#define KITE_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+static inline void _kite_lock(kite_lock_t *l) { pthread_mutex_lock(l); }
+static inline void _kite_unlock(kite_lock_t *l) { pthread_mutex_unlock(l); }
+static inline void _kite_lock_reinit(kite_lock_t *l) { pthread_mutex_init(l, NULL); }
+
+/* ---- statistics (global, atomics; per-heap counters are merged in) ---- */
+typedef struct kite_gstats_s {
+  uint64_t issued[KITE_CLASSES]; /* small blocks handed to allocation lists */
+  uint64_t large_allocs, huge_allocs, remote_frees, invalid_frees;
+  uint64_t committed, peak_committed, purged;
+  uint64_t arenas, pages_fresh, pages_abandoned, pages_adopted;
+} kite_gstats_t;
+extern kite_gstats_t _kite_stats;
+void _kite_stat_commit(int64_t delta);
+
+/* ---- options ---- */
+typedef struct kite_options_s {
+  bool show_stats;   /* KITE_SHOW_STATS: print statistics to stderr at exit */
+  bool verbose;      /* KITE_VERBOSE: extra messages */
+  bool abort_on_error; /* KITE_ABORT_ON_ERROR: abort after reporting an invalid free */
+  bool hugepages;    /* KITE_HUGEPAGES: advise transparent huge pages on arenas */
+  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS: how long freed runs stay committed */
+} kite_options_t;
+extern kite_options_t _kite_options;
+
+/* init.c */
+void _kite_init(void);
+extern int _kite_initialized;
+void _kite_report_invalid(const char *what, const void *p);
+void _kite_fmt_write(int fd, const char *s);
+#endif

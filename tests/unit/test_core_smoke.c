@@ -1,0 +1,153 @@
+/* tests/unit/test_core_smoke.c -- the core author's quick smoke test (kite-noover):
+ * every size range, alignment, realloc, calloc, cross-thread frees and thread exit.
+ * The full conformance and stress suites live in tests/api and tests/stress. */
+#include "test.h"
+#include <kite.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+
+TEST(sizes) {
+  static const size_t sizes[] = {0, 1, 8, 16, 17, 100, 128, 129, 1000, 1024, 1025, 5000, 8192, 9000,
+                                 65536, 65537, 200000, 1 << 20, (16 << 20) + 1, 40 << 20};
+  for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t n = sizes[i];
+    unsigned char *p = kite_malloc(n);
+    assert_true(p != NULL);
+    expect_true(((uintptr_t)p & 15) == 0);
+    expect_true(kite_malloc_usable_size(p) >= n);
+    expect_true(kite_owns(p));
+    test_fill(p, n, i);
+    expect_true(test_verify(p, n, i));
+    kite_free(p);
+  }
+}
+
+TEST(many_small) {
+  enum { N = 20000 };
+  static void *ptrs[N];
+  test_rng_init(42);
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      size_t n = test_rng_below(600);
+      ptrs[i] = kite_malloc(n);
+      test_fill(ptrs[i], n < 8 ? n : 8, (uint64_t)i);
+    }
+    for (int i = 0; i < N; i += 2) kite_free(ptrs[i]);
+    for (int i = 0; i < N; i += 2) ptrs[i] = kite_malloc(32);
+    int bad = 0;
+    for (int i = 1; i < N; i += 2) {
+      size_t n = kite_malloc_usable_size(ptrs[i]);
+      if (!test_verify(ptrs[i], n < 8 ? 0 : 0, (uint64_t)i)) bad++;
+    }
+    expect_int_eq(bad, 0);
+    for (int i = 0; i < N; i++) kite_free(ptrs[i]);
+  }
+}
+
+TEST(aligned) {
+  for (size_t a = 1; a <= ((size_t)1 << 30); a <<= 1) {
+    size_t sizes[] = {1, 100, 70000};
+    for (int k = 0; k < 3; k++) {
+      void *p = kite_aligned_alloc(a, sizes[k]);
+      assert_true(p != NULL);
+      expect_true(((uintptr_t)p & (a - 1)) == 0);
+      expect_true(kite_malloc_usable_size(p) >= sizes[k]);
+      memset(p, 0x5a, sizes[k]);
+      kite_free(p);
+    }
+  }
+  void *p = (void *)1;
+  expect_int_eq(kite_posix_memalign(&p, 3, 10), EINVAL);
+  errno = 0;
+  expect_true(kite_aligned_alloc(0, 10) == NULL);
+  expect_int_eq(errno, EINVAL);
+}
+
+TEST(realloc_calloc) {
+  unsigned char *p = kite_malloc(10);
+  test_fill(p, 10, 7);
+  size_t steps[] = {100, 3000, 70000, 2 << 20, 20 << 20, 50 << 20, 1000, 5};
+  size_t cur = 10;
+  for (unsigned i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    p = kite_realloc(p, steps[i]);
+    assert_true(p != NULL);
+    size_t keep = cur < steps[i] ? cur : steps[i];
+    expect_true(test_verify(p, keep, 7));
+    test_fill(p, steps[i], 7);
+    cur = steps[i];
+  }
+  expect_true(kite_realloc(p, 0) == NULL);
+  for (int r = 0; r < 3; r++) {
+    size_t n = r == 0 ? 100 : r == 1 ? 100000 : (20 << 20);
+    unsigned char *d = kite_malloc(n);
+    memset(d, 0xff, n);
+    kite_free(d);
+    unsigned char *z = kite_calloc(1, n);
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) nz += z[i] != 0;
+    expect_uint_eq(nz, 0);
+    kite_free(z);
+  }
+  errno = 0;
+  expect_true(kite_calloc(SIZE_MAX / 2, 3) == NULL);
+  expect_int_eq(errno, ENOMEM);
+  errno = 0;
+  expect_true(kite_malloc(SIZE_MAX) == NULL);
+  expect_int_eq(errno, ENOMEM);
+}
+
+/* Threads hand blocks to each other through a shared array and exit with blocks alive. */
+#define SLOTS 4096
+static void *slot[SLOTS];
+static size_t slot_len[SLOTS];
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static int bad_blocks;
+
+static void *worker(void *arg) {
+  uint64_t s = (uint64_t)(uintptr_t)arg * 2654435761u + 1;
+  for (int i = 0; i < 20000; i++) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    unsigned k = (unsigned)(s % SLOTS);
+    size_t n = (s >> 20) % 64 == 0 ? (s >> 24) % 100000 : (s >> 24) % 512;
+    void *p = kite_malloc(n);
+    test_fill(p, n, k);
+    pthread_mutex_lock(&slot_lock);
+    void *old = slot[k];
+    size_t oldn = slot_len[k];
+    slot[k] = p;
+    slot_len[k] = n;
+    pthread_mutex_unlock(&slot_lock);
+    if (old) {
+      if (!test_verify(old, oldn, k)) __atomic_fetch_add(&bad_blocks, 1, __ATOMIC_RELAXED);
+      kite_free(old);
+    }
+  }
+  return NULL;
+}
+
+TEST(threads) {
+  for (int round = 0; round < 3; round++) {
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + round * 8 + 1));
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+  }
+  expect_int_eq(bad_blocks, 0);
+  for (int k = 0; k < SLOTS; k++) {
+    if (slot[k]) {
+      expect_true(test_verify(slot[k], slot_len[k], (uint64_t)k));
+      kite_free(slot[k]);
+      slot[k] = NULL;
+    }
+  }
+}
+
+int main(void) {
+  test_rng_init(1);
+  RUN(sizes);
+  RUN(many_small);
+  RUN(aligned);
+  RUN(realloc_calloc);
+  RUN(threads);
+  return test_main_end();
+}
