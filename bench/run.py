@@ -65,28 +65,28 @@ WORKLOADS = {
     "collatz-ivec": dict(
         desc="seed 001/002: collatz sequences as header + realloc-doubled long arrays, "
              "copied and extended across 4 threads",
-        args={"tiny": "-n 2000", "small": "-n 40000", "medium": "-n 150000",
+        args={"tiny": "-n 2000", "small": "-n 100000", "medium": "-n 250000",
               "large": "-n 500000"},
         threads=[4]),
     "collatz-list": dict(
         desc="seed 001/002: collatz sequences as lists of 16-byte cells across 4 threads",
-        args={"tiny": "-n 2000", "small": "-n 12000", "medium": "-n 50000",
-              "large": "-n 200000"},
+        args={"tiny": "-n 2000", "small": "-n 30000", "medium": "-n 100000",
+              "large": "-n 300000"},
         threads=[4]),
     "rnbench": dict(
         desc="seed 004: per-thread slots, random alloc/free of 16..1024 bytes",
-        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 1000000",
-              "medium": "-n 100000 -i 5000000", "large": "-n 100000 -i 20000000"},
+        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 2000000",
+              "medium": "-n 100000 -i 8000000", "large": "-n 100000 -i 30000000"},
         threads=[4]),
     "larson": dict(
         desc="server-like churn, slot arrays handed to the next thread each epoch",
-        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 200000",
-              "medium": "-n 1000 -e 10 -i 1000000", "large": "-n 4000 -e 20 -i 2000000"},
+        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 600000",
+              "medium": "-n 1000 -e 10 -i 2500000", "large": "-n 4000 -e 20 -i 5000000"},
         threads=[1, 2, 4]),
     "xmalloc": dict(
         desc="producers allocate, consumers free (all frees remote)",
-        args={"tiny": "-n 200", "small": "-n 20000", "medium": "-n 100000",
-              "large": "-n 400000"},
+        args={"tiny": "-n 200", "small": "-n 30000", "medium": "-n 120000",
+              "large": "-n 500000"},
         threads=[4]),
     "cache-thrash": dict(
         desc="active false sharing: per-thread 8-byte objects written many times",
@@ -105,18 +105,18 @@ WORKLOADS = {
         threads=[2]),
     "large": dict(
         desc="large blocks, 64 KiB..32 MiB, every page touched",
-        args={"tiny": "-n 20 -l 4 -m 4194304", "small": "-n 300 -l 8",
-              "medium": "-n 1500 -l 8", "large": "-n 6000 -l 8"},
+        args={"tiny": "-n 20 -l 4 -m 4194304", "small": "-n 150 -l 8",
+              "medium": "-n 600 -l 8", "large": "-n 2500 -l 8"},
         threads=[2]),
     "graph": dict(
         desc="single thread: object graph built, walked, freed in random order",
-        args={"tiny": "-n 5000 -r 2", "small": "-n 200000 -r 3", "medium": "-n 500000 -r 6",
-              "large": "-n 2000000 -r 6"},
+        args={"tiny": "-n 5000 -r 2", "small": "-n 200000 -r 3", "medium": "-n 500000 -r 5",
+              "large": "-n 2000000 -r 5"},
         threads=None),
     "thread-churn": dict(
         desc="many short-lived threads; half their blocks freed by main after they exit",
-        args={"tiny": "-n 40 -b 50", "small": "-n 4000 -b 200", "medium": "-n 20000 -b 200",
-              "large": "-n 50000 -b 400"},
+        args={"tiny": "-n 40 -b 50", "small": "-n 1500 -b 200", "medium": "-n 6000 -b 200",
+              "large": "-n 20000 -b 400"},
         threads=[4]),
     "churn": dict(
         desc="random sizes 8..1024, ~20% of frees by another thread (allocator-core check)",
@@ -124,7 +124,8 @@ WORKLOADS = {
               "medium": "-n 5000000 -k 4096", "large": "-n 20000000 -k 16384"},
         threads=[2, 8]),
     "replay": dict(
-        desc="a captured trace replayed in-process by kite-replay --malloc",
+        desc="the largest trace in tests/data/traces/ replayed in-process by "
+             "kite-replay --malloc --check",
         args={s: "" for s in SIZES},
         threads=None, external=True),
 }
@@ -214,7 +215,7 @@ def discover_allocators(build_dir, extra, want_install):
 # --------------------------------------------------------------------------------------
 # Running one process
 # --------------------------------------------------------------------------------------
-def run_once(argv, preload, timeout, helper=None):
+def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=WRONG_EXIT):
     """Runs argv (argv[0] a path) with LD_PRELOAD=preload (None: no preload). Returns a
     dict: status ('ok', 'CRASH sig N', 'FAIL rc=N', 'WRONG', 'TIMEOUT'), wall_s, user_s,
     sys_s, maxrss_kib, rc, output (the last 4000 characters).
@@ -285,13 +286,14 @@ def run_once(argv, preload, timeout, helper=None):
     else:
         rc = os.WEXITSTATUS(st)
     res["rc"] = rc
-    res["status"] = classify_exit(rc, text)
+    res["status"] = classify_exit(rc, text, needs_checksum, wrong_rc)
     return res
 
 
-def classify_exit(rc, text, needs_checksum=True):
-    """The verdict for a process that exited with rc and printed text."""
-    if rc == WRONG_EXIT or "\nWRONG" in "\n" + text:
+def classify_exit(rc, text, needs_checksum=True, wrong_rc=WRONG_EXIT):
+    """The verdict for a process that exited with rc and printed text. Workloads exit
+    WRONG_EXIT (3) when their self-check fails; kite-replay --check exits 1."""
+    if rc == wrong_rc or "\nWRONG" in "\n" + text:
         return "WRONG"
     if rc != 0:
         return f"FAIL rc={rc}"
@@ -307,10 +309,10 @@ def classify_exit(rc, text, needs_checksum=True):
 def find_trace(explicit):
     if explicit:
         return explicit if os.path.exists(explicit) else None
-    cands = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "traces", "*")))
-    cands = [c for c in cands if os.path.isfile(c) and not c.endswith((".md", ".txt"))] or \
-        [c for c in cands if os.path.isfile(c) and not c.endswith(".md")]
-    return cands[0] if cands else None
+    # the largest trace there (the most work); documentation files are not traces
+    cands = [c for c in glob.glob(os.path.join(ROOT, "tests", "data", "traces", "*"))
+             if os.path.isfile(c) and not c.endswith((".md", ".txt", ".py"))]
+    return max(cands, key=lambda c: (os.path.getsize(c), c)) if cands else None
 
 
 def build_cases(args, build_dir):
@@ -332,8 +334,9 @@ def build_cases(args, build_dir):
             if not trace:
                 skipped.append((w, "skipped (no trace under tests/data/traces/)"))
                 continue
-            cases.append(dict(workload=w, threads=None, label=w, checksum=False,
-                              argv=[exe, "--malloc", trace]))
+            # --check: every block's bytes verified, exit 1 when one is wrong
+            cases.append(dict(workload=w, threads=None, label=w, checksum=False, wrong_rc=1,
+                              argv=[exe, "--malloc", "--check", trace]))
             continue
         exe = os.path.join(build_dir, "kite-wl-" + w)
         if not os.path.exists(exe):
@@ -341,12 +344,13 @@ def build_cases(args, build_dir):
             continue
         base = [exe] + shlex.split(spec["args"][args.size])
         if spec["threads"] is None:
-            cases.append(dict(workload=w, threads=None, label=w, checksum=True, argv=base))
+            cases.append(dict(workload=w, threads=None, label=w, checksum=True,
+                              wrong_rc=WRONG_EXIT, argv=base))
             continue
         tl = args.threads_list or spec["threads"]
         for t in tl:
             cases.append(dict(workload=w, threads=t, label=f"{w} t{t}", checksum=True,
-                              argv=base + ["-t", str(t)]))
+                              wrong_rc=WRONG_EXIT, argv=base + ["-t", str(t)]))
     return cases, skipped
 
 
@@ -714,9 +718,8 @@ def main(argv=None):
                     bar.set_description(desc)
                 elif not args.no_progress:
                     print(f"[{done + 1}/{total}] {desc}", file=sys.stderr, flush=True)
-                r = run_once(c["argv"], a["path"], args.timeout, helper)
-                if r["status"] == "WRONG" and not c["checksum"] and r["rc"] == 0:
-                    r["status"] = "ok"  # external programs have no checksum line
+                r = run_once(c["argv"], a["path"], args.timeout, helper,
+                             needs_checksum=c["checksum"], wrong_rc=c["wrong_rc"])
                 runs[(c["label"], a["name"])].append(r)
                 done += 1
                 if bar:

@@ -5,8 +5,9 @@
  * a uniformly random size in 8..1024 bytes. REMOTE percent (default 20) of those frees are
  * not done locally: the block goes into a batch for the next thread (t+1 mod THREADS), and
  * full batches of 64 are pushed on that thread's inbox (a mutex-protected stack), which
- * each thread drains and frees every 256 operations. So about a fifth of all frees are
- * cross-thread, in bulk, as in a pipeline or a server with worker hand-offs.
+ * each thread drains and frees every 256 operations (and keeps draining after its own
+ * loop until every thread has finished). So about a fifth of all frees are cross-thread,
+ * in bulk, as in a pipeline or a server with worker hand-offs.
  *
  * Self-check: every block carries a stamp (tag, size) checked at its free, whichever
  * thread frees it; the checksum is the number of blocks and bytes allocated, and every
@@ -42,6 +43,7 @@ static thr_t *g_thr;
 static long g_threads, g_slots, g_ops, g_remote_pct;
 static uint64_t g_seed;
 static pthread_barrier_t g_bar;
+static atomic_long g_running; /* threads still in their main loop */
 
 static void drain(thr_t *t) {
   pthread_mutex_lock(&t->mu);
@@ -105,6 +107,14 @@ static void *run(void *arg) {
     if ((i & 255) == 255) drain(t);
   }
   if (out) send(out, to);
+  /* keep freeing what the others still send, so that a thread finishing early does not
+   * leave its peers' remote frees piling up (that would measure the workload, not the
+   * allocator) */
+  atomic_fetch_sub(&g_running, 1);
+  while (atomic_load(&g_running) > 0) {
+    drain(t);
+    usleep(50);
+  }
   for (long k = 0; k < g_slots; k++)
     if (slot[k].p) {
       if (!wl_stamp_ok(slot[k].p, slot[k].n, slot[k].tag)) t->bad++;
@@ -134,6 +144,7 @@ int main(int argc, char **argv) {
   g_remote_pct = o.extra['r'] > 100 ? 100 : o.extra['r'];
   g_seed = o.seed;
   pthread_barrier_init(&g_bar, NULL, (unsigned)g_threads);
+  atomic_init(&g_running, g_threads);
   g_thr = (thr_t *)calloc((size_t)g_threads, sizeof *g_thr);
   if (!g_thr) wl_oom(0);
   for (long i = 0; i < g_threads; i++) {

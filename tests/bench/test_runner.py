@@ -170,6 +170,8 @@ def main():
         check(run.classify_exit(0, "WRONG: x\nchecksum: 1 ok\n") == "WRONG", "WRONG line")
         check(run.classify_exit(1, "boom\n") == "FAIL rc=1", "rc 1")
         check(run.classify_exit(0, "replayed\n", needs_checksum=False) == "ok", "external")
+        check(run.classify_exit(1, "bad block\n", False, 1) == "WRONG", "replay check failed")
+        check(run.classify_exit(3, "out of memory\n", False, 1) == "FAIL rc=3", "replay oom")
         r = run.run_once(["/bin/sh", "-c", "kill -SEGV $$"], None, 10,
                          os.path.join(build, "kite-bench-exec"))
         check(r["status"] == "CRASH sig 11", f"signal through the launcher {r['status']}")
@@ -205,6 +207,26 @@ def main():
                             "--no-charts", "--out", os.path.join(tmp, "y")],
                            capture_output=True, text=True, timeout=60)
         check("replay: skipped (kite-replay not built)" in q.stderr, f"replay skip {q.stderr}")
+        # a stand-in kite-replay: the runner passes --malloc --check TRACE and takes rc 0
+        fake = os.path.join(tmp, "fake")
+        os.makedirs(fake)
+        with open(os.path.join(fake, "kite-replay"), "w") as f:
+            f.write('#!/bin/sh\necho "args: $*"\n[ "$1" = --malloc ] && [ "$2" = --check ]\n')
+        os.chmod(os.path.join(fake, "kite-replay"), 0o755)
+        trace = os.path.join(tmp, "t.trace")
+        with open(trace, "w") as f:
+            f.write("a 0 16\nf 0\n")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", fake, "--no-build",
+                            "--workloads", "replay", "--allocs", "glibc", "--trace", trace,
+                            "--reps", "1", "--no-progress", "--no-charts",
+                            "--out", os.path.join(tmp, "z")],
+                           capture_output=True, text=True, timeout=60)
+        check(q.returncode == 0, f"replay run {q.stderr}")
+        with open(os.path.join(tmp, "z", "results.json")) as f:
+            rows = json.load(f)["rows"]
+        check(len(rows) == 1 and rows[0]["workload"] == "replay"
+              and rows[0]["status"] == "ok" and rows[0]["command"].endswith(
+                  "kite-replay --malloc --check " + trace), f"replay row {rows}")
 
     for t in (runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
               charts_written, verdicts, list_and_errors, replay_reported):
