@@ -207,11 +207,11 @@ def main():
                             "--no-charts", "--out", os.path.join(tmp, "y")],
                            capture_output=True, text=True, timeout=60)
         check("replay: skipped (kite-replay not built)" in q.stderr, f"replay skip {q.stderr}")
-        # a stand-in kite-replay: the runner passes --malloc --check TRACE and takes rc 0
+        # a stand-in kite-replay: the runner passes --malloc TRACE and takes rc 0
         fake = os.path.join(tmp, "fake")
         os.makedirs(fake)
         with open(os.path.join(fake, "kite-replay"), "w") as f:
-            f.write('#!/bin/sh\necho "args: $*"\n[ "$1" = --malloc ] && [ "$2" = --check ]\n')
+            f.write('#!/bin/sh\necho "args: $*"\n[ "$1" = --malloc ] && [ -f "$2" ]\n')
         os.chmod(os.path.join(fake, "kite-replay"), 0o755)
         trace = os.path.join(tmp, "t.trace")
         with open(trace, "w") as f:
@@ -226,7 +226,7 @@ def main():
             rows = json.load(f)["rows"]
         check(len(rows) == 1 and rows[0]["workload"] == "replay"
               and rows[0]["status"] == "ok" and rows[0]["command"].endswith(
-                  "kite-replay --malloc --check " + trace), f"replay row {rows}")
+                  "kite-replay --malloc " + trace), f"replay row {rows}")
 
     for t in (runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
               charts_written, verdicts, list_and_errors, replay_reported):
