@@ -82,18 +82,44 @@ static inline unsigned level_lw(unsigned h) {
   return h == 0 ? 1u : (h <= KITE_BUDDY_NIBBLE_TOP ? 2u : 3u);
 }
 
+/* The three storage classes are spelled out (rather than shifts by lw[h]): the branches
+ * on h are well predicted and each access is a load, a shift and a mask. */
 static inline unsigned node_get(const kite_buddy_t *b, unsigned h, uint64_t p) {
-  unsigned lw = b->lw[h];
-  unsigned byte = b->level[h][p >> (3 - lw)];
-  return (byte >> ((p << lw) & 7)) & ((1u << (1u << lw)) - 1);
+  const uint8_t *a = b->level[h];
+  if (h > KITE_BUDDY_NIBBLE_TOP) return a[p];
+  if (h > 0) return (a[p >> 1] >> ((p & 1) << 2)) & 15u;
+  return (a[p >> 2] >> ((p & 3) << 1)) & 3u;
 }
 
 static inline void node_set(kite_buddy_t *b, unsigned h, uint64_t p, unsigned v) {
-  unsigned lw = b->lw[h];
-  uint8_t *a = &b->level[h][p >> (3 - lw)];
-  unsigned sh = (unsigned)(p << lw) & 7;
-  unsigned m = ((1u << (1u << lw)) - 1) << sh;
-  *a = (uint8_t)((*a & ~m) | (v << sh));
+  uint8_t *a = b->level[h];
+  if (h > KITE_BUDDY_NIBBLE_TOP) {
+    a[p] = (uint8_t)v;
+  } else if (h > 0) {
+    unsigned sh = (unsigned)(p & 1) << 2;
+    a[p >> 1] = (uint8_t)((a[p >> 1] & ~(15u << sh)) | (v << sh));
+  } else {
+    unsigned sh = (unsigned)(p & 3) << 1;
+    a[p >> 2] = (uint8_t)((a[p >> 2] & ~(3u << sh)) | (v << sh));
+  }
+}
+
+/* Both children of node (h, q), h >= 1: one load below level 13 (they share a byte). */
+static inline void children_get(const kite_buddy_t *b, unsigned h, uint64_t q, unsigned *l,
+                                unsigned *r) {
+  const uint8_t *a = b->level[h - 1];
+  if (h - 1 > KITE_BUDDY_NIBBLE_TOP) {
+    *l = a[2 * q];
+    *r = a[2 * q + 1];
+  } else if (h > 1) {
+    unsigned x = a[q];
+    *l = x & 15u;
+    *r = x >> 4;
+  } else {
+    unsigned x = a[q >> 1] >> ((q & 1) << 2);
+    *l = x & 3u;
+    *r = (x >> 2) & 3u;
+  }
 }
 
 /* Value of a partial-or-free parent at level h from its children's values (I2). */
@@ -112,10 +138,10 @@ static inline int is_partial(unsigned v, unsigned h) {
 static inline void update_up(kite_buddy_t *b, unsigned h, uint64_t p) {
   unsigned top = b->top;
   while (h < top) {
-    unsigned l = node_get(b, h, p & ~(uint64_t)1);
-    unsigned r = node_get(b, h, p | 1);
+    unsigned l, r;
     h++;
     p >>= 1;
+    children_get(b, h, p, &l, &r);
     unsigned v = combine(l, r, h);
     if (node_get(b, h, p) == v) break;
     node_set(b, h, p, v);
