@@ -229,6 +229,27 @@ static void heap_reset(kite_heap_t *h) {
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
+/* Heap structs are carved from single-unit runs of the arenas (so that a thread can start
+ * whenever a unit is free, even when the OS refuses new mappings) and never given back:
+ * exited threads' heaps wait in heap_pool for the next thread. */
+static uint8_t *heap_slab_cur, *heap_slab_end;
+static kite_heap_t *heap_carve(void) {
+  size_t sz = (sizeof(kite_heap_t) + 63) & ~(size_t)63;
+  _kite_lock(&heap_lock);
+  if (heap_slab_cur == NULL || heap_slab_cur + sz > heap_slab_end) {
+    bool zero;
+    kite_page_t *pg = _kite_arena_alloc_run(0, &zero);
+    if (!pg) { _kite_unlock(&heap_lock); return NULL; }
+    pg->kind = KITE_KIND_META;
+    heap_slab_cur = _kite_page_start(pg);
+    heap_slab_end = heap_slab_cur + KITE_UNIT_SIZE;
+  }
+  kite_heap_t *h = (kite_heap_t *)heap_slab_cur;
+  heap_slab_cur += sz;
+  _kite_unlock(&heap_lock);
+  return h;
+}
+
 static KITE_COLD kite_heap_t *heap_create(void) {
   if (unlikely(_kite_initialized != 2)) _kite_init();
   _kite_lock(&heap_lock);
@@ -243,12 +264,8 @@ static KITE_COLD kite_heap_t *heap_create(void) {
   kite_heap_t *h = heap_pool;
   if (h) heap_pool = h->next_all;
   _kite_unlock(&heap_lock);
-  if (!h) {
-    size_t sz = (sizeof(kite_heap_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-    h = _kite_os_map_aligned(sz, KITE_OS_PAGE, NULL);
-    if (!h) return NULL;
-    _kite_stat_commit((int64_t)sz);
-  }
+  if (!h) h = heap_carve();
+  if (!h) return NULL;
   heap_reset(h);
   _kite_lock(&heap_lock);
   h->next_all = heap_live;

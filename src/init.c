@@ -22,6 +22,7 @@ kite_gstats_t _kite_stats;
 kite_options_t _kite_options = {.purge_delay_ms = 10};
 int _kite_initialized;
 static int atfork_done;
+static int stats_fd = 2;
 
 #ifndef KITE_DEFAULT_PURGE_DELAY_MS
 /* Default for KITE_PURGE_DELAY_MS: free runs stay committed this long (0: purge at once). */
@@ -133,7 +134,13 @@ void _kite_init(void) {
   if (!__atomic_exchange_n(&atfork_done, 1, __ATOMIC_ACQ_REL)) pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-__attribute__((constructor)) static void kite_ctor(void) { _kite_init(); }
+__attribute__((constructor)) static void kite_ctor(void) {
+  _kite_init();
+  if (_kite_options.show_stats) {
+    int fd = _kite_os_dup_cloexec(2);
+    if (fd >= 0) stats_fd = fd;
+  }
+}
 
 /* ---- statistics ---- */
 KITE_API void kite_stats_print(int fd) {
@@ -171,8 +178,10 @@ KITE_API void kite_stats_print(int fd) {
   out_flush(&o);
 }
 
+/* Programs often close stderr at exit (gnulib's close_stdout does), before library
+ * destructors run: the statistics go to a duplicate of stderr taken at start-up. */
 __attribute__((destructor)) static void kite_dtor(void) {
-  if (_kite_options.show_stats) kite_stats_print(2);
+  if (_kite_options.show_stats) kite_stats_print(stats_fd);
 }
 
 #if KITE_OVERRIDE

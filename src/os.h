@@ -22,6 +22,9 @@ void _kite_os_decommit(void *p, size_t size);
 void _kite_os_advise_huge(void *p, size_t size);
 /* Write all of buf to fd (best effort, no allocation). */
 void _kite_os_write(int fd, const char *buf, size_t len);
+/* dup(fd) with close-on-exec, at a high number (>= 100) so the program's own fd numbering
+ * is not disturbed; -1 on failure. */
+int _kite_os_dup_cloexec(int fd);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
 /* Terminate the process immediately (SIGABRT). */

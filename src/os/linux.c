@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "../os.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -94,4 +95,11 @@ void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
   void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
   errno = saved;
   return q == MAP_FAILED ? NULL : q;
+}
+
+int _kite_os_dup_cloexec(int fd) {
+  int saved = errno;
+  int r = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  errno = saved;
+  return r;
 }
