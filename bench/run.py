@@ -577,6 +577,72 @@ def charts(outdir, rows, allocs, cases):
     return files
 
 
+def write_docs(meta, md, files, outdir, args, cases):
+    """docs/benchmarks.md: how the run was made, the workloads, the tables, the charts.
+    A hand-written section between the NOTES markers of an existing page is kept."""
+    page = os.path.join(ROOT, "docs", "benchmarks.md")
+    notes = ""
+    if os.path.exists(page):
+        with open(page) as f:
+            old = f.read()
+        a, b = old.find("<!-- notes -->"), old.find("<!-- /notes -->")
+        if a >= 0 and b > a:
+            notes = old[a + len("<!-- notes -->"):b].strip("\n")
+    rel = lambda p: os.path.relpath(p, os.path.dirname(page))
+    w = []
+    w.append("# kite benchmarks")
+    w.append("")
+    w.append("Produced by `make bench`'s runner, `bench/run.py`, on the machine described "
+             "below; regenerate with")
+    w.append("")
+    w.append("```sh")
+    w.append(f"make && make venv && .venv/bin/python bench/run.py --docs --reps {meta['reps']}"
+             + ("" if meta["size"] == "small" else f" --size {meta['size']}"))
+    w.append("```")
+    w.append("")
+    w.append("How it runs: every workload is a small self-checking C program "
+             "(`bench/workloads/`, built as `build/kite-wl-<name>`) started once per run with "
+             "the allocator under test in `LD_PRELOAD` (glibc: no preload). Within each "
+             "repetition every workload runs with every allocator in turn (round robin), so "
+             "drifts of the machine hit all allocators alike; the tables give the median "
+             "over the repetitions. Wall and CPU time and peak RSS are those of the workload "
+             "process alone (`build/kite-bench-exec` forks it and reads `wait4`'s resource "
+             "usage). A run that crashes, fails or whose self-check fails is shown as such "
+             "(`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. Raw results, with the "
+             f"exact command on their first line: `{os.path.relpath(outdir, ROOT)}/results.csv` "
+             "and `results.json`.")
+    w.append("")
+    if notes:
+        w.append("<!-- notes -->")
+        w.append(notes)
+        w.append("<!-- /notes -->")
+        w.append("")
+    w.append("## Results")
+    w.append("")
+    w.append(md.rstrip("\n"))
+    w.append("")
+    w.append("## Charts")
+    w.append("")
+    for p in files:
+        w.append(f"![{os.path.basename(p)}]({rel(p)})")
+        w.append("")
+    w.append("## Workloads")
+    w.append("")
+    w.append(f"Arguments at size `{meta['size']}` (each program's `-h` explains them; "
+             "`-t` is the thread count).")
+    w.append("")
+    w.append("| workload | program | arguments | threads | what it stresses |")
+    w.append("|---|---|---|---|---|")
+    for name, spec in WORKLOADS.items():
+        prog = "kite-replay --malloc" if spec.get("external") else f"kite-wl-{name}"
+        th = "1" if spec["threads"] is None else ", ".join(map(str, spec["threads"]))
+        w.append(f"| {name} | `{prog}` | `{spec['args'][meta['size']] or 'TRACE'}` | {th} | "
+                 f"{spec['desc']} |")
+    w.append("")
+    with open(page, "w") as f:
+        f.write("\n".join(w))
+
+
 def machine_info():
     cpu = platform.processor() or platform.machine()
     try:
@@ -640,6 +706,10 @@ def main(argv=None):
     ap.add_argument("--charts-dir", default=None,
                     help="where to write the PNG charts (default: the output directory)")
     ap.add_argument("--no-charts", action="store_true", help="skip the PNG charts (no matplotlib)")
+    ap.add_argument("--docs", action="store_true",
+                    help="also write docs/benchmarks.md, with the charts in docs/bench/ and the "
+                         "raw results in bench/results/docs-run/ (unless --out/--charts-dir say "
+                         "otherwise)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--install-peers", action="store_true",
                     help="apt-get install the missing peers (jemalloc, tcmalloc, mimalloc, tbbmalloc)")
@@ -698,6 +768,9 @@ def main(argv=None):
         return 1
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if args.docs:
+        args.out = args.out or os.path.join(ROOT, "bench", "results", "docs-run")
+        args.charts_dir = args.charts_dir or os.path.join(ROOT, "docs", "bench")
     outdir = os.path.abspath(args.out or os.path.join(ROOT, "bench", "results", stamp))
     os.makedirs(outdir, exist_ok=True)
 
@@ -765,6 +838,8 @@ def main(argv=None):
         except ImportError as e:
             print(f"charts skipped: {e} (use the project's .venv, or --no-charts)",
                   file=sys.stderr)
+    if args.docs:
+        write_docs(meta, md, files, outdir, args, cases)
     print(md)
     print(f"{total} runs in {elapsed:.0f} s; results in {os.path.relpath(outdir)}/"
           + (f"; charts: {', '.join(os.path.relpath(p) for p in files)}" if files else ""))
