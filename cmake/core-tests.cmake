@@ -4,7 +4,8 @@
 # Which tests run where:
 #   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
 #                  linked with libkite.so), core_cxx, core_stress, core_stress_override,
-#                  core_fork, core_oom, core_oom_override, core_misuse, core_programs
+#                  core_fork, core_fork_override, core_oom, core_oom_override,
+#                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api and core_stress (reduced) via kite-noover
 #   TSan           core_stress (reduced) via kite-noover
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
@@ -33,6 +34,8 @@ if(TARGET kite-noover)
     _kite_ct_props(core_fork 180)
     kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover)
     _kite_ct_props(core_oom 120)
+    kite_test(core_misuse SOURCES ${_ct}/integration/test_misuse.c LIBS kite-noover)
+    _kite_ct_props(core_misuse 120)
   endif()
 endif()
 
@@ -44,7 +47,7 @@ if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
   target_compile_definitions(core_stress_override PRIVATE KITE_TEST_PLAIN)
   _kite_ct_props(core_stress_override 300)
   set_tests_properties(core_stress_override PROPERTIES ENVIRONMENT "KITE_STRESS_SIZE=32 64 4000 2")
-  foreach(t fork oom)
+  foreach(t fork oom misuse)
     kite_test(core_${t}_override SOURCES ${_ct}/integration/test_${t}.c LIBS kite)
     target_compile_definitions(core_${t}_override PRIVATE KITE_TEST_PLAIN)
     _kite_ct_props(core_${t}_override 180)

@@ -59,6 +59,8 @@ static inline size_t test_opaque(size_t x) {
  * that use the old block after a *failed* call (GCC's -Wuse-after-free cannot know it failed). */
 static void *(*volatile A_realloc_opaque)(void *, size_t) = A_realloc;
 static void *(*volatile A_reallocarray_opaque)(void *, size_t, size_t) = A_reallocarray;
+/* free through an opaque pointer: for deliberate misuse (double and invalid frees). */
+static void (*volatile A_free_opaque)(void *) = A_free;
 
 /* Resident set size in bytes, read without allocating (0 if /proc is unreadable). */
 static inline size_t test_rss_bytes(void) {

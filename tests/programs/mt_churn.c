@@ -15,7 +15,9 @@
 #ifdef MT_CHURN_KITE
 /* linked with kite: a strong reference, so a static link pulls kite_owns in */
 #include "kite.h"
+#define KITE_LINKED 1
 #else
+#define KITE_LINKED (kite_owns != NULL)
 extern bool kite_owns(const void *p) __attribute__((weak));
 #endif
 
@@ -74,7 +76,7 @@ int main(void) {
   }
   /* every block's size is counted once, whoever freed it: the total is fixed */
   printf("mt_churn total %llu %s\n", (unsigned long long)total, bad ? "CORRUPT" : "ok");
-  if (kite_owns) {
+  if (KITE_LINKED) {
     void *p = malloc(24);
     fprintf(stderr, "mt_churn: malloc served by kite: %s\n", kite_owns(p) ? "yes" : "no");
     free(p);
