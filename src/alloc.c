@@ -49,9 +49,11 @@ KITE_API void kite_free(void *p) {
     if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h &&
                _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
       kite_block_t *b = p;
+      int32_t used = pg->used - 1;
+      pg->used = used;
       b->next = pg->local_free;
       pg->local_free = b;
-      if (likely(--pg->used > 0)) return;
+      if (likely(used > 0)) return;
       _kite_free_local_slow(h, pg);
       return;
     }

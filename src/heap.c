@@ -71,10 +71,23 @@ static inline void q_push_back(kite_pageq_t *q, kite_page_t *pg) {
   q->last = pg;
 }
 
-/* Point the direct slots of class cls at the queue's first page (or the empty page). */
-static inline void heap_set_direct(kite_heap_t *h, unsigned cls) {
+static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache);
+
+/* After any change of the first page of queue[cls]: move the pin (+1 on used) to the new
+ * first page, release the old one if that leaves it empty, and point the direct slots of
+ * the class at the new first page (or the empty page). */
+static void heap_pin(kite_heap_t *h, unsigned cls) {
+  kite_page_t *first = h->queue[cls].first, *old = h->pinned[cls];
+  if (first != old) {
+    if (first) first->used++;
+    h->pinned[cls] = first;
+    if (old && --old->used == 0) { /* empty, and still in the queue (not full) */
+      q_remove(&h->queue[cls], old);
+      page_release(h, old, true);
+    }
+  }
   if (_kite_class_size_[cls] > KITE_DIRECT_MAX) return;
-  kite_page_t *pg = h->queue[cls].first ? h->queue[cls].first : &_kite_page_empty;
+  kite_page_t *pg = first ? first : &_kite_page_empty;
   for (unsigned s = class_slot_lo[cls]; s <= class_slot_hi[cls]; s++) h->direct[s] = pg;
 }
 
@@ -293,6 +306,7 @@ static void heap_merge_stats(kite_heap_t *h) {
 /* Thread exit: give back empty pages, abandon the others, return the heap to the pool. */
 static void heap_abandon(kite_heap_t *h) {
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
     kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
     for (int k = 0; k < 2; k++) {
       kite_page_t *pg;
@@ -376,12 +390,24 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     q_remove(q, pg);
     q_push_front(q, pg);
   }
-  heap_set_direct(h, cls);
+  heap_pin(h, cls);
   return page_pop(pg);
 }
 
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
-  return malloc_class_generic(h, _kite_class_of(n));
+  unsigned cls = _kite_class_of(n);
+  kite_page_t *pg = h->queue[cls].first;
+  if (pg) {
+    /* sizes above the direct range allocate here; quick refill: the current page's own
+     * frees become its allocation list */
+    if (pg->free) return page_pop(pg);
+    if (pg->local_free && !_kite_options.show_stats) {
+      pg->free = pg->local_free;
+      pg->local_free = NULL;
+      return page_pop(pg);
+    }
+  }
+  return malloc_class_generic(h, cls);
 }
 
 void *_kite_malloc_class(unsigned cls) {
@@ -401,14 +427,13 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
     h->full_count[cls]--;
     if (pg->used != 0) {
       q_push_back(&h->queue[cls], pg);
-      if (h->queue[cls].first == pg) heap_set_direct(h, cls);
+      if (h->queue[cls].first == pg) heap_pin(h, cls);
       return;
     }
   } else {
-    /* keep the current page of the class: it is what the fast path allocates from */
-    if (h->queue[cls].first == pg && pg->next == NULL) return;
+    /* empty and not pinned, so not the first page: the fast path never allocates from it */
+    kite_assert(h->pinned[cls] != pg);
     q_remove(&h->queue[cls], pg);
-    heap_set_direct(h, cls);
   }
   page_release(h, pg, true);
 }
