@@ -112,6 +112,7 @@ def main():
         for w in ("churn", "collatz-list"):
             check(by[(w, "crash")]["status"] == "CRASH sig 11", f"{w} crash: {by[(w, 'crash')]}")
             check(by[(w, "wrong")]["status"] == "WRONG", f"{w} wrong: {by[(w, 'wrong')]}")
+            check(by[(w, "crash")]["runs"] == "1", "a crashed pair is not run again")
         peers = [x for x in allocs if x not in ("kite", "glibc", "crash", "wrong")]
         for x in peers:  # the Debian peers are healthy: they must produce times
             check(by[("churn", x)]["status"] == "ok", f"peer {x} runs churn")
