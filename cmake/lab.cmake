@@ -22,3 +22,13 @@ if(KITE_SANITIZE STREQUAL "" OR KITE_SANITIZE STREQUAL "address")
     set_tests_properties(test_policy_${p} PROPERTIES LABELS lab)
   endforeach()
 endif()
+
+# The preloadable front: normal builds only (a sanitizer runtime cannot sit under LD_PRELOAD).
+if(KITE_SANITIZE STREQUAL "")
+  add_library(kite-lab SHARED lab/preload.c)
+  target_link_libraries(kite-lab PRIVATE kite-lab-policies Threads::Threads)
+  target_compile_options(kite-lab PRIVATE -fno-builtin)
+  kite_test(test_policy_preload SOURCES tests/lab/test_policy_preload.c LIBS ${CMAKE_DL_LIBS} LABELS lab)
+  target_compile_definitions(test_policy_preload PRIVATE KITE_LAB_SO="$<TARGET_FILE:kite-lab>")
+  add_dependencies(test_policy_preload kite-lab)
+endif()
