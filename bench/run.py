@@ -158,6 +158,26 @@ def find_peer(sonames):
     return None
 
 
+def package_version(pkg):
+    """The installed Debian package's version, or '' (no dpkg, not installed)."""
+    try:
+        q = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg], capture_output=True,
+                           text=True, timeout=10)
+        return q.stdout.strip() if q.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def git_describe():
+    """The commit the runner's tree is at, with '-dirty' when it has local changes."""
+    try:
+        q = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                           capture_output=True, text=True, timeout=10)
+        return q.stdout.strip() if q.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def install_peers(missing_pkgs):
     """apt-get install the given packages (with sudo when not root). Returns True on success."""
     if not missing_pkgs:
@@ -186,14 +206,16 @@ def discover_allocators(build_dir, extra, want_install):
         allocs.append(dict(name="kite", path=kite, status="ok", reason=""))
     else:
         allocs.append(dict(name="kite", path=kite, status="skipped", reason=f"{rel} not found"))
-    allocs.append(dict(name="glibc", path=None, status="ok", reason=""))
+    allocs.append(dict(name="glibc", path=None, status="ok", reason="",
+                       version=package_version("libc6")))
     if want_install:
         missing = [pkg for _, (sonames, pkg) in PEERS.items() if not find_peer(sonames)]
         install_peers(missing)
     for name, (sonames, pkg) in PEERS.items():
         p = find_peer(sonames)
         if p:
-            allocs.append(dict(name=name, path=p, status="ok", reason=""))
+            allocs.append(dict(name=name, path=p, status="ok", reason="",
+                               version=package_version(pkg)))
         else:
             allocs.append(dict(name=name, path=None, status="skipped",
                                reason=f"{sonames[0]} not found (Debian package {pkg}; "
@@ -401,6 +423,12 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
     out.append(f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores, "
                f"Linux {meta['machine']['kernel']}, {meta['machine']['libc']}; "
                f"{meta['date']}  ")
+    out.append(f"Load average before the run: {meta['machine']['load_at_start']}; kite at "
+               f"`{meta.get('kite_commit') or '?'}`  ")
+    out.append("Allocators: " + "; ".join(
+        f"{a['name']} " + (f"{a['version']} " if a.get("version") else "")
+        + (f"(`{a['path']}`)" if a["path"] else "(no preload)")
+        for a in allocs if a["status"] == "ok") + "  ")
     out.append(f"Size `{meta['size']}`, {meta['reps']} repetitions per pair (median shown), "
                "allocators interleaved round robin.")
     out.append("")
@@ -659,7 +687,12 @@ def machine_info():
         libc = os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):
         libc = "libc ?"
-    return dict(cpu=cpu, cores=os.cpu_count(), kernel=platform.release(), libc=libc)
+    try:
+        load = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "?"
+    return dict(cpu=cpu, cores=os.cpu_count(), kernel=platform.release(), libc=libc,
+                load_at_start=load)
 
 
 def ensure_built(build_dir, no_build):
@@ -776,6 +809,7 @@ def main(argv=None):
     outdir = os.path.abspath(args.out or os.path.join(ROOT, "bench", "results", stamp))
     os.makedirs(outdir, exist_ok=True)
 
+    machine = machine_info()  # before the runs: the load average is the machine's own
     total = args.reps * len(cases) * len(active)
     bar = None
     if not args.no_progress:
@@ -826,7 +860,7 @@ def main(argv=None):
 
     meta = dict(command=command, date=_dt.datetime.now(_dt.timezone.utc).isoformat(
         timespec="seconds"), size=args.size, reps=args.reps, elapsed_s=round(elapsed, 1),
-        machine=machine_info(), build_dir=build_dir)
+        machine=machine, build_dir=build_dir, kite_commit=git_describe())
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(dict(command=command, meta=meta,
                        allocators=allocs,
