@@ -4,10 +4,11 @@
 # Which tests run where:
 #   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
 #                  linked with libkite.so), core_cxx, core_stress, core_stress_override,
+#                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override,
 #                  core_misuse, core_misuse_override, core_programs
-#   ASan+UBSan     core_api and core_stress (reduced) via kite-noover
-#   TSan           core_stress (reduced) via kite-noover
+#   ASan+UBSan     core_api, core_stress and core_threads (reduced) via kite-noover
+#   TSan           core_stress and core_threads (reduced) via kite-noover
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
 # label `core-tests`; run them with `ctest -L core-tests`.
 set(_ct ${PROJECT_SOURCE_DIR}/tests)
@@ -29,6 +30,13 @@ if(TARGET kite-noover)
   elseif(KITE_SANITIZE STREQUAL "thread")
     set_tests_properties(core_stress PROPERTIES ENVIRONMENT "KITE_STRESS_SIZE=8 16 2000 2")
   endif()
+  kite_test(core_threads SOURCES ${_ct}/stress/test_threads.c LIBS kite-noover)
+  _kite_ct_props(core_threads 300)
+  if(KITE_SANITIZE STREQUAL "address")
+    set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=3")
+  elseif(KITE_SANITIZE STREQUAL "thread")
+    set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=2")
+  endif()
   if(KITE_SANITIZE STREQUAL "")
     kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover)
     _kite_ct_props(core_fork 180)
@@ -47,6 +55,9 @@ if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
   target_compile_definitions(core_stress_override PRIVATE KITE_TEST_PLAIN)
   _kite_ct_props(core_stress_override 300)
   set_tests_properties(core_stress_override PROPERTIES ENVIRONMENT "KITE_STRESS_SIZE=32 64 4000 2")
+  kite_test(core_threads_override SOURCES ${_ct}/stress/test_threads.c LIBS kite)
+  target_compile_definitions(core_threads_override PRIVATE KITE_TEST_PLAIN)
+  _kite_ct_props(core_threads_override 300)
   foreach(t fork oom misuse)
     kite_test(core_${t}_override SOURCES ${_ct}/integration/test_${t}.c LIBS kite)
     target_compile_definitions(core_${t}_override PRIVATE KITE_TEST_PLAIN)
