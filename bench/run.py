@@ -40,6 +40,7 @@ import csv
 import datetime as _dt
 import glob
 import json
+import math
 import os
 import platform
 import shlex
@@ -411,6 +412,30 @@ def add_ratios(rows, alloc_names):
             r["best_peer"] = best_name
 
 
+def geomeans(rows, names, cases):
+    """Geometric means of each allocator's wall-time ratio to glibc (and of kite's ratio to
+    the best peer) over the cases where every allocator ran cleanly (allocators that ran no
+    case cleanly are left out); None if there are no such cases."""
+    by = {(r["label"], r["allocator"]): r for r in rows}
+    # allocators that completed nothing (a broken library) would empty the common set
+    names = [n for n in names if any(by[(c["label"], n)]["ratio_glibc"] is not None
+                                     for c in cases)]
+    common = [c["label"] for c in cases
+              if all(by[(c["label"], n)]["ratio_glibc"] is not None for n in names)]
+    if not common:
+        return None
+
+    def gmean(xs):
+        xs = [x for x in xs if x and x > 0]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+    res = dict(cases=len(common),
+               ratio_glibc={n: gmean([by[(l, n)]["ratio_glibc"] for l in common]) for n in names})
+    if "kite" in names:
+        res["kite_best_peer"] = gmean([by[(l, "kite")]["ratio_best_peer"] for l in common])
+    return res
+
+
 def fmt_time(s):
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
 
@@ -458,6 +483,19 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
             cells.append(f"{k['ratio_best_peer']:.2f}x ({k['best_peer']})"
                          if k["ratio_best_peer"] is not None else "-")
         out.append("| " + " | ".join(cells) + " |")
+    gm = geomeans(rows, names, cases)
+    if gm:
+        cells = ["**geometric mean**", f"{gm['cases']} cases"]
+        for n in names:
+            cells.append(f"{gm['ratio_glibc'][n]:.2f}x" if n in gm["ratio_glibc"] else "-")
+        if "kite" in names:
+            cells.append(f"{gm['kite_best_peer']:.2f}x" if gm.get("kite_best_peer") else "-")
+        out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+        out.append(f"The last row is the geometric mean of the ratios to glibc over the "
+                   f"{gm['cases']} cases that every allocator completed (an allocator that "
+                   "completed none is left out), and, last column, of kite's ratio to the best "
+                   "peer of each of those cases.")
     out.append("")
     out.append("### Peak RSS (MiB, median)")
     out.append("")
@@ -868,6 +906,7 @@ def main(argv=None):
                                           threads=s["threads"])
                                   for w, s in WORKLOADS.items()},
                        skipped_workloads=[dict(workload=w, reason=r) for w, r in skipped_wl],
+                       summary=geomeans(rows, [a["name"] for a in active], cases),
                        rows=rows), f, indent=1)
     write_csv(os.path.join(outdir, "results.csv"), meta, rows)
     md = markdown(meta, rows, allocs, skipped_wl, cases)

@@ -128,6 +128,12 @@ def main():
         kite = j["allocators"][0]
         if kite["status"] == "skipped":
             check(kite["reason"].endswith("libkite.so not found"), f"kite reason {kite}")
+        sm = j["summary"]
+        check(sm is not None and 1 <= sm["cases"] <= 2, f"summary {sm}")
+        if sm:
+            check("crash" not in sm["ratio_glibc"] and "wrong" not in sm["ratio_glibc"],
+                  "broken allocators are left out of the geometric means")
+            check(abs(sm["ratio_glibc"]["glibc"] - 1.0) < 1e-9, "glibc geomean 1")
         for r in j["rows"]:
             check(r["status"] == "ok" or r["wall_s"] is None, "json failure has no time")
             check(len(r["runs"]) >= 1, "runs kept")
@@ -151,6 +157,7 @@ def main():
             check(cells[ci] == "**CRASH sig 11**", f"crash cell {cells[ci]}")
             check(cells[wi] == "**WRONG**", f"wrong cell {cells[wi]}")
         check("CRASH sig 11" in p.stdout, "table printed")
+        check("| **geometric mean** |" in md, "geometric mean row")
 
     def charts_written():
         if not charts:
