@@ -6,6 +6,7 @@
 #include "policy.h"
 
 const lab_policy_t *lab_seglist_policy(void);
+const lab_policy_t *lab_rbtree_clrs_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
@@ -13,6 +14,7 @@ const lab_policy_t *const *lab_policies(void) {
   if (!table[0]) {
     size_t n = 0;
     table[n++] = lab_seglist_policy();
+    table[n++] = lab_rbtree_clrs_policy();
     table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }
