@@ -3,7 +3,9 @@
  * Background threads loop over malloc/free of small, large and huge blocks and hand blocks
  * to each other (so that, at any moment, some thread is likely inside the allocator holding
  * a lock). Meanwhile the main thread forks repeatedly, and so does a second, non-main
- * thread. Each child allocates a deterministic set of blocks (small to huge, also from a new
+ * thread. Each child first verifies and frees its copies of blocks the parent made before
+ * forking and of blocks owned by the background threads (which do not exist in the child),
+ * then allocates a deterministic set of blocks (small to huge, also from a new
  * thread of its own), fills and verifies them, frees them, and writes a checksum of what it
  * verified to a pipe; the parent compares it with the checksum computed from the same recipe
  * and checks the exit status. A child that deadlocks is killed after a generous 60 s and
@@ -77,10 +79,22 @@ static void *child_thread(void *arg) {
   return (void *)1;
 }
 
+/* Blocks the parent's main thread made before forking: every child verifies and frees its
+ * copies (from main, or from a thread that does not own them). */
+#define PRE_N 100
+static void *pre[PRE_N];
+static size_t pre_size(int i) { return i % 10 == 9 ? 100000 + (size_t)i : 8 + (size_t)i * 40; }
+
 /* Runs in the child: returns the checksum, or 0 on any failure. Only write(2) for output. */
 static uint64_t child_work(int round) {
   static void *blk[RECIPE_N];
   uint64_t sum = 0;
+  for (int i = 0; i < PRE_N; i++) {
+    if (!test_verify(pre[i], pre_size(i), (uint64_t)i + 500)) return 0;
+    A_free(pre[i]);
+  }
+  /* blocks of the background threads, which do not exist in the child */
+  for (int i = 0; i < 64; i++) A_free(atomic_exchange(&handoff[i], NULL));
   for (int i = 0; i < RECIPE_N; i++) {
     size_t n = recipe_size(round, i);
     blk[i] = A_malloc(n);
@@ -151,6 +165,11 @@ static void *forking_thread(void *arg) {
 
 TEST(fork_while_allocating) {
   pthread_t bg[N_BG], ft;
+  for (int i = 0; i < PRE_N; i++) {
+    pre[i] = A_malloc(pre_size(i));
+    assert_true(pre[i] != NULL);
+    test_fill(pre[i], pre_size(i), (uint64_t)i + 500);
+  }
   for (uintptr_t i = 0; i < N_BG; i++) pthread_create(&bg[i], NULL, background, (void *)(i + 1));
   pthread_create(&ft, NULL, forking_thread, NULL);
   int bad = 0;
@@ -165,6 +184,12 @@ TEST(fork_while_allocating) {
   atomic_store(&stop, 1);
   for (int i = 0; i < N_BG; i++) pthread_join(bg[i], NULL);
   for (int i = 0; i < 64; i++) A_free(atomic_exchange(&handoff[i], NULL));
+  int pre_bad = 0;
+  for (int i = 0; i < PRE_N; i++) {
+    pre_bad += !test_verify(pre[i], pre_size(i), (uint64_t)i + 500);
+    A_free(pre[i]);
+  }
+  expect_int_eq(pre_bad, 0); /* the children's frees did not touch the parent's blocks */
   expect_int_eq(bad, 0);
   expect_int_eq(atomic_load(&thread_fork_failures), 0);
   /* the parent still allocates normally */
