@@ -513,7 +513,95 @@ TEST(usable_size) {
   expect_int_eq(A_trim(0) >= 0, 1);
 }
 
+/* Read what fn() writes to file descriptor 2 (through a pipe; small outputs only). */
+static size_t capture_fd2(void (*fn)(void), char *buf, size_t cap) {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fds[1], 2);
+  close(fds[1]);
+  fn();
+  dup2(saved, 2);
+  close(saved);
+  size_t len = 0;
+  ssize_t n;
+  while (len + 1 < cap && (n = read(fds[0], buf + len, cap - 1 - len)) > 0) len += (size_t)n;
+  buf[len] = 0;
+  close(fds[0]);
+  return len;
+}
+
+/* Sum of the numbers after "<what>: " on a line of kite's statistics (-1 if absent). */
+static long stats_count(const char *text, const char *what) {
+  const char *at = strstr(text, what);
+  if (!at) return -1;
+  return strtol(at + strlen(what), NULL, 10);
+}
+
+static void print_stats_fd2(void) { kite_stats_print(2); }
+
+TEST(stats_print) {
+  char before[8192], after[8192];
+  capture_fd2(print_stats_fd2, before, sizeof before);
+  void *large = A_malloc(300000), *huge = A_malloc(40 * MiB);
+  assert_true(large != NULL && huge != NULL);
+  capture_fd2(print_stats_fd2, after, sizeof after);
+  A_free(large);
+  A_free(huge);
+  expect_true(strstr(after, "kite statistics") != NULL);
+  long l0 = stats_count(before, "large allocations: "), l1 = stats_count(after, "large allocations: ");
+  long h0 = stats_count(before, "huge allocations: "), h1 = stats_count(after, "huge allocations: ");
+  if (l0 < 0 || l1 < 0 || h0 < 0 || h1 < 0) TEST_FAIL_("statistics lack the allocation counts:\n%s", after);
+  else TEST_PASS_();
+  expect_int_eq(l1 - l0, 1);
+  expect_int_eq(h1 - h0, 1);
+}
+
 #ifdef KITE_TEST_PLAIN
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+
+/* glibc's internal names, which some programs call, are kite's too. */
+TEST(libc_names) {
+  unsigned char *p = __libc_malloc(100);
+  assert_true(p != NULL);
+  expect_true(kite_owns(p));
+  test_fill(p, 100, 4);
+  p = __libc_realloc(p, 5000);
+  assert_true(p != NULL);
+  expect_true(kite_owns(p));
+  expect_true(test_verify(p, 100, 4));
+  __libc_free(p);
+  unsigned char *z = __libc_calloc(10, 10);
+  assert_true(z != NULL);
+  expect_true(kite_owns(z) && all_zero(z, 100));
+  free(z);
+  void *a = __libc_memalign(4096, 10);
+  assert_true(a != NULL);
+  expect_true(kite_owns(a));
+  expect_uint_eq((uintptr_t)a % 4096, 0);
+  free(a);
+}
+
+static void call_malloc_stats(void) { malloc_stats(); }
+
+TEST(mallinfo_and_stats) {
+  void *big = malloc(8 * MiB);
+  assert_true(big != NULL);
+  memset(big, 1, 8 * MiB);
+  struct mallinfo2 mi = mallinfo2();
+  expect_true(mi.arena >= 8 * MiB || mi.hblkhd >= 8 * MiB); /* kite's numbers, not glibc's */
+  expect_true(mi.uordblks + mi.hblkhd >= 8 * MiB);
+  free(big);
+  char out[8192];
+  capture_fd2(call_malloc_stats, out, sizeof out);
+  expect_true(strstr(out, "kite statistics") != NULL);
+}
+
 /* With the override, memory that libc allocates internally is kite's too. */
 TEST(libc_internal_blocks) {
   char *s = strdup("kite strdup");
@@ -551,8 +639,11 @@ int main(void) {
   RUN(aligned_invalid);
   RUN(valloc_pvalloc);
   RUN(usable_size);
+  RUN(stats_print);
 #ifdef KITE_TEST_PLAIN
   RUN(libc_internal_blocks);
+  RUN(libc_names);
+  RUN(mallinfo_and_stats);
 #endif
   return test_main_end();
 }
