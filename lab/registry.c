@@ -7,6 +7,8 @@
 
 const lab_policy_t *lab_seglist_policy(void);
 const lab_policy_t *lab_rbtree_clrs_policy(void);
+const lab_policy_t *lab_rbtree_unified_policy(void);
+const lab_policy_t *lab_rbtree_linked_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
@@ -15,6 +17,8 @@ const lab_policy_t *const *lab_policies(void) {
     size_t n = 0;
     table[n++] = lab_seglist_policy();
     table[n++] = lab_rbtree_clrs_policy();
+    table[n++] = lab_rbtree_unified_policy();
+    table[n++] = lab_rbtree_linked_policy();
     table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }
