@@ -513,6 +513,36 @@ TEST(usable_size) {
   expect_int_eq(A_trim(0) >= 0, 1);
 }
 
+/* Freed memory goes back to the OS at the latest on malloc_trim(0). */
+TEST(trim_returns_memory) {
+  enum { N = 160 };
+  void *p[N];
+  A_trim(0);
+  size_t base = test_rss_bytes();
+  for (int i = 0; i < N; i++) {
+    p[i] = i % 2 ? A_malloc(1 * MiB) : A_malloc(1000 + (size_t)i);
+    assert_true(p[i] != NULL);
+    memset(p[i], 0x77, i % 2 ? 1 * MiB : 1000);
+  }
+  /* plus 40 MiB of small blocks, freed again */
+  enum { M = 40960 };
+  static void *q[M];
+  for (int i = 0; i < M; i++) {
+    q[i] = A_malloc(1000);
+    assert_true(q[i] != NULL);
+    memset(q[i], 0x66, 1000);
+  }
+  size_t peak = test_rss_bytes();
+  for (int i = 0; i < M; i++) A_free(q[i]);
+  for (int i = 0; i < N; i++) A_free(p[i]);
+  A_trim(0);
+  size_t after = test_rss_bytes();
+  fprintf(stderr, "trim: RSS %zu -> %zu -> %zu KiB\n", base >> 10, peak >> 10, after >> 10);
+  expect_true(peak >= base + 80 * MiB); /* the memory was really touched */
+  if (after > base + 16 * MiB) TEST_FAIL_("malloc_trim(0) kept %zu KiB", (after - base) >> 10);
+  else TEST_PASS_();
+}
+
 /* Read what fn() writes to file descriptor 2 (through a pipe; small outputs only). */
 static size_t capture_fd2(void (*fn)(void), char *buf, size_t cap) {
   int fds[2];
@@ -639,6 +669,7 @@ int main(void) {
   RUN(aligned_invalid);
   RUN(valloc_pvalloc);
   RUN(usable_size);
+  RUN(trim_returns_memory);
   RUN(stats_print);
 #ifdef KITE_TEST_PLAIN
   RUN(libc_internal_blocks);

@@ -73,6 +73,14 @@ static void free_interior(void) {
   char *p = A_malloc(100);
   A_free_opaque(announce(p + 8));
 }
+static void free_interior_large(void) {
+  char *p = A_malloc(300000);
+  A_free_opaque(announce(p + 65536));
+}
+static void free_interior_huge(void) {
+  char *p = A_malloc(40u << 20);
+  A_free_opaque(announce(p + 4096));
+}
 static void realloc_foreign(void) {
   int local[8] = {0};
   void *r = A_realloc_opaque(announce(&local[2]), 100);
@@ -104,6 +112,8 @@ static const misuse_case_t cases[] = {
     {"free_mmap", free_mmap, "free(): invalid pointer", 0},
     {"free_wild", free_wild, "free(): invalid pointer", 0},
     {"free_interior", free_interior, "free(): invalid pointer", 0},
+    {"free_interior_large", free_interior_large, "free(): invalid pointer", 0},
+    {"free_interior_huge", free_interior_huge, "free(): invalid pointer", 0},
     {"realloc_foreign", realloc_foreign, "realloc(): invalid pointer", 0},
     {"double_free_small", double_free_small, "free(): invalid pointer or double free", 1},
     {"double_free_large", double_free_large, "free(): invalid pointer or double free", 0},
