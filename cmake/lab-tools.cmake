@@ -25,3 +25,21 @@ if(KITE_SANITIZE STREQUAL "")
   set_target_properties(kite-trace PROPERTIES C_VISIBILITY_PRESET hidden)
   target_link_libraries(kite-trace PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
 endif()
+
+# Tests: none in the TSan build (single-threaded tools; the shim is never sanitized).
+if(NOT KITE_SANITIZE STREQUAL "thread")
+  kite_test(test_trace_io SOURCES ${PROJECT_SOURCE_DIR}/tests/tools/test_trace_io.c
+            LIBS kite-trace-io LABELS tools)
+endif()
+
+# End-to-end tests of the tools (python3, standard library only): normal build only, since they
+# preload the capture shim into real programs.
+find_program(KITE_PYTHON3 python3)
+if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
+  add_executable(trace_mt ${PROJECT_SOURCE_DIR}/tests/tools/trace_mt.c)
+  target_link_libraries(trace_mt PRIVATE Threads::Threads)
+  target_compile_options(trace_mt PRIVATE -fno-builtin) # keep every malloc/free pair
+  add_test(NAME test_replay COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_replay.py
+           ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_replay PROPERTIES LABELS tools TIMEOUT 300)
+endif()

@@ -18,8 +18,11 @@
  * checking, the bookkeeping and the utilization accounting happen outside. The cost of one
  * clock read pair (calibrated at start, minimum of many) is subtracted from each sample.
  * Utilization = peak live requested bytes / peak footprint, where the footprint of a lab
- * policy is the highest block end ever minus the heap start, and of a real malloc the peak
- * RSS growth over the start of the replay (VmHWM after clearing it, minus the RSS at start).
+ * policy is the highest block end ever minus the lowest block start ever (block start =
+ * payload - header_size; for a policy that fills its heap from the start, as all but hwx do,
+ * this is the highest block end minus the heap start; hwx carves from the top), and of a real
+ * malloc the peak RSS growth over the start of the replay (VmHWM after clearing it, minus the
+ * RSS at start).
  *
  * Exit status: 0 success, 1 a check failed, 2 bad usage or a malformed trace, 3 the
  * allocator ran out of memory (the message names the trace line).
@@ -87,7 +90,8 @@ static rp_range_t rp_ranges[RP_MAX_RANGES];
 static int rp_nranges;
 static uint64_t rp_timer_overhead;
 static uint64_t rp_live, rp_peak_live;
-static uintptr_t rp_heap_start, rp_max_end;
+static uintptr_t rp_min_start = UINTPTR_MAX, rp_max_end;
+static size_t rp_header_size;
 static size_t rp_heap_size = (size_t)4 << 30;
 
 /* ---- backends ---- */
@@ -249,7 +253,9 @@ static inline void rp_account_new(const rp_block_t *b) {
   rp_live += b->size;
   if (rp_live > rp_peak_live) rp_peak_live = rp_live;
   if (rp_be.is_policy && b->base) {
+    uintptr_t start = (uintptr_t)b->base - rp_header_size;
     uintptr_t end = (uintptr_t)b->base + rp_be.usable(b->base);
+    if (start < rp_min_start) rp_min_start = start;
     if (end > rp_max_end) rp_max_end = end;
   }
 }
@@ -462,7 +468,7 @@ static void rp_report(uint64_t footprint) {
              r->n ? r->lat[r->n - 1] : 0);
     }
   }
-  const char *what = rp_be.is_policy ? "highest block end - heap start" : "peak RSS growth";
+  const char *what = rp_be.is_policy ? "highest block end - lowest block start" : "peak RSS growth";
   if (rp_json) {
     printf("], \"peak_live_bytes\": %" PRIu64 ", \"footprint_bytes\": %" PRIu64
            ", \"footprint_kind\": \"%s\", \"utilization\": %.6f}\n",
@@ -678,7 +684,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "kite-replay: policy %s refused a heap of %zu bytes\n", rp_policy->name, rp_heap_size);
       return RP_EXIT_OOM;
     }
-    rp_heap_start = rp_max_end = (uintptr_t)heap;
+    rp_header_size = rp_policy->header_size;
   }
 #endif
   uint64_t rss0 = 0;
@@ -689,7 +695,7 @@ int main(int argc, char **argv) {
   rp_run();
   uint64_t footprint;
   if (rp_be.is_policy) {
-    footprint = rp_max_end - rp_heap_start;
+    footprint = rp_max_end > rp_min_start ? rp_max_end - rp_min_start : 0;
   } else {
     uint64_t hwm = rp_status_kib("VmHWM:");
     footprint = hwm > rss0 ? (hwm - rss0) * 1024 : 0;

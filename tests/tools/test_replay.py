@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""tests/tools/test_replay.py BUILD_DIR [SOURCE_DIR] -- end-to-end tests of the lab's trace
+tools: kite-replay (ranges, counts, utilization, check mode on every allocator, malformed
+traces, out of memory), the capture shim and tools/kite-trace on real programs, .script
+import/export, the ltrace converter and the generators.
+
+Prints one line per test and ends with "N passed, N failed" (counting checks), like test.h.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+SRC = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "..", ".."))
+REPLAY = os.path.join(BUILD, "kite-replay")
+SHIM = os.path.join(BUILD, "libkite-trace.so")
+TOOLS = os.path.join(SRC, "tools")
+DATA = os.path.join(SRC, "tests", "data", "traces")
+PY = sys.executable
+TMP = tempfile.mkdtemp(prefix="kite-replay-test-")
+
+passed = failed = 0
+current_failed = False
+
+
+def check(cond, msg):
+    global passed, failed, current_failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        current_failed = True
+        print(f"  FAIL: {msg}", file=sys.stderr)
+    return cond
+
+
+def eq(a, b, what):
+    return check(a == b, f"{what}: {a!r} != {b!r}")
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def replay_json(args):
+    r = run([REPLAY, "--json"] + args)
+    if not check(r.returncode == 0, f"kite-replay {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}"):
+        return None
+    return json.loads(r.stdout)
+
+
+def allocators():
+    out = run([REPLAY, "--list"]).stdout.split()
+    return out
+
+
+def alloc_args(name):
+    if name == "malloc":
+        return ["--malloc"]
+    if name == "kite":
+        return ["--kite"]
+    return ["--policy", name]
+
+
+# ---------------------------------------------------------------------------------------
+
+def test_list():
+    names = allocators()
+    check("malloc" in names, f"--list lacks malloc: {names}")
+    eq(len(names), len(set(names)), "--list names are unique")
+    for n in names:
+        check(re.fullmatch(r"[a-z0-9_]+", n) is not None, f"odd policy name {n!r}")
+
+
+SIX = "a 0 100\na 1 200\nf 0\nr 1 400\na 2 50\nf 1\n"
+# live after each line: 100, 300, 200, 400, 450, 50 -> peak 450
+
+
+def test_six_line_ranges():
+    path = write("six.script", SIX)
+    for name in allocators():
+        j = replay_json(alloc_args(name) + ["-r", "2", "3", "-r", "5", path])
+        if not j:
+            continue
+        eq(j["ops"], 6, f"{name} ops")
+        eq(j["lines"], 6, f"{name} lines")
+        eq(j["peak_live_bytes"], 450, f"{name} peak live")
+        eq(len(j["ranges"]), 2, f"{name} ranges")
+        r1, r2 = j["ranges"]
+        eq((r1["start"], r1["end"], r1["requests"], r1["malloc"], r1["free"], r1["realloc"]),
+           (2, 3, 2, 1, 1, 0), f"{name} range 2-3")
+        eq((r2["start"], r2["end"], r2["requests"], r2["malloc"], r2["free"], r2["realloc"]),
+           (5, 6, 2, 1, 1, 0), f"{name} unterminated range 5-")
+        for r in (r1, r2):
+            check(r["p50_ns"] <= r["p90_ns"] <= r["p99_ns"] <= r["max_ns"], f"{name} percentiles ordered {r}")
+            check(r["max_ns"] <= r["total_ns"], f"{name} max <= total")
+            check(abs(r["avg_ns"] - r["total_ns"] / r["requests"]) < 0.01, f"{name} avg")
+        if name not in ("malloc", "kite"):
+            # a lab policy's footprint: at least the payloads, at most payloads plus per-block
+            # overhead for the 3 blocks ever alive at once (+ a generous 64 B each for headers,
+            # alignment and the end of the heap)
+            fp = j["footprint_bytes"]
+            check(450 <= fp <= 450 + 400 + 3 * 64 + 512, f"{name} footprint {fp}")
+            check(abs(j["utilization"] - 450 / fp) < 1e-5, f"{name} utilization {j['utilization']}")
+    # default: the whole trace is one range; a one-line range
+    j = replay_json(["--malloc", path])
+    if j:
+        eq([(r["start"], r["end"], r["requests"]) for r in j["ranges"]], [(1, 6, 6)], "default range")
+    j = replay_json(["--malloc", "-r", "4", "4", path])
+    if j:
+        eq((j["ranges"][0]["requests"], j["ranges"][0]["realloc"]), (1, 1), "range 4-4")
+    # text output names the same numbers
+    r = run([REPLAY, "--malloc", "-r", "2", "3", path])
+    check("range 2-3: 2 requests (malloc 1, calloc 0, aligned 0, realloc 0, free 1)" in r.stdout, r.stdout)
+    check("peak live 450 B" in r.stdout, r.stdout)
+
+
+def test_range_errors():
+    path = write("six.script", SIX)
+    for args, what in ((["-r", "2", "4", "-r", "4", "5"], "overlap"), (["-r", "5", "2"], "reversed"),
+                       (["-r", "0", "2"], "line 0"), (["-r", "7"], "past the end"), (["-r"], "no number")):
+        r = run([REPLAY, "--malloc"] + args + [path])
+        eq(r.returncode, 2, f"range {what} exit code")
+        check(r.stderr.startswith("kite-replay: "), f"range {what} message: {r.stderr!r}")
+    r = run([REPLAY, "--policy", "no_such_policy", path])
+    eq(r.returncode, 2, "unknown policy exit code")
+    check("unknown policy 'no_such_policy'" in r.stderr, r.stderr)
+
+
+def test_kite_trace_ops_and_foreign():
+    path = write("k.trace", "# kite-trace v1\nm 0 24 1\nc 1 4 8 1\na 2 4096 100 2\nf - 1\n"
+                 "r 0 3 48 1\nr - 4 16 2\nf 3 1\nf 1 1\nf 2 2\nf 4 2\n")
+    for name in allocators():
+        r = run([REPLAY, "--check"] + alloc_args(name) + [path])
+        eq(r.returncode, 0, f"{name} --check kite trace: {r.stderr.strip()}")
+    j = replay_json(["--malloc", path])
+    if j:
+        r0 = j["ranges"][0]
+        eq((r0["malloc"], r0["calloc"], r0["aligned"], r0["realloc"], r0["free"]), (1, 1, 1, 2, 4),
+           "op counts (the foreign free is skipped)")
+        eq(j["peak_live_bytes"], 24 + 32 + 100 - 24 + 48 + 16, "peak live with calloc, aligned, realloc")
+
+
+MALFORMED = [
+    ("bad_op", "a 0 10\nx 0 10\n", 2, "unknown op 'x' (a .script has a, r, f)"),
+    ("missing_id", "a 0 10\nf\n", 2, "missing id"),
+    ("unknown_free", "a 0 10\nf 0\nf 5\n", 3, "free of unknown id 5 (never allocated)"),
+    ("double_free", "a 0 10\nf 0\nf 0\n", 3, "free of unknown id 0 (already freed)"),
+    ("duplicate_live", "a 0 10\na 1 5\na 0 7\n", 3, "id 0 allocated while still live (allocated at line 1)"),
+    ("non_numeric_size", "a 0 ten\n", 1, "size 'ten' is not a non-negative decimal number"),
+    ("negative_size", "a 0 10\na 1 -5\n", 2, "size '-5' is not a non-negative decimal number"),
+    ("trailing", "a 0 10 99\n", 1, "unexpected trailing text '99'"),
+    ("realloc_unknown", "r 3 10\n", 1, "realloc of unknown id 3 (never allocated)"),
+]
+
+
+def test_malformed():
+    for name, text, line, msg in MALFORMED:
+        path = write(f"bad_{name}.script", text)
+        for who in ("malloc", allocators()[0]):
+            r = run([REPLAY, "--check"] + alloc_args(who) + [path])
+            eq(r.returncode, 2, f"{name} ({who}) exit code")
+            eq(r.stderr.strip(), f"kite-replay: {path}:{line}: {msg}", f"{name} message")
+    kt = write("bad.trace", "# kite-trace v1\nm 0 10 1\nm 1 10\n")
+    r = run([REPLAY, kt])
+    eq(r.returncode, 2, "kite trace missing tid")
+    eq(r.stderr.strip(), f"kite-replay: {kt}:3: missing thread id", "kite trace message")
+    r = run([REPLAY, os.path.join(TMP, "does-not-exist.script")])
+    eq(r.returncode, 2, "missing file exit code")
+    check("cannot open" in r.stderr, r.stderr)
+    # garbage bytes: an error, not a crash
+    binp = os.path.join(TMP, "garbage.bin")
+    with open(binp, "wb") as f:
+        f.write(bytes(range(256)) * 8)
+    r = run([REPLAY, binp])
+    eq(r.returncode, 2, "binary garbage exit code")
+
+
+def test_out_of_memory():
+    pols = [n for n in allocators() if n not in ("malloc", "kite")]
+    path = write("oom.script", "a 0 1000\na 1 2000\na 2 100000\nf 0\n")
+    for p in pols:
+        r = run([REPLAY, "--policy", p, "--heap-size", "64K", path])
+        eq(r.returncode, 3, f"{p} out of memory exit code")
+        check(r.stderr.startswith(f"{path}:3: out of memory: {p} could not malloc 100000 bytes"), f"{p}: {r.stderr!r}")
+    path = write("oom2.script", "a 0 10\na 1 1152921504606846976\n")
+    r = run([REPLAY, "--malloc", path])
+    eq(r.returncode, 3, "malloc out of memory exit code")
+    check(r.stderr.startswith(f"{path}:2: out of memory: malloc could not malloc 1152921504606846976 bytes"), r.stderr)
+
+
+def gen(kind, *args, out, seed=1):
+    r = run([PY, os.path.join(TOOLS, "gen_trace.py"), kind, *map(str, args), "-o", out, "--seed", str(seed)])
+    check(r.returncode == 0, f"gen_trace {kind}: {r.stderr}")
+    return r.stderr.strip()
+
+
+def test_generators():
+    out = os.path.join(TMP, "id3.script")
+    eq(gen("insert-delete", 3, out=out), "-r 7 12", "insert-delete range")
+    lines = open(out).read().split("\n")[:-1]
+    eq(len(lines), 18, "insert-delete 3 has 6N lines")
+    eq([l.split()[:2] for l in lines[:6]], [["a", str(i)] for i in range(6)], "2N mallocs")
+    eq(lines[6:9], ["f 0", "f 2", "f 4"], "every other id freed")
+    eq([l.split()[:2] for l in lines[9:12]], [["a", "6"], ["a", "7"], ["a", "8"]], "N new mallocs")
+    check(all(1 <= int(l.split()[2]) <= 500 for l in lines if l[0] == "a"), "sizes 1-500")
+    eq(sorted(lines[12:]), sorted(["f 1", "f 3", "f 5", "f 6", "f 7", "f 8"]), "every live id freed")
+    out = os.path.join(TMP, "re2.script")
+    eq(gen("realloc", 2, out=out), "-r 7 8", "realloc range")
+    lines = open(out).read().split("\n")[:-1]
+    eq([l.split()[:2] for l in lines[6:8]], [["r", "1"], ["r", "3"]], "reallocs of the kept ids")
+    check(all(200 <= int(l.split()[2]) <= 1000 for l in lines[6:8]), "realloc sizes 200-1000")
+    eq(lines[8:], ["f 1", "f 3"], "realloc trace frees all")
+    a, b, c = (os.path.join(TMP, f"rnd{i}.script") for i in range(3))
+    gen("random", 3000, out=a, seed=5)
+    gen("random", 3000, out=b, seed=5)
+    gen("random", 3000, out=c, seed=6)
+    eq(open(a).read(), open(b).read(), "same seed, same trace")
+    check(open(a).read() != open(c).read(), "another seed, another trace")
+    kt = os.path.join(TMP, "rnd.trace")
+    eq(gen("random", 500, out=kt), "-r 2 501", "a kite trace's range skips the header")
+    check(open(kt).readline() == "# kite-trace v1\n", "kite header")
+    src = os.path.join(DATA, "python3-json.trace")
+    fd = os.path.join(TMP, "fd.script")
+    gen("from-dist", src, 4000, out=fd)
+    sizes = {int(l.split()[2]) for l in open(fd) if l[0] in "ar"}
+    srcsizes = set()
+    for l in open(src):
+        t = l.split()
+        if t and t[0] == "m":
+            srcsizes.add(int(t[2]))
+        elif t and t[0] == "r":
+            srcsizes.add(int(t[3]))
+        elif t and t[0] == "c":
+            srcsizes.add(int(t[2]) * int(t[3]))
+        elif t and t[0] == "a":
+            srcsizes.add(int(t[3]))
+    check(sizes <= srcsizes, "from-dist sizes come from the source trace")
+    for p in (a, kt, fd):
+        r = run([REPLAY, "--check", "--malloc", p])
+        eq(r.returncode, 0, f"generated {os.path.basename(p)} replays: {r.stderr}")
+
+
+def test_check_every_allocator():
+    traces = [os.path.join(TMP, "rnd0.script"), os.path.join(TMP, "id3.script")]
+    traces += sorted(os.path.join(DATA, f) for f in os.listdir(DATA) if f.endswith(".trace") or f.endswith(".script"))
+    for name in allocators():
+        for t in traces:
+            if not os.path.exists(t):
+                continue
+            r = run([REPLAY, "--check"] + alloc_args(name) + [t])
+            eq(r.returncode, 0, f"{name} --check {os.path.basename(t)}: {r.stderr.strip()[:300]}")
+            check("check: passed" in r.stdout, f"{name} {t} says passed")
+
+
+def test_script_roundtrip():
+    conv = os.path.join(TOOLS, "trace-convert")
+    src = os.path.join(TMP, "rnd0.script")
+    kt = os.path.join(TMP, "rt.trace")
+    back = os.path.join(TMP, "rt.script")
+    eq(run([conv, src, kt]).returncode, 0, "script -> kite")
+    eq(run([conv, kt, back]).returncode, 0, "kite -> script")
+    eq(open(back).read(), open(src).read(), "a .script round-trips exactly")
+    # comments and blank lines are dropped, everything else is kept as written
+    s = write("c.script", "# seed-style header comment\na 5 0\n\na 2 17\nr 5 33\nf 2\n  # x\nf 5\n")
+    eq(run([conv, s, kt]).returncode, 0, "commented script -> kite")
+    eq(open(kt).read(), "# kite-trace v1\nm 5 0 0\nm 2 17 0\nr 5 5 33 0\nf 2 0\nf 5 0\n", "kite form of a script")
+    eq(run([conv, kt, back]).returncode, 0, "back")
+    eq(open(back).read(), "a 5 0\na 2 17\nr 5 33\nf 2\nf 5\n", "script form")
+    # a captured trace exports to a .script that replays with the same peak live bytes
+    cap = os.path.join(DATA, "python3-json.trace")
+    sc = os.path.join(TMP, "cap.script")
+    eq(run([conv, cap, sc]).returncode, 0, "captured trace -> script")
+    j1, j2 = replay_json(["--malloc", cap]), replay_json(["--malloc", sc])
+    if j1 and j2:
+        eq(j2["peak_live_bytes"], j1["peak_live_bytes"], "exported script has the same peak live bytes")
+    r = run([conv, write("bad.script", "a 1 2\nf 9\n"), kt])
+    eq(r.returncode, 2, "convert a malformed trace")
+    check(":2: free of unknown id 9" in r.stderr, r.stderr)
+
+
+LTRACE = """\
+12345 sort->malloc(24)                              = 0x55d0c0a2b2a0
+12345 sort->calloc(2, 16)                           = 0x55d0c0a2b2c0
+12345 sort->malloc(32 <unfinished ...>
+12345 <... malloc resumed> )                        = 0x55d0c0a2b300
+12345 sort->realloc(0x55d0c0a2b2a0, 100)            = 0x55d0c0a2b400
+12345 libc.so.6->realloc(0, 8)                      = 0x55d0c0a2b500
+12345 sort->free(0x7f0000001000)                    = <void>
+12345 sort->free(0x55d0c0a2b400)                    = <void>
+12345 sort->free(0)                                 = <void>
+12345 sort->realloc(0x55d0c0a2b500, 0)              = 0
+12345 --- SIGCHLD (Child exited) ---
+12345 sort->free(0x55d0c0a2b2c0)                    = <void>
+12345 sort->free(0x55d0c0a2b300)                    = <void>
+12345 +++ exited (status 0) +++
+"""
+
+
+def test_ltrace_converter():
+    src = write("sort.ltrace", LTRACE)
+    out = os.path.join(TMP, "lt.trace")
+    r = run([os.path.join(TOOLS, "trace-convert"), src, out])
+    eq(r.returncode, 0, f"ltrace convert: {r.stderr}")
+    eq(open(out).read(),
+       "# kite-trace v1\n# converted from ltrace output sort.ltrace\n"
+       "m 0 24 12345\nc 1 2 16 12345\nm 2 32 12345\nr 0 3 100 12345\nm 4 8 12345\n"
+       "f - 12345\nf 3 12345\nf 4 12345\nf 1 12345\nf 2 12345\n", "converted ltrace")
+    r = run([REPLAY, "--check", "--malloc", out])
+    eq(r.returncode, 0, "converted ltrace replays")
+
+
+def capture(out, cmd, extra=()):
+    env = dict(os.environ, KITE_TRACE_LIB=SHIM)
+    return subprocess.run([os.path.join(TOOLS, "kite-trace"), *extra, "-o", out, "--", *cmd],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def ops_of(path):
+    return [l.split() for l in open(path) if l.strip() and not l.startswith("#")]
+
+
+def test_capture_python():
+    out = os.path.join(TMP, "py.trace")
+    code = "import json; print(len(json.dumps({str(i): list(range(i)) for i in range(200)})))"
+    r = capture(out, [sys.executable, "-c", code])
+    want = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    eq(r.returncode, 0, f"kite-trace python3: {r.stderr}")
+    eq(r.stdout, want, "python3 output unchanged under the shim")
+    lines = open(out).read().split("\n")
+    eq(lines[0], "# kite-trace v1", "header")
+    ops = ops_of(out)
+    check(len(ops) > 1000, f"python3 makes many calls ({len(ops)})")
+    check(not os.path.exists(out + ".raw." + str(os.getpid())) and not [f for f in os.listdir(TMP) if ".raw." in f],
+          "raw files removed")
+    names = allocators()
+    for name in ["malloc", names[0]]:
+        r = run([REPLAY, "--check"] + alloc_args(name) + [out])
+        eq(r.returncode, 0, f"captured python3 trace --check {name}: {r.stderr.strip()}")
+
+
+def test_capture_sort():
+    inp = write("words.txt", "".join(f"{(i * 7919) % 10007} line {i}\n" for i in range(3000)))
+    out = os.path.join(TMP, "sort.script")
+    r = capture(out, ["sort", inp])
+    want = subprocess.run(["sort", inp], capture_output=True, text=True).stdout
+    eq(r.returncode, 0, "kite-trace sort")
+    eq(r.stdout, want, "sort output unchanged")
+    first = open(out).readline()
+    check(re.fullmatch(r"[arf] \d+( \d+)?\n", first) is not None, f"-o x.script writes a .script: {first!r}")
+    for name in ["malloc", allocators()[0]]:
+        r = run([REPLAY, "--check"] + alloc_args(name) + [out])
+        eq(r.returncode, 0, f"captured sort --check {name}: {r.stderr.strip()}")
+
+
+def test_capture_threads_and_fork():
+    prog = os.path.join(BUILD, "trace_mt")
+    out = os.path.join(TMP, "mt.trace")
+    r = capture(out, [prog], ["--all"])
+    eq(r.returncode, 0, f"kite-trace trace_mt: {r.stderr}")
+    eq(r.stdout, "trace_mt ok\n", "trace_mt output")
+    ops = ops_of(out)
+    by = {}
+    for o in ops:
+        by.setdefault(o[0], []).append(o)
+    big = [o for o in by.get("m", []) if 7000 <= int(o[2]) < 7500]
+    eq(len(big), 2000, "4 x 500 distinctive mallocs")
+    eq(len({o[-1] for o in big}), 4, "from 4 threads")
+    eq(sum(1 for o in by.get("c", []) if o[2:4] == ["3", "333"]), 4, "callocs")
+    eq(sum(1 for o in by.get("a", []) if o[2:4] == ["64", "777"]), 4, "posix_memalign")
+    eq(sum(1 for o in by.get("a", []) if o[2:4] == ["128", "1280"]), 4, "aligned_alloc")
+    eq(sum(1 for o in by.get("a", []) if o[2:4] == ["256", "2560"]), 4, "memalign")
+    eq(sum(1 for o in by.get("r", []) if o[3] == "9999"), 4, "reallocs")
+    freed = {o[1] for o in by.get("f", [])}
+    check(all(o[1] in freed for o in big), "every distinctive block is freed")
+    main_tid = {o[-1] for o in ops if o[0] == "m" and o[2] == "4343"}
+    eq(len(main_tid), 1, "the inherited block comes from the main thread")
+    cross = [o for o in by.get("f", []) if o[1] in {b[1] for b in big} and o[-1] in main_tid]
+    eq(len(cross), 1000, "1000 cross-thread frees by the main thread")
+    r = run([REPLAY, "--check", "--malloc", out])
+    eq(r.returncode, 0, f"multi-threaded trace replays in sequence order: {r.stderr}")
+    kids = [f for f in os.listdir(TMP) if f.startswith("mt.trace.") and ".raw" not in f]
+    eq(len(kids), 1, f"--all keeps the forked child's trace {kids}")
+    if kids:
+        kops = ops_of(os.path.join(TMP, kids[0]))
+        eq(sum(1 for o in kops if o[0] == "m" and o[2] == "4242"), 10, "child's mallocs")
+        eq(sum(1 for o in kops if o[0] == "f" and o[1] == "-"), 1, "the inherited block is foreign in the child")
+        r = run([REPLAY, "--check", "--malloc", os.path.join(TMP, kids[0])])
+        eq(r.returncode, 0, "child's trace replays")
+
+
+def test_unfinalized_raw():
+    env = dict(os.environ, LD_PRELOAD=SHIM, KITE_TRACE_FILE=os.path.join(TMP, "manual.%p"))
+    p = subprocess.run(["true"], env=env)
+    raws = [f for f in os.listdir(TMP) if f.startswith("manual.")]
+    eq(len(raws), 1, "KITE_TRACE_FILE with %p: one raw file")
+    if raws:
+        raw = os.path.join(TMP, raws[0])
+        r = run([REPLAY, raw])
+        eq(r.returncode, 2, "a raw capture is refused")
+        check("finalize it with tools/kite-trace --finalize" in r.stderr, r.stderr)
+        fin = os.path.join(TMP, "manual.trace")
+        r = run([os.path.join(TOOLS, "kite-trace"), "--finalize", raw, fin])
+        eq(r.returncode, 0, "--finalize")
+        eq(run([REPLAY, "--check", fin]).returncode, 0, "finalized trace replays")
+    eq(p.returncode, 0, "true under the shim")
+
+
+TESTS = [test_list, test_six_line_ranges, test_range_errors, test_kite_trace_ops_and_foreign,
+         test_malformed, test_out_of_memory, test_generators, test_check_every_allocator,
+         test_script_roundtrip, test_ltrace_converter]
+CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_and_fork,
+                 test_unfinalized_raw]
+
+
+def main():
+    global current_failed
+    tests = TESTS + (CAPTURE_TESTS if os.path.exists(SHIM) else [])
+    for t in tests:
+        current_failed = False
+        try:
+            t()
+        except Exception as e:  # a crash in a test is a failure, not an abort of the suite
+            check(False, f"{t.__name__} raised {type(e).__name__}: {e}")
+        print(f"{'FAIL' if current_failed else 'ok  '} {t.__name__[5:]}", file=sys.stderr)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
