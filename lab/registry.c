@@ -9,6 +9,7 @@ const lab_policy_t *lab_seglist_policy(void);
 const lab_policy_t *lab_rbtree_clrs_policy(void);
 const lab_policy_t *lab_rbtree_unified_policy(void);
 const lab_policy_t *lab_rbtree_linked_policy(void);
+const lab_policy_t *lab_rbtree_stack_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
@@ -19,6 +20,7 @@ const lab_policy_t *const *lab_policies(void) {
     table[n++] = lab_rbtree_clrs_policy();
     table[n++] = lab_rbtree_unified_policy();
     table[n++] = lab_rbtree_linked_policy();
+    table[n++] = lab_rbtree_stack_policy();
     table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }

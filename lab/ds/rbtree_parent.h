@@ -7,11 +7,13 @@
  * descends to a leaf position itself and calls lab_rbp_link; erase and the fix-ups only look
  * at the shape. Leaves are NULL; the colour is the RED bit of the block header.
  *
- * Invariants (lab_rbp_check): root black, no red node with a red child, equal black height
- * on all paths, x->link[d]->parent == x, strictly increasing in-order sequence under `less`.
+ * Invariants (lab_rbp_check, ds/rbtree_check.h): root black, no red node with a red child,
+ * equal black height on all paths, x->link[d]->parent == x, strictly increasing in-order
+ * sequence under `less`.
  */
 #ifndef LAB_DS_RBTREE_PARENT_H
 #define LAB_DS_RBTREE_PARENT_H
+#include "ds/rbtree_check.h"
 
 static lab_dnode_t *lab_rbp_root;
 
@@ -142,44 +144,7 @@ static inline void lab_rbp_substitute(lab_dnode_t *old, lab_dnode_t *x) {
     if (x->link[d]) x->link[d]->parent = x;
 }
 
-typedef bool (*lab_rbp_less_fn)(lab_dnode_t *a, lab_dnode_t *b);
-
-/* Black height of x's subtree (NULL = 1) or -1 after printing a violation. */
-static long lab_rbp_check_sub(lab_dnode_t *x, lab_dnode_t *parent, lab_rbp_less_fn less,
-                              lab_dnode_t **prev, size_t *count, size_t *bytes, size_t limit) {
-  if (!x) return 1;
-  if (!lab_dnode_check(x, count, bytes, limit)) return -1;
-  if (x->parent != parent) {
-    fprintf(stderr, "lab %s: invalid heap: node %p has parent %p, expected %p\n", LAB_POLICY_NAME,
-            (void *)x, (void *)x->parent, (void *)parent);
-    return -1;
-  }
-  if (lab_rbp_red(x) && (lab_rbp_red(x->link[0]) || lab_rbp_red(x->link[1]))) {
-    fprintf(stderr, "lab %s: invalid heap: red node %p has a red child\n", LAB_POLICY_NAME, (void *)x);
-    return -1;
-  }
-  long l = lab_rbp_check_sub(x->link[0], x, less, prev, count, bytes, limit);
-  if (l < 0) return -1;
-  if (*prev && !less(*prev, x)) {
-    fprintf(stderr, "lab %s: invalid heap: node %p out of order\n", LAB_POLICY_NAME, (void *)x);
-    return -1;
-  }
-  *prev = x;
-  long r = lab_rbp_check_sub(x->link[1], x, less, prev, count, bytes, limit);
-  if (r < 0) return -1;
-  if (l != r) {
-    fprintf(stderr, "lab %s: invalid heap: black heights %ld != %ld under %p\n", LAB_POLICY_NAME,
-            l, r, (void *)x);
-    return -1;
-  }
-  return l + !lab_rbp_red(x);
-}
-
-static bool lab_rbp_check(lab_rbp_less_fn less, size_t *count, size_t *bytes) {
-  if (lab_rbp_red(lab_rbp_root)) LAB_FAIL("root is red");
-  size_t limit = (size_t)(lab_heap.end - lab_heap.lo) / LAB_MIN_BLOCK + 1;
-  lab_dnode_t *prev = NULL;
-  *count = *bytes = 0;
-  return lab_rbp_check_sub(lab_rbp_root, NULL, less, &prev, count, bytes, limit) >= 0;
+static bool lab_rbp_check(lab_rb_less_fn less, size_t *count, size_t *bytes) {
+  return lab_rb_check(lab_rbp_root, less, true, count, bytes);
 }
 #endif

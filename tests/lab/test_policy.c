@@ -478,6 +478,49 @@ TEST(insert_delete_duplicates) {
   free(r);
 }
 
+/* Many distinct sizes: a deep tree (N nodes), every operation validated. Frees every other
+ * block (no coalescing), takes them back with fresh sizes in random order, then frees
+ * everything in a scattered order (all coalescing cases on a big tree). */
+TEST(distinct_sizes_deep_tree) {
+  enum { N = 1500 };
+  size_t heap = 64 << 20;
+  unsigned char *r = region_alloc(heap);
+  assert_true(P->init(r + GUARD, heap));
+  test_rng_init(4242);
+  static void *b[2 * N];
+  static size_t sz[2 * N];
+  for (int i = 0; i < 2 * N; i++) {
+    sz[i] = 24 + 16 * test_rng_below(2000);
+    assert_true((b[i] = P->malloc(sz[i])) != NULL);
+    test_fill(b[i], sz[i], (uint64_t)i);
+  }
+  for (int i = 0; i < 2 * N; i += 2) {
+    int j = (int)((i * 2654435761u) % (2 * N)) & ~1; /* scattered even index */
+    if (!b[j]) j = i;
+    if (!b[j]) continue;
+    expect_true(test_verify(b[j], sz[j], (uint64_t)j));
+    P->free(b[j]);
+    b[j] = NULL;
+    assert_true(P->validate());
+  }
+  for (int i = 0; i < 2 * N; i += 2) {
+    if (b[i]) continue;
+    sz[i] = 8 + test_rng_below(10000);
+    b[i] = P->malloc(sz[i]);
+    assert_true(b[i] != NULL);
+    test_fill(b[i], sz[i], (uint64_t)i);
+    assert_true(P->validate());
+  }
+  for (int i = 0; i < 2 * N; i++) {
+    int j = (int)(((uint64_t)i * 7919) % (2 * N));
+    expect_true(test_verify(b[j], sz[j], (uint64_t)j));
+    P->free(b[j]);
+    assert_true(P->validate());
+  }
+  expect_uint_eq(walk_now().blocks, 1);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     RUN(registry_order_and_lookup);
@@ -498,5 +541,6 @@ int main(int argc, char **argv) {
   RUN(random_ops_roomy_heap);
   RUN(random_ops_tight_heap);
   RUN(insert_delete_duplicates);
+  RUN(distinct_sizes_deep_tree);
   return test_main_end();
 }
