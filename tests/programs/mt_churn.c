@@ -36,7 +36,7 @@ static int check(const unsigned char *p, size_t n) {
 
 static void *work(void *arg) {
   uint64_t x = (uintptr_t)arg + 1, sum = 0;
-  for (int i = 0; i < 30000; i++) {
+  for (int i = 0; i < 10000; i++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     size_t n = (x >> 33) % 100 < 95 ? 1 + (x >> 40) % 700 : 1 + (x >> 40) % 200000;
     unsigned char *p = malloc(n);
