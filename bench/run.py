@@ -79,7 +79,7 @@ WORKLOADS = {
         desc="seed 004: per-thread slots, random alloc/free of 16..1024 bytes",
         args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 2000000",
               "medium": "-n 100000 -i 8000000", "large": "-n 100000 -i 30000000"},
-        threads=[4]),
+        threads=[1, 2, 4]),
     "larson": dict(
         desc="server-like churn, slot arrays handed to the next thread each epoch",
         args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 600000",

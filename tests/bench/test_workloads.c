@@ -72,6 +72,8 @@ static const char *const k_tiny[] = {
     "./kite-wl-cache-scratch -t 4 -n 200 -w 100",
     "./kite-wl-realloc -t 2 -n 50 -l 300 -r 2",
     "./kite-wl-large -t 2 -n 20 -l 4 -m 4194304",
+    /* many blocks whose end falls in their last page's stamp now and then */
+    "./kite-wl-large -t 1 -n 20000 -l 4 -m 131072",
     "./kite-wl-graph -n 5000 -r 2",
     "./kite-wl-thread-churn -t 4 -n 40 -b 50",
     "./kite-wl-churn -t 2 -n 20000 -k 256",
