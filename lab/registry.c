@@ -10,6 +10,7 @@ const lab_policy_t *lab_rbtree_clrs_policy(void);
 const lab_policy_t *lab_rbtree_unified_policy(void);
 const lab_policy_t *lab_rbtree_linked_policy(void);
 const lab_policy_t *lab_rbtree_stack_policy(void);
+const lab_policy_t *lab_rbtree_topdown_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
@@ -21,6 +22,7 @@ const lab_policy_t *const *lab_policies(void) {
     table[n++] = lab_rbtree_unified_policy();
     table[n++] = lab_rbtree_linked_policy();
     table[n++] = lab_rbtree_stack_policy();
+    table[n++] = lab_rbtree_topdown_policy();
     table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }
