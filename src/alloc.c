@@ -25,7 +25,7 @@ static void *alloc_large(size_t n, size_t align, bool *zero);
 static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n);
 static KITE_NOINLINE void free_generic(void *p);
 
-/* ~10 instructions when the current page has a free block. */
+/* ~11 instructions when the current page has a free block. */
 KITE_API void *kite_malloc(size_t n) {
   kite_heap_t *h = _kite_heap_tls;
   if (likely(n <= KITE_DIRECT_MAX)) {
@@ -33,6 +33,7 @@ KITE_API void *kite_malloc(size_t n) {
     kite_block_t *b = pg->free;
     if (likely(b != NULL)) {
       pg->free = b->next;
+      b->key = 0;
       pg->used++;
       return b;
     }
@@ -40,7 +41,7 @@ KITE_API void *kite_malloc(size_t n) {
   return malloc_generic(h, n);
 }
 
-/* ~16 instructions for a block of this thread's own small page. */
+/* ~26 instructions for a block of this thread's own small page. */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
@@ -49,15 +50,18 @@ KITE_API void kite_free(void *p) {
     if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h &&
                _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
       kite_block_t *b = p;
+      if (unlikely(b->key == (uintptr_t)pg)) goto generic; /* double free? */
       int32_t used = pg->used - 1;
       pg->used = used;
       b->next = pg->local_free;
+      b->key = (uintptr_t)pg;
       pg->local_free = b;
       if (likely(used > 0)) return;
       _kite_free_local_slow(h, pg);
       return;
     }
   }
+generic:
   free_generic(p);
 }
 

@@ -103,7 +103,8 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
     if (d->dirty) { clean = false; dirty_free_units--; } else newly++;
     d->dirty = 1;
     d->head_off = i;
-    d->kind = i ? KITE_KIND_META : KITE_KIND_FREE; /* non-head units: never a block start */
+    /* META until the caller says what the run is: never FREE, or a purge could take it */
+    d->kind = KITE_KIND_META;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
   _kite_unlock(&arena_lock);
@@ -168,7 +169,7 @@ void _kite_arena_free_run(kite_page_t *head) {
     d->head_off = 0;
     d->block_size = 0;
     *unit_freed_ms(d) = (uint32_t)now;
-    if (delay == 0) d->dirty = 0; else dirty_free_units++;
+    if (delay == 0) d->dirty = 0; else { d->dirty = 1; dirty_free_units++; }
   }
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);

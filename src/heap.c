@@ -93,6 +93,15 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 
 /* ---- small pages ---- */
 
+static inline void *page_pop(kite_page_t *pg) {
+  kite_block_t *b = pg->free;
+  pg->free = b->next;
+  b->key = 0;
+  pg->used++;
+  return b;
+}
+
+
 /* Move thread_free (and, when the allocation list is empty or `all`, local_free) into the
  * allocation list. Owner only. */
 static void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
@@ -131,8 +140,13 @@ static void page_extend(kite_heap_t *h, kite_page_t *pg) {
   if (n == 0) n = 1;
   if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
   uint8_t *start = _kite_page_start(pg) + (size_t)pg->capacity * bs;
-  for (uint32_t i = 0; i + 1 < n; i++) ((kite_block_t *)(start + (size_t)i * bs))->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
+  for (uint32_t i = 0; i + 1 < n; i++) {
+    kite_block_t *b = (kite_block_t *)(start + (size_t)i * bs);
+    b->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
+    b->key = (uintptr_t)pg;
+  }
   ((kite_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
+  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
   pg->free = (kite_block_t *)start;
   pg->capacity += n;
   h->issued[pg->cls] += n;
@@ -155,7 +169,7 @@ static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
-  pg->kind = KITE_KIND_FREE;
+  pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
     pg->kind = KITE_KIND_META; /* not a block page while cached */
     pg->next = h->cache;
@@ -350,12 +364,6 @@ static void heap_thread_done(void *arg) {
 
 /* ---- generic allocation ---- */
 
-static inline void *page_pop(kite_page_t *pg) {
-  kite_block_t *b = pg->free;
-  pg->free = b->next;
-  pg->used++;
-  return b;
-}
 
 static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
   if (unlikely(h == &_kite_heap_empty)) {
@@ -438,9 +446,27 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
   page_release(h, pg, true);
 }
 
+static bool list_has(const kite_block_t *l, const kite_block_t *b) {
+  for (; l; l = l->next) if (l == b) return true;
+  return false;
+}
+
 void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
   kite_heap_t *h = _kite_heap_tls;
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
+  bool own = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h;
+  if (unlikely(b->key == (uintptr_t)pg)) {
+    /* The owner can check exactly (nobody else edits its lists; thread_free nodes are
+     * immutable until the owner collects them). Another thread cannot look into the
+     * owner's lists: the key alone decides (a live block whose second word equals its
+     * page descriptor's address is taken for a free one). */
+    if (!own || list_has(pg->free, b) || list_has(pg->local_free, b) ||
+        list_has(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE), b)) {
+      _kite_report_invalid("free(): invalid pointer or double free", b);
+      return;
+    }
+  }
+  b->key = (uintptr_t)pg;
+  if (own) {
     b->next = pg->local_free;
     pg->local_free = b;
     if (--pg->used <= 0) _kite_free_local_slow(h, pg);
@@ -456,9 +482,7 @@ void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
 
 bool _kite_block_is_free_local(kite_page_t *pg, const void *b) {
   if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return false;
-  for (kite_block_t *x = pg->free; x; x = x->next) if (x == b) return true;
-  for (kite_block_t *x = pg->local_free; x; x = x->next) if (x == b) return true;
-  return false;
+  return list_has(pg->free, b) || list_has(pg->local_free, b);
 }
 
 /* ---- trim, stats, fork ---- */

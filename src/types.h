@@ -28,7 +28,8 @@
  * free/local_free/used/capacity and the queue links):
  *   - blocks = capacity carved so far (capacity <= reserved); uncarved memory is untouched,
  *     so a fresh page costs RSS only for what is used.
- *   - every carved block is in exactly one of: handed out, free, local_free, thread_free.
+ *   - every carved block is in exactly one of: handed out, free, local_free, thread_free;
+ *     the free ones carry key == (uintptr_t)page (double-free detection).
  *   - used (low 31 bits) = carved - |free| - |local_free| - |blocks collected ...| i.e.
  *     the number of blocks handed out plus those sitting in thread_free.
  *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
@@ -102,7 +103,10 @@ enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
 
 #define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 
-typedef struct kite_block_s { struct kite_block_s *next; } kite_block_t;
+/* A free block: next link, and key = the address of its page descriptor. A block being
+ * freed whose key already matches is probably free already (double free): the slow path
+ * checks the lists. malloc clears the key, so a live block's second word is the user's. */
+typedef struct kite_block_s { struct kite_block_s *next; uintptr_t key; } kite_block_t;
 struct kite_heap_s;
 
 typedef struct kite_page_s {
