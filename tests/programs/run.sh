@@ -27,18 +27,16 @@ failed=0
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
 
-# has_stats FILE: kite's exit summary is in FILE with a non-zero allocation count.
+# has_stats FILE: kite's exit summary is in FILE ("kite statistics", then lines such as
+# "  small allocations: N ...", "  large allocations: N") with a non-zero allocation count.
 has_stats() {
   python3 - "$1" <<'EOF'
 import re, sys
 text = open(sys.argv[1], errors="replace").read()
-# the summary opens with a "kite" header; some line counting allocations has a number > 0
-if not re.search(r"^.*\bkite\b.*(stat|summary)", text, re.I | re.M):
+if not re.search(r"^kite statistics", text, re.M):
     sys.exit(1)
-for line in text.splitlines():
-    if re.search(r"alloc", line, re.I) and any(int(n) > 0 for n in re.findall(r"\b\d+\b", line)):
-        sys.exit(0)
-sys.exit(1)
+counts = [int(n) for n in re.findall(r"^\s*(?:small|large|huge) allocations: (\d+)", text, re.M)]
+sys.exit(0 if counts and sum(counts) > 0 else 1)
 EOF
 }
 
