@@ -28,3 +28,9 @@ target_link_libraries(kite-lab-buddy PUBLIC kite-buddy)
 add_executable(kite-buddy-bench ${PROJECT_SOURCE_DIR}/bench/kite-buddy-bench.c)
 target_link_libraries(kite-buddy-bench PRIVATE kite-lab-buddy kite-buddy)
 set_target_properties(kite-buddy-bench PROPERTIES OUTPUT_NAME kite-buddy-bench)
+
+# Cross-check of every buddy variant (normal and ASan builds).
+if(NOT KITE_SANITIZE STREQUAL "thread")
+  kite_test(test_buddy_variants SOURCES ${PROJECT_SOURCE_DIR}/tests/lab/test_buddy_variants.c
+            LIBS kite-lab-buddy LABELS buddy lab)
+endif()

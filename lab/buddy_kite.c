@@ -32,6 +32,8 @@ static uint64_t lab_kite_free_units(void) { return kite_buddy_free_units(lab_kit
 
 static void lab_kite_fini(void) { lab_kite_heap = NULL; }
 
+static int lab_kite_check(void) { return kite_buddy_check(lab_kite_heap); }
+
 const lab_buddy_policy_t *lab_buddy_bitmap_tree(void) {
   static const lab_buddy_policy_t p = {
       .name = "bitmap-tree",
@@ -44,6 +46,7 @@ const lab_buddy_policy_t *lab_buddy_bitmap_tree(void) {
       .free = lab_kite_free,
       .free_units = lab_kite_free_units,
       .fini = lab_kite_fini,
+      .check = lab_kite_check,
   };
   return &p;
 }
@@ -51,8 +54,12 @@ const lab_buddy_policy_t *lab_buddy_bitmap_tree(void) {
 const lab_buddy_policy_t *const *lab_buddy_policies(void) {
   static const lab_buddy_policy_t *list[6];
   if (!list[0]) {
-    list[0] = lab_buddy_bitmap_tree();
-    list[1] = NULL;
+    list[0] = lab_buddy_lists_vector();
+    list[1] = lab_buddy_lists_dlist();
+    list[2] = lab_buddy_rbtree_vector();
+    list[3] = lab_buddy_rbtree_list();
+    list[4] = lab_buddy_bitmap_tree();
+    list[5] = NULL;
   }
   return list;
 }

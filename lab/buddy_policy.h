@@ -39,6 +39,9 @@ typedef struct lab_buddy_policy_s {
   int (*free)(uint64_t index);
   uint64_t (*free_units)(void);
   void (*fini)(void); /* release memory the variant allocated itself */
+  /* Validate every invariant of the variant's structures; 0 when sound, else negative.
+   * O(units) or worse: for tests. */
+  int (*check)(void);
 } lab_buddy_policy_t;
 
 /* Each variant file exports one of these. */
