@@ -4,7 +4,7 @@
 # Which tests run where:
 #   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
 #                  linked with libkite.so), core_cxx, core_stress, core_stress_override,
-#                  core_threads, core_threads_override,
+#                  core_threads, core_threads_override, core_stress_purge0,
 #                  core_fork, core_fork_override, core_oom, core_oom_override,
 #                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api, core_stress and core_threads (reduced) via kite-noover
@@ -42,6 +42,10 @@ if(TARGET kite-noover)
     _kite_ct_props(core_fork 180)
     kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover)
     _kite_ct_props(core_oom 120)
+    # the same stress with immediate purging of freed pages (decommit on every free)
+    add_test(NAME core_stress_purge0 COMMAND core_stress 8 16 6000 2)
+    _kite_ct_props(core_stress_purge0 300)
+    set_tests_properties(core_stress_purge0 PROPERTIES ENVIRONMENT "KITE_PURGE_DELAY_MS=0")
     kite_test(core_misuse SOURCES ${_ct}/integration/test_misuse.c LIBS kite-noover)
     _kite_ct_props(core_misuse 120)
   endif()

@@ -3,6 +3,8 @@
  *   core_stress [LIVE_THREADS [THREADS_PER_ROUND [OPS [ROUNDS]]]]
  *   (or the same four numbers in the environment: KITE_STRESS_SIZE="16 48 10000 3")
  *
+ * (Sizes: 90% up to 256 bytes, 8% up to 32 KiB, 1.9% up to 512 KiB, 0.1% up to 4 MiB, and
+ * one in 20000 a huge block of 16..40 MiB.)
  * Built against kite_* (kite-noover; also in the ASan and TSan builds, with smaller
  * arguments) and against the plain names linked with libkite.so (KITE_TEST_PLAIN).
  *
@@ -89,6 +91,7 @@ static int verify(const blk_t *b) {
 }
 
 static size_t pick_size(rng_t *r) {
+  if (rng_next(r) % 20000 == 0) return (16u << 20) + rng_next(r) % (24u << 20); /* huge */
   uint64_t x = rng_next(r) % 10000;
   if (x < 9000) return 1 + rng_next(r) % 256;
   if (x < 9800) return 257 + rng_next(r) % (32 << 10);
