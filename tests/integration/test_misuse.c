@@ -115,7 +115,7 @@ static const misuse_case_t cases[] = {
     {"free_interior_large", free_interior_large, "free(): invalid pointer", 0},
     {"free_interior_huge", free_interior_huge, "free(): invalid pointer", 0},
     {"realloc_foreign", realloc_foreign, "realloc(): invalid pointer", 0},
-    {"double_free_small", double_free_small, "free(): invalid pointer or double free", 1},
+    {"double_free_small", double_free_small, "free(): invalid pointer or double free", 0},
     {"double_free_large", double_free_large, "free(): invalid pointer or double free", 0},
 };
 
