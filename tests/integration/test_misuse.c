@@ -4,9 +4,10 @@
  * child printed and how it ended. Cases:
  *   - free of a foreign pointer: a stack address, a global, an mmap'ed page, an address
  *     past everything kite reserved;
- *   - free of an interior pointer (inside a kite block, not its start) and realloc of a
- *     foreign pointer;
- *   - double free of a small and of a large block.
+ *   - free of an interior pointer (inside a small, large or huge kite block, not its start)
+ *     and realloc of a foreign pointer;
+ *   - double free of a small, a large and a huge block; of a small block whose second free
+ *     comes from another thread, or whose both frees do.
  * Expected (kite's documented behaviour, see src/ and docs/design.md): a report on stderr
  * naming the error and the pointer, then the process keeps working: after the bad call
  * the child allocates, fills and verifies blocks of every size range and exits 0. With
@@ -14,6 +15,7 @@
  * The child uses the kite_* API through kite-noover, so stdio's own buffers are never kite's.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -93,6 +95,34 @@ static void double_free_small(void) {
   A_free_opaque(announce(p));
   A_free(keep);
 }
+static void *remote_free_body(void *p) {
+  A_free_opaque(announce(p));
+  return NULL;
+}
+/* the second free comes from another thread: the block sits on a remote list */
+static void double_free_remote(void) {
+  void *p = A_malloc(64);
+  void *keep = A_malloc(64);
+  A_free_opaque(p);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_body, p);
+  pthread_join(t, NULL);
+  A_free(keep);
+}
+/* both frees from another thread (the first is a legitimate remote free) */
+static void double_free_both_remote(void) {
+  void *p = A_malloc(200);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_body, p);
+  pthread_join(t, NULL);
+  pthread_create(&t, NULL, remote_free_body, p);
+  pthread_join(t, NULL);
+}
+static void double_free_huge(void) {
+  void *p = A_malloc(40u << 20);
+  A_free_opaque(p);
+  A_free_opaque(announce(p));
+}
 static void double_free_large(void) {
   void *p = A_malloc(300000);
   A_free_opaque(p);
@@ -117,6 +147,9 @@ static const misuse_case_t cases[] = {
     {"realloc_foreign", realloc_foreign, "realloc(): invalid pointer", 0},
     {"double_free_small", double_free_small, "free(): invalid pointer or double free", 0},
     {"double_free_large", double_free_large, "free(): invalid pointer or double free", 0},
+    {"double_free_huge", double_free_huge, "free(): invalid pointer or double free", 0},
+    {"double_free_remote", double_free_remote, "free(): invalid pointer or double free", 0},
+    {"double_free_both_remote", double_free_both_remote, "free(): invalid pointer or double free", 0},
 };
 
 /* Runs case `idx` in a fresh process (this program re-executed with the case's name, so
