@@ -4,8 +4,12 @@
  * sized+aligned, aligned nothrow, and the new-expressions that use them. Each block must be
  * kite's (kite_owns), big enough (kite_malloc_usable_size), aligned, and keep its content.
  * Failure: the throwing forms throw std::bad_alloc, the nothrow forms return nullptr, and
- * the installed new_handler is called before giving up.
+ * the installed new_handler is called before giving up; under a lowered RLIMIT_AS (in a
+ * child process) new throws std::bad_alloc, nothrow new returns nullptr, and new recovers.
  */
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -187,6 +191,51 @@ TEST(failure) {
   ::operator delete(p);
 }
 
+/* Under a lowered RLIMIT_AS (in a child): new throws std::bad_alloc, nothrow new returns
+ * nullptr, and after deleting everything new works again. Exit status 0 = all as expected. */
+static int oom_child() {
+  std::vector<char *> blocks;
+  blocks.reserve(1 << 16);
+  char buf[128];
+  int fd = open("/proc/self/statm", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (n <= 0) return 2;
+  buf[n] = 0;
+  size_t vm = (size_t)strtoull(buf, nullptr, 10) * (size_t)sysconf(_SC_PAGESIZE);
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = vm + (64u << 20);
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return 3;
+  bool threw = false;
+  try {
+    while (blocks.size() < (1u << 16)) {
+      char *p = new char[1 << 20];
+      p[0] = 1;
+      blocks.push_back(p);
+    }
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  if (!threw) return 4;
+  if (::operator new(size_t(1) << 20, std::nothrow) != nullptr) return 5;
+  if (::operator new(size_t(1) << 20, std::align_val_t(4096), std::nothrow) != nullptr) return 6;
+  for (char *p : blocks) delete[] p;
+  char *again = new char[1 << 20];
+  again[(1 << 20) - 1] = 1;
+  delete[] again;
+  return 0;
+}
+
+TEST(oom_bad_alloc) {
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(oom_child());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) TEST_FAIL_("the child died of signal %d", WTERMSIG(status));
+  else expect_int_eq(WEXITSTATUS(status), 0);
+}
+
 int main() {
   test_rng_init(0x6b697465ull);
   RUN(plain_and_array);
@@ -194,5 +243,6 @@ int main() {
   RUN(aligned);
   RUN(new_expressions);
   RUN(failure);
+  RUN(oom_bad_alloc);
   return test_main_end();
 }
