@@ -23,8 +23,9 @@
  *     k+3 (k <= h-1)  partly used, the largest free block below has order k
  *     FULL(h) = h+3   the whole node is free
  * The "free" values compare above the specials, so the search is a plain ">= need" test.
- * Levels 6..12 hold nibbles (FULL(12) = 15), the few above a byte. Metadata: 24 bytes per
- * chunk plus ~1/64 byte per unit of tree: about 0.4 byte per unit.
+ * One byte per node (nibbles would halve the tree but cost a shift and a branch per level;
+ * the tree is only 1/32 byte per unit). Metadata: 24 bytes per chunk plus the tree: about
+ * 0.41 byte per unit.
  *
  * Invariants (kite_buddy_check() verifies every one):
  *  I1 every tree descendant of a FULL, ALLOC or RSV node holds FULL, and every chunk under
@@ -63,11 +64,6 @@
 #include "kite/buddy.h"
 
 #include <string.h>
-
-#ifndef KITE_BUDDY_NIBBLE_TOP
-/* highest level stored as nibbles (FULL(12) = 15 is the largest value a nibble holds) */
-#define KITE_BUDDY_NIBBLE_TOP 12
-#endif
 
 #define LEVELS (KITE_BUDDY_MAX_ORDER + 1)
 #define CHUNK_ORDER 6u /* a chunk is 64 units: one bit per unit in a uint64_t */
@@ -108,33 +104,19 @@ struct kite_buddy_s {
 /* ---- tree nodes (levels >= 6) ------------------------------------------------------------ */
 
 static inline unsigned node_get(const kite_buddy_t *b, unsigned h, uint64_t p) {
-  const uint8_t *a = b->level[h];
-  if (h > KITE_BUDDY_NIBBLE_TOP) return a[p];
-  return (a[p >> 1] >> ((p & 1) << 2)) & 15u;
+  return b->level[h][p];
 }
 
 static inline void node_set(kite_buddy_t *b, unsigned h, uint64_t p, unsigned v) {
-  uint8_t *a = b->level[h];
-  if (h > KITE_BUDDY_NIBBLE_TOP) {
-    a[p] = (uint8_t)v;
-  } else {
-    unsigned sh = (unsigned)(p & 1) << 2;
-    a[p >> 1] = (uint8_t)((a[p >> 1] & ~(15u << sh)) | (v << sh));
-  }
+  b->level[h][p] = (uint8_t)v;
 }
 
-/* Both children of node (h, q), h >= 7: one byte load for nibble levels. */
+/* Both children of node (h, q), h >= 7 (adjacent bytes). */
 static inline void children_get(const kite_buddy_t *b, unsigned h, uint64_t q, unsigned *l,
                                 unsigned *r) {
-  const uint8_t *a = b->level[h - 1];
-  if (h - 1 > KITE_BUDDY_NIBBLE_TOP) {
-    *l = a[2 * q];
-    *r = a[2 * q + 1];
-  } else {
-    unsigned x = a[q];
-    *l = x & 15u;
-    *r = x >> 4;
-  }
+  const uint8_t *a = b->level[h - 1] + 2 * q;
+  *l = a[0];
+  *r = a[1];
 }
 
 /* Value of a partial-or-free parent at level h from its children's values (I2). */
@@ -315,14 +297,12 @@ static unsigned top_level(uint64_t units) {
 }
 
 /* Entries stored for level h: enough that both children of every real node at level h+1
- * exist, rounded up to whole bytes. */
+ * exist (one byte each). */
 static uint64_t level_entries(uint64_t units, unsigned h, unsigned top) {
-  uint64_t e = h == top ? 1 : 2 * (((units - 1) >> (h + 1)) + 1);
-  return h > KITE_BUDDY_NIBBLE_TOP ? e : (e + 1) & ~(uint64_t)1;
+  return h == top ? 1 : 2 * (((units - 1) >> (h + 1)) + 1);
 }
 static uint64_t level_bytes(uint64_t units, unsigned h, unsigned top) {
-  uint64_t e = level_entries(units, h, top);
-  return h > KITE_BUDDY_NIBBLE_TOP ? e : e / 2;
+  return level_entries(units, h, top);
 }
 static uint64_t header_bytes(void) { return (sizeof(kite_buddy_t) + 15) & ~(uint64_t)15; }
 static uint64_t nchunks_of(uint64_t units) { return (units + 63) >> CHUNK_ORDER; }
@@ -361,12 +341,10 @@ int kite_buddy_init(kite_buddy_t **out, void *meta, size_t meta_size, uint64_t u
     /* Nodes wholly inside the range are FULL: fill their bytes in bulk, then set the node
      * that straddles the end (its largest free block is the top bit of the remainder, at
      * its start) and the padding one entry at a time. */
-    int nib = h <= KITE_BUDDY_NIBBLE_TOP;
     uint64_t whole = units >> h;
-    uint64_t whole_bytes = nib ? whole / 2 : whole;
-    memset(at, nib ? (int)(FULL(h) * 0x11u) : (int)FULL(h), (size_t)whole_bytes);
-    memset(at + whole_bytes, nib ? NONE * 0x11 : NONE, (size_t)(bytes - whole_bytes));
-    for (uint64_t p = nib ? whole_bytes * 2 : whole_bytes; p < b->level_cap[h]; p++) {
+    memset(at, (int)FULL(h), (size_t)whole);
+    memset(at + whole, NONE, (size_t)(bytes - whole));
+    for (uint64_t p = whole; p < b->level_cap[h]; p++) {
       uint64_t first = p << h;
       unsigned v = NONE;
       if (p < whole) v = FULL(h);
