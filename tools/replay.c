@@ -484,6 +484,15 @@ static void rp_report(uint64_t footprint) {
   }
 }
 
+/* The replay's own arrays come from mmap, touched up front, so a real malloc's footprint
+ * (RSS growth) and its free lists hold only the trace's blocks. */
+static void *rp_vm(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  memset(p, 0, n);
+  return p;
+}
+
 /* ---- arguments ---- */
 
 static void rp_usage(FILE *f) {
@@ -655,20 +664,18 @@ int main(int argc, char **argv) {
   }
   /* Bookkeeping is allocated and touched before the replay so it is not counted as the
    * allocator's footprint. */
-  rp_blocks = calloc(rp_trace.n_slots + 1, sizeof *rp_blocks);
+  rp_blocks = rp_vm((rp_trace.n_slots + 1) * sizeof *rp_blocks);
   if (!rp_blocks) {
     fprintf(stderr, "kite-replay: out of memory for %zu blocks\n", rp_trace.n_slots);
     return RP_EXIT_OOM;
   }
-  memset(rp_blocks, 0, (rp_trace.n_slots + 1) * sizeof *rp_blocks);
   for (int i = 0; i < rp_nranges; i++) {
     rp_range_t *r = &rp_ranges[i];
     size_t n = 0;
     for (size_t k = 0; k < rp_trace.n_ops; k++)
       if (rp_trace.ops[k].line >= r->start && rp_trace.ops[k].line <= r->end) n++;
-    r->lat = calloc(n + 1, sizeof *r->lat);
+    r->lat = rp_vm((n + 1) * sizeof *r->lat);
     if (!r->lat) return RP_EXIT_OOM;
-    memset(r->lat, 0, (n + 1) * sizeof *r->lat);
   }
   rp_calibrate();
 

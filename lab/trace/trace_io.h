@@ -61,6 +61,7 @@ int kt_parse_buffer(const char *buf, size_t len, const char *name, int format, k
  * format is sniffed (a "# kite-trace" header or not). Returns 0 or -1 with err set. */
 int kt_parse_file(const char *path, kt_trace_t *out, char *err, size_t errlen);
 
+/* Release a parsed trace (its memory is mmap'd, never the process malloc's). */
 void kt_trace_free(kt_trace_t *t);
 
 #endif
