@@ -11,6 +11,8 @@ const lab_policy_t *lab_rbtree_unified_policy(void);
 const lab_policy_t *lab_rbtree_linked_policy(void);
 const lab_policy_t *lab_rbtree_stack_policy(void);
 const lab_policy_t *lab_rbtree_topdown_policy(void);
+const lab_policy_t *lab_splay_stack_policy(void);
+const lab_policy_t *lab_splay_topdown_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
 
 const lab_policy_t *const *lab_policies(void) {
@@ -23,6 +25,8 @@ const lab_policy_t *const *lab_policies(void) {
     table[n++] = lab_rbtree_linked_policy();
     table[n++] = lab_rbtree_stack_policy();
     table[n++] = lab_rbtree_topdown_policy();
+    table[n++] = lab_splay_stack_policy();
+    table[n++] = lab_splay_topdown_policy();
     table[n++] = lab_hwx_policy();
     table[n] = NULL;
   }

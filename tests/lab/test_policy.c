@@ -80,6 +80,7 @@ TEST(registry_order_and_lookup) {
     expect_true(all[n]->init && all[n]->malloc && all[n]->free && all[n]->realloc &&
                 all[n]->validate && all[n]->walk && all[n]->usable_size);
   }
+  expect_uint_eq(n, sizeof expected_names / sizeof expected_names[0] - 1);
   expect_true(lab_policy_find("no-such-policy") == NULL);
   expect_true(lab_policy_find(NULL) == NULL);
   expect_true(lab_policy_find("") == NULL);
@@ -521,6 +522,45 @@ TEST(distinct_sizes_deep_tree) {
   free(r);
 }
 
+/* Sizes freed in increasing order: a splay tree degenerates into a chain deeper than any
+ * fixed path stack; best-fit searches then walk it (and the splay policies reshape it). */
+TEST(sorted_sizes_long_chain) {
+  enum { N = 1300 };
+  size_t heap = 40 << 20;
+  unsigned char *r = region_alloc(heap);
+  assert_true(P->init(r + GUARD, heap));
+  static void *b[2 * N];
+  for (int i = 0; i < 2 * N; i++) {
+    size_t n = (i & 1) ? 8 : 40 + 16 * (size_t)i / 2;
+    assert_true((b[i] = P->malloc(n)) != NULL);
+    test_fill(b[i], n, (uint64_t)i);
+  }
+  for (int i = 0; i < 2 * N; i += 2) {
+    P->free(b[i]);
+    b[i] = NULL;
+    if (i % 16 == 0) assert_true(P->validate());
+  }
+  assert_true(P->validate());
+  /* smallest first: each is a best fit at the far end of the chain */
+  for (int i = 0; i < 2 * N; i += 2) {
+    size_t n = 40 + 16 * (size_t)i / 2;
+    assert_true((b[i] = P->malloc(n)) != NULL);
+    test_fill(b[i], n, (uint64_t)i);
+    if (i % 16 == 0) assert_true(P->validate());
+  }
+  assert_true(P->validate());
+  bool best_fit = strcmp(P->name, "seglist") != 0 && strcmp(P->name, "hwx") != 0;
+  if (best_fit) expect_uint_eq(walk_now().nfree, 1); /* each hole refilled exactly */
+  for (int i = 2 * N - 1; i >= 0; i--) {
+    size_t n = (i & 1) ? 8 : 40 + 16 * (size_t)i / 2;
+    expect_true(test_verify(b[i], n, (uint64_t)i));
+    P->free(b[i]);
+    if (i % 16 == 0) assert_true(P->validate());
+  }
+  expect_uint_eq(walk_now().blocks, 1);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     RUN(registry_order_and_lookup);
@@ -542,5 +582,6 @@ int main(int argc, char **argv) {
   RUN(random_ops_tight_heap);
   RUN(insert_delete_duplicates);
   RUN(distinct_sizes_deep_tree);
+  RUN(sorted_sizes_long_chain);
   return test_main_end();
 }
