@@ -3,11 +3,11 @@
 #
 # Which tests run where:
 #   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
-#                  linked with libkite.so), core_cxx, core_stress, core_stress_override,
+#                  linked with libkite.so), core_model, core_model_override, core_cxx, core_stress, core_stress_override,
 #                  core_threads, core_threads_override, core_stress_purge0,
 #                  core_fork, core_fork_override, core_oom, core_oom_override,
 #                  core_misuse, core_misuse_override, core_programs
-#   ASan+UBSan     core_api, core_stress and core_threads (reduced) via kite-noover
+#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover
 #   TSan           core_stress and core_threads (reduced) via kite-noover
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
 # label `core-tests`; run them with `ctest -L core-tests`.
@@ -21,6 +21,11 @@ if(TARGET kite-noover)
   if(NOT KITE_SANITIZE STREQUAL "thread")
     kite_test(core_api SOURCES ${_ct}/api/test_api.c LIBS kite-noover)
     _kite_ct_props(core_api 120)
+    kite_test(core_model SOURCES ${_ct}/api/test_model.c LIBS kite-noover)
+    _kite_ct_props(core_model 120)
+    if(KITE_SANITIZE STREQUAL "address")
+      set_tests_properties(core_model PROPERTIES ENVIRONMENT "KITE_MODEL_OPS=60000")
+    endif()
   endif()
   kite_test(core_stress SOURCES ${_ct}/stress/test_stress.c LIBS kite-noover)
   _kite_ct_props(core_stress 300)
@@ -55,6 +60,9 @@ if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
   kite_test(core_api_override SOURCES ${_ct}/api/test_api.c LIBS kite)
   target_compile_definitions(core_api_override PRIVATE KITE_TEST_PLAIN)
   _kite_ct_props(core_api_override 120)
+  kite_test(core_model_override SOURCES ${_ct}/api/test_model.c LIBS kite)
+  target_compile_definitions(core_model_override PRIVATE KITE_TEST_PLAIN)
+  _kite_ct_props(core_model_override 120)
   kite_test(core_stress_override SOURCES ${_ct}/stress/test_stress.c LIBS kite)
   target_compile_definitions(core_stress_override PRIVATE KITE_TEST_PLAIN)
   _kite_ct_props(core_stress_override 300)
