@@ -419,9 +419,39 @@ def test_unfinalized_raw():
     eq(p.returncode, 0, "true under the shim")
 
 
+def test_lab_smoke():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("  (skipped: no matplotlib for this python; make venv provides it)", file=sys.stderr)
+        return
+    out = os.path.join(TMP, "doc")
+    r = run([PY, os.path.join(TOOLS, "lab.py"), "--build", BUILD, "--out", out, "--ns", "300,600",
+             "--repeats", "1", "--no-peers"])
+    eq(r.returncode, 0, f"lab.py: {r.stderr[-500:]}")
+    md = open(os.path.join(out, "lab.md")).read()
+    check("## The seed's four questions" in md, "lab.md has the questions")
+    eq(md.count("*Is there any cost") + md.count("*Does storing") + md.count("*When we abandon")
+       + md.count("*Does a top-down"), 4, "four questions answered")
+    for png in ("insert-delete-time.png", "insert-delete-response.png", "realloc-time.png",
+                "realloc-response.png", "traces-response.png", "traces-utilization.png"):
+        p = os.path.join(out, "lab", png)
+        check(os.path.exists(p) and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n", f"{png} is a PNG")
+        check(f"(lab/{png})" in md, f"lab.md shows {png}")
+    sys.path.insert(0, TOOLS)
+    import plot
+    res = plot.load_results(os.path.join(out, "lab", "results.json"))
+    n_alloc = len(allocators())
+    eq(len(res["synthetic"]), 2 * 2 * n_alloc, "2 N x 2 experiments x every allocator")
+    for row in res["synthetic"]:
+        if row["runs"]:
+            eq(row["runs"][0]["requests"], 2 * row["n"] if row["experiment"] == "insert-delete" else row["n"],
+               f"{row['allocator']} {row['experiment']} {row['n']} timed requests")
+
+
 TESTS = [test_list, test_six_line_ranges, test_range_errors, test_kite_trace_ops_and_foreign,
          test_malformed, test_out_of_memory, test_generators, test_check_every_allocator,
-         test_script_roundtrip, test_ltrace_converter]
+         test_script_roundtrip, test_ltrace_converter, test_lab_smoke]
 CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_and_fork,
                  test_unfinalized_raw]
 
