@@ -62,8 +62,7 @@ static inline lab_dnode_t *lab_dup_promote(lab_dnode_t *node) {
   d->link[0] = node->link[0];
   d->link[1] = node->link[1];
   d->parent = node->parent;
-  d->dups = rest;
-  if (rest) rest->link[0] = d;
+  d->dups = rest; /* rest->link[0] already points at d */
   *lab_hdr(d) = (*lab_hdr(d) & ~(LAB_F_DUP | LAB_F_RED)) | (*lab_hdr(node) & LAB_F_RED);
   *lab_hdr(node) &= ~LAB_F_RED;
   return d;

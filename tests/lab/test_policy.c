@@ -561,6 +561,72 @@ TEST(sorted_sizes_long_chain) {
   free(r);
 }
 
+/* The same chain, then frees that coalesce with its deepest nodes (removals and an insert at
+ * the far end of the chain), then everything in address order. */
+TEST(sorted_sizes_chain_coalesce) {
+  enum { N = 1300 };
+  size_t heap = 40 << 20;
+  unsigned char *r = region_alloc(heap);
+  assert_true(P->init(r + GUARD, heap));
+  static void *b[2 * N];
+  for (int i = 0; i < 2 * N; i++) {
+    size_t n = (i & 1) ? 8 : 40 + 16 * (size_t)i / 2;
+    assert_true((b[i] = P->malloc(n)) != NULL);
+    test_fill(b[i], 8, (uint64_t)i);
+  }
+  for (int i = 0; i < 2 * N; i += 2) P->free(b[i]);
+  assert_true(P->validate());
+  size_t nfree = walk_now().nfree;
+  for (int i = 1; i < 12; i += 2) { /* each joins two chain nodes, the first the deepest */
+    expect_true(test_verify(b[i], 8, (uint64_t)i));
+    P->free(b[i]);
+    assert_true(P->validate());
+  }
+  expect_uint_eq(walk_now().nfree, nfree - 6);
+  for (int i = 13; i < 2 * N; i += 2) {
+    expect_true(test_verify(b[i], 8, (uint64_t)i));
+    P->free(b[i]);
+    if (i % 16 == 1) assert_true(P->validate());
+  }
+  assert_true(P->validate());
+  expect_uint_eq(walk_now().blocks, 1);
+  free(r);
+}
+
+/* Eight free blocks of one size (a tree node and its duplicates), separated by small
+ * allocated ones; freeing the separators coalesces the tree node itself and duplicates at the
+ * head, middle and tail of the list. */
+TEST(duplicate_node_coalesce) {
+  size_t size = 1 << 16;
+  unsigned char *r = region_alloc(size);
+  assert_true(P->init(r + GUARD, size));
+  void *a[8], *s[8];
+  for (int k = 0; k < 8; k++) {
+    assert_true((a[k] = P->malloc(100)) != NULL);
+    assert_true((s[k] = P->malloc(8)) != NULL);
+    test_fill(s[k], 8, (uint64_t)k);
+  }
+  for (int k = 0; k < 8; k++) P->free(a[k]);
+  assert_true(P->validate());
+  expect_uint_eq(walk_now().nfree, 9); /* eight holes and the tail */
+  static const int order[] = {0, 7, 3, 5, 1, 6, 2};
+  for (int i = 0; i < 7; i++) {
+    expect_true(test_verify(s[order[i]], 8, (uint64_t)order[i]));
+    P->free(s[order[i]]);
+    assert_true(P->validate());
+    void *t = P->malloc(100); /* takes one of the remaining equal-size holes, if any */
+    if (t) {
+      test_fill(t, 100, 99);
+      P->free(t);
+      assert_true(P->validate());
+    }
+  }
+  P->free(s[4]);
+  assert_true(P->validate());
+  expect_uint_eq(walk_now().blocks, 1);
+  free(r);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     RUN(registry_order_and_lookup);
@@ -583,5 +649,7 @@ int main(int argc, char **argv) {
   RUN(insert_delete_duplicates);
   RUN(distinct_sizes_deep_tree);
   RUN(sorted_sizes_long_chain);
+  RUN(sorted_sizes_chain_coalesce);
+  RUN(duplicate_node_coalesce);
   return test_main_end();
 }

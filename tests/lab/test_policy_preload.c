@@ -241,7 +241,7 @@ static int run_capture(char *const argv[], const char *const extra_env[], const 
   return st;
 }
 
-static const char *const checked_policies[] = {"seglist", "hwx"};
+static const char *const checked_policies[] = {"seglist", "rbtree_clrs", "splay_topdown", "hwx"};
 
 static const char *py_script =
     "import json, collections, re\n"
@@ -322,7 +322,9 @@ TEST(unknown_policy_lists_names_and_exits_2) {
   int st = run_capture(argv, env, NULL, &out, &err);
   expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   expect_true(strstr(err, "no_such_policy") != NULL);
-  static const char *const names[] = {"seglist", "hwx"};
+  static const char *const names[] = {"seglist",      "rbtree_clrs",  "rbtree_unified",
+                                      "rbtree_linked", "rbtree_stack", "rbtree_topdown",
+                                      "splay_stack",  "splay_topdown", "hwx"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) expect_true(strstr(err, names[i]) != NULL);
   free(out), free(err);
 }
