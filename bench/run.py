@@ -103,7 +103,7 @@ WORKLOADS = {
     "realloc": dict(
         desc="many vectors grown side by side by realloc, 1..16 elements at a time",
         args={"tiny": "-n 50 -l 300 -r 2", "small": "-n 1000 -l 2000 -r 4",
-              "medium": "-n 2000 -l 4000 -r 8", "large": "-n 4000 -l 8000 -r 8"},
+              "medium": "-n 2000 -l 4000 -r 8", "large": "-n 2000 -l 8000 -r 4"},
         threads=[2]),
     "large": dict(
         desc="large blocks, 64 KiB..32 MiB, every page touched",
@@ -113,7 +113,7 @@ WORKLOADS = {
     "graph": dict(
         desc="single thread: object graph built, walked, freed in random order",
         args={"tiny": "-n 5000 -r 2", "small": "-n 200000 -r 3", "medium": "-n 500000 -r 5",
-              "large": "-n 2000000 -r 5"},
+              "large": "-n 1000000 -r 4"},
         threads=None),
     "thread-churn": dict(
         desc="many short-lived threads; half their blocks freed by main after they exit",
@@ -123,7 +123,7 @@ WORKLOADS = {
     "churn": dict(
         desc="random sizes 8..1024, ~20% of frees by another thread (allocator-core check)",
         args={"tiny": "-n 20000 -k 256", "small": "-n 1000000 -k 4096",
-              "medium": "-n 5000000 -k 4096", "large": "-n 20000000 -k 16384"},
+              "medium": "-n 5000000 -k 4096", "large": "-n 8000000 -k 16384"},
         threads=[2, 8]),
     "replay": dict(
         desc="the largest trace in tests/data/traces/ replayed in-process by "
