@@ -751,9 +751,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="bench/run.py",
         description="Compare kite with glibc and the installed peers on kite's workloads.",
-        epilog="Examples:  bench/run.py --size tiny --reps 1   |   bench/run.py "
-               "--workloads churn,larson --threads 1,2,4,8   |   bench/run.py "
-               "--alloc mine=/path/libmine.so --allocs glibc,mine")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  bench/run.py --size tiny --reps 1                 # a quick look\n"
+               "  bench/run.py --workloads churn,larson --threads 1,2,4,8\n"
+               "  bench/run.py --alloc mine=/path/libmine.so --allocs glibc,mine\n"
+               "  bench/run.py --docs --reps 5                      # docs/benchmarks.md\n"
+               "verdicts: CRASH sig N (killed by a signal), FAIL rc=N (non-zero exit),\n"
+               "WRONG (the workload's self-check failed), TIMEOUT (past --timeout).")
     ap.add_argument("--size", choices=SIZES, default="small",
                     help="problem size of every workload (default: small, a few minutes)")
     ap.add_argument("--workloads", default="all",
@@ -773,7 +778,8 @@ def main(argv=None):
     ap.add_argument("--no-build", action="store_true",
                     help="do not try to build missing workloads")
     ap.add_argument("--trace", default=None,
-                    help="trace for the replay workload (default: first in tests/data/traces/)")
+                    help="trace for the replay workload (default: the largest in "
+                         "tests/data/traces/)")
     ap.add_argument("--out", default=None,
                     help="output directory (default bench/results/<UTC timestamp>/)")
     ap.add_argument("--charts-dir", default=None,
