@@ -451,6 +451,32 @@ TEST(aligned_no_waste) {
   for (int i = 0; i < M; i++) A_free(q[i]);
 }
 
+/* realloc of aligned blocks (any alignment, also from huge maps) keeps the content. */
+TEST(realloc_aligned) {
+  static const size_t aligns[] = {64, 4096, 65536, 1 * MiB, 32 * MiB, 1 * GiB};
+  static const size_t sizes[] = {100, 70000, 3 * MiB, 40 * MiB, 5000, 20};
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    size_t old = 1000;
+    unsigned char *p = A_aligned_alloc(aligns[i], old);
+    assert_true(p != NULL);
+    expect_uint_eq((uintptr_t)p % aligns[i], 0);
+    test_fill(p, old, i);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t n = sizes[k];
+      unsigned char *q = A_realloc(p, n);
+      assert_true(q != NULL);
+      size_t keep = old < n ? old : n;
+      if (!test_verify(q, keep, i + k)) TEST_FAIL_("realloc of a %zu-aligned block (%zu -> %zu) lost content", aligns[i], old, n);
+      else TEST_PASS_();
+      size_t fill = n < 1 * MiB ? n : 1 * MiB;
+      test_fill(q, fill, i + k + 1);
+      p = q;
+      old = fill;
+    }
+    A_free(p);
+  }
+}
+
 TEST(aligned_invalid) {
   static const size_t bad[] = {0, 3, 5, 6, 12, 24, 48, 100, 1000, 4097, 3 * MiB,
                                SIZE_MAX, SIZE_MAX / 2, ((size_t)1 << 40) + 1};
@@ -666,6 +692,7 @@ int main(void) {
   RUN(aligned_all_powers);
   RUN(aligned_many_live);
   RUN(aligned_no_waste);
+  RUN(realloc_aligned);
   RUN(aligned_invalid);
   RUN(valloc_pvalloc);
   RUN(usable_size);

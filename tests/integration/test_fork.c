@@ -38,7 +38,7 @@ static void *background(void *arg) {
     s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
     uint64_t r = s * 2685821657736338717ull;
     size_t n = r % 100 < 90 ? 1 + (r >> 8) % 512 : r % 100 < 99 ? 1 + (r >> 8) % (256 << 10)
-                                                                : (4 << 20) + (r >> 8) % (8 << 20);
+                                                                : (4 << 20) + (r >> 8) % (24 << 20);
     int j = (int)((r >> 40) % 32);
     A_free(mine[j]);
     mine[j] = A_malloc(n);
@@ -52,6 +52,8 @@ static void *background(void *arg) {
   for (int j = 0; j < 32; j++) A_free(mine[j]);
   return NULL;
 }
+
+/* (Background sizes: 90% small, 9% up to 256 KiB, 1% 4..28 MiB: large runs and huge maps.) */
 
 /* The child's recipe, also used by the parent (without allocating) for the checksum. */
 static size_t recipe_size(int round, int i) {
