@@ -11,6 +11,8 @@
  *   dead_owner_reuse  a thread fills many pages and exits without freeing; main frees the
  *                     blocks; a second thread allocates as much again: the abandoned pages
  *                     must be reused (resident set bounded), not leaked;
+ *   producer_consumer one thread allocates, another frees everything (small and large
+ *                     blocks): the resident set stays bounded;
  *   many_short        thousands of short-lived threads (8 at a time), each leaving blocks
  *                     to main: the resident set after a second wave stays bounded.
  * Built against kite_* (kite-noover; also in the ASan and TSan builds with a small SCALE)
@@ -18,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -169,6 +172,50 @@ TEST(dead_owner_reuse) {
     TEST_PASS_();
 }
 
+/* ---- producer_consumer ---- */
+#define PC_RING 1024
+static _Atomic(void *) pc_ring[PC_RING];
+static long pc_count;
+static size_t pc_size(long i) { return i % 64 == 63 ? 200000 + (size_t)(i % 1000) : 16 + (size_t)(i % 200); }
+static void *producer(void *arg) {
+  for (long i = 0; i < pc_count; i++) {
+    void *p = make(pc_size(i), (uint64_t)i);
+    _Atomic(void *) *slot = &pc_ring[i % PC_RING];
+    while (atomic_load_explicit(slot, memory_order_acquire) != NULL) sched_yield();
+    atomic_store_explicit(slot, p, memory_order_release);
+  }
+  return NULL;
+}
+static void *consumer(void *arg) {
+  for (long i = 0; i < pc_count; i++) {
+    _Atomic(void *) *slot = &pc_ring[i % PC_RING];
+    void *p;
+    while ((p = atomic_load_explicit(slot, memory_order_acquire)) == NULL) sched_yield();
+    atomic_store_explicit(slot, NULL, memory_order_release);
+    drop(p, pc_size(i), (uint64_t)i);
+  }
+  return NULL;
+}
+/* Every block is freed by the other thread: the producer's heap must take the remote frees
+ * back, or its memory grows with the number of blocks ever made (~750 MiB here). */
+TEST(producer_consumer) {
+  atomic_store(&errors, 0);
+  pc_count = 30000L * scale;
+  size_t before = test_rss_bytes();
+  pthread_t p, c;
+  pthread_create(&p, NULL, producer, NULL);
+  pthread_create(&c, NULL, consumer, NULL);
+  pthread_join(p, NULL);
+  pthread_join(c, NULL);
+  size_t after = test_rss_bytes();
+  fprintf(stderr, "producer_consumer: %ld blocks, RSS %zu -> %zu KiB\n", pc_count, before >> 10, after >> 10);
+  expect_int_eq(atomic_load(&errors), 0);
+  if (after > before + 64 * MiB)
+    TEST_FAIL_("remote frees are not reused: RSS %zu -> %zu KiB", before >> 10, after >> 10);
+  else
+    TEST_PASS_();
+}
+
 /* ---- many_short ---- */
 #define MS_KEEP 4
 static void *ms_body(void *arg) {
@@ -220,5 +267,6 @@ int main(int argc, char **argv) {
   RUN(detached);
   RUN(dead_owner_reuse);
   RUN(many_short);
+  RUN(producer_consumer);
   return test_main_end();
 }
