@@ -34,3 +34,12 @@ if(NOT KITE_SANITIZE STREQUAL "thread")
   kite_test(test_buddy_variants SOURCES ${PROJECT_SOURCE_DIR}/tests/lab/test_buddy_variants.c
             LIBS kite-lab-buddy LABELS buddy lab)
 endif()
+
+# The benchmark's command-line interface (a format check, no timing); normal build only.
+if(KITE_SANITIZE STREQUAL "")
+  kite_test(test_buddy_bench SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_buddy_bench.c
+            LABELS buddy unit)
+  target_compile_definitions(test_buddy_bench PRIVATE
+                             KITE_BUDDY_BENCH="$<TARGET_FILE:kite-buddy-bench>")
+  add_dependencies(test_buddy_bench kite-buddy-bench)
+endif()
