@@ -10,8 +10,8 @@
 #
 # Programs: python3 (an allocation-heavy script with a digest), sort (200k seeded random
 # lines, external merge, 2 threads), a C++ new/delete churn (preloaded and linked), xz -T2
-# (compress + decompress round trip), sqlite3 (if installed), a pthread C program (preloaded
-# and linked statically with libkite.a).
+# (compress + decompress round trip), sqlite3 (if installed), gcc compiling a C file, a
+# pthread C program (preloaded and linked statically with libkite.a).
 # Prints one line per check and ends with "N passed, N failed"; exit status 1 on failure.
 set -u
 B=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
@@ -123,7 +123,15 @@ else
   echo "skip sqlite3 (not installed)"
 fi
 
-# 6. a pthread C program: preloaded, and linked statically with libkite.a
+# 6. gcc (driver, cc1, as: every process preloaded) compiles a C file; the object files
+#    must be identical
+if command -v gcc >/dev/null; then
+  run_pair gcc gcc -O2 -c "$HERE/mt_churn.c" -o /dev/stdout
+else
+  echo "skip gcc (not installed)"
+fi
+
+# 7. a pthread C program: preloaded, and linked statically with libkite.a
 run_pair mt "$B/core_prog_mt"
 KITE_SHOW_STATS=1 "$B/core_prog_mt_static" >"$T/mt_static.out" 2>"$T/mt_static.err" </dev/null
 check mt-static "$T/mt.ref" "$T/mt_static.out" "$T/mt_static.err"
