@@ -2,6 +2,7 @@
  *
  * In a child process (the limit must not hurt the test runner): warm the allocator up,
  * set RLIMIT_AS to the current address-space size + 64 MiB, then
+ *   0. a huge request larger than the headroom (malloc, aligned_alloc, calloc): NULL, ENOMEM;
  *   1. allocate 1 MiB blocks until NULL: errno must be ENOMEM (a cap of 64 GiB catches an
  *      allocator that never fails), the process must not crash or abort;
  *   2. small blocks until NULL (ENOMEM), chained through the blocks themselves;
@@ -42,6 +43,17 @@ static size_t vm_size(void) {
 
 /* Exhaust, probe, free, recover. */
 static void exhaust_and_recover(int pass) {
+  /* 0. a huge request beyond the 64 MiB of headroom fails at once, and cleanly */
+  errno = 0;
+  expect_ptr_eq(A_malloc(test_opaque(128 * MiB)), NULL);
+  expect_int_eq(errno, ENOMEM);
+  errno = 0;
+  expect_ptr_eq(A_aligned_alloc(64 * MiB, test_opaque(80 * MiB)), NULL);
+  expect_int_eq(errno, ENOMEM);
+  errno = 0;
+  expect_ptr_eq(A_calloc(test_opaque(1024), 100 * 1024), NULL); /* 100 MiB */
+  expect_int_eq(errno, ENOMEM);
+
   /* 1. large blocks until NULL */
   size_t nbig = 0;
   int err = 0;
