@@ -4,7 +4,7 @@
  * of two; the caller decides what a unit is: a 4 KiB page frame, a 64 KiB arena page ...).
  * It never touches the units themselves: all its state lives in metadata memory the caller
  * provides (kite_buddy_meta_size() says how much: about 0.41 byte per unit plus a 1.4 KiB
- * header, so at most about 1 byte per unit for any range of 2 KiB units or more).
+ * header, so under 1 byte per unit for ranges of 2,400 units or more).
  *
  * Blocks have an order k and span 2^k units starting at a multiple of 2^k. Freeing needs only
  * the first unit's index: the allocator remembers each block's order. Freed buddies coalesce
