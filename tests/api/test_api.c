@@ -451,6 +451,30 @@ TEST(aligned_no_waste) {
   for (int i = 0; i < M; i++) A_free(q[i]);
 }
 
+/* Enough live large and big-aligned blocks to need many arenas: all distinct, owned, intact;
+ * twice, so the second round runs on recycled arenas. */
+TEST(many_arenas) {
+  enum { N = 600 };
+  static unsigned char *p[N];
+  static size_t len[N];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < N; i++) {
+      len[i] = i % 50 == 7 ? 16 * MiB : i % 3 ? 1 * MiB + (size_t)i * 100 : 200000;
+      p[i] = i % 50 == 7 ? A_memalign(16 * MiB, len[i]) : A_malloc(len[i]);
+      assert_true(p[i] != NULL);
+      expect_true(kite_owns(p[i]));
+      fill_edges(p[i], len[i], (uint64_t)i + (uint64_t)round, 4096);
+    }
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      bad += !verify_edges(p[i], len[i], (uint64_t)i + (uint64_t)round, 4096);
+      bad += A_usable(p[i]) < len[i];
+    }
+    expect_int_eq(bad, 0);
+    for (int i = 0; i < N; i++) A_free(p[i]);
+  }
+}
+
 /* realloc of aligned blocks (any alignment, also from huge maps) keeps the content. */
 TEST(realloc_aligned) {
   static const size_t aligns[] = {64, 4096, 65536, 1 * MiB, 32 * MiB, 1 * GiB};
@@ -693,6 +717,7 @@ int main(void) {
   RUN(aligned_many_live);
   RUN(aligned_no_waste);
   RUN(realloc_aligned);
+  RUN(many_arenas);
   RUN(aligned_invalid);
   RUN(valloc_pvalloc);
   RUN(usable_size);
