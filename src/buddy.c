@@ -98,7 +98,6 @@ struct kite_buddy_s {
   uint64_t pend;                /* batched changes of nr_free[0..5] (see pend_add) */
   unsigned pend_ops;            /* changes in pend */
   uint8_t *level[LEVELS];       /* node array of levels 6..top */
-  uint64_t level_cap[LEVELS];   /* entries each array holds (incl. padding) */
 };
 
 /* ---- tree nodes (levels >= 6) ------------------------------------------------------------ */
@@ -337,14 +336,13 @@ int kite_buddy_init(kite_buddy_t **out, void *meta, size_t meta_size, uint64_t u
   for (unsigned h = CHUNK_ORDER; h <= b->top; h++) {
     uint64_t bytes = level_bytes(units, h, b->top);
     b->level[h] = at;
-    b->level_cap[h] = level_entries(units, h, b->top);
     /* Nodes wholly inside the range are FULL: fill their bytes in bulk, then set the node
      * that straddles the end (its largest free block is the top bit of the remainder, at
      * its start) and the padding one entry at a time. */
     uint64_t whole = units >> h;
     memset(at, (int)FULL(h), (size_t)whole);
     memset(at + whole, NONE, (size_t)(bytes - whole));
-    for (uint64_t p = whole; p < b->level_cap[h]; p++) {
+    for (uint64_t p = whole; p < bytes; p++) {
       uint64_t first = p << h;
       unsigned v = NONE;
       if (p < whole) v = FULL(h);
@@ -805,7 +803,8 @@ int kite_buddy_check(const kite_buddy_t *b) {
   if (!b || b->units == 0 || b->top > KITE_BUDDY_MAX_ORDER) return CHK_ARG;
   uint64_t nr[LEVELS] = {0}, free_units = 0;
   for (unsigned h = CHUNK_ORDER; h <= b->top; h++) {
-    for (uint64_t p = 0; p < b->level_cap[h]; p++) {
+    uint64_t entries = level_entries(b->units, h, b->top);
+    for (uint64_t p = 0; p < entries; p++) {
       unsigned v = node_get(b, h, p);
       uint64_t first = p << h, end = first + ((uint64_t)1 << h);
       if (v > FULL(h)) return CHK_RANGE;

@@ -3,8 +3,8 @@
  * A buddy allocator over an abstract range of `units` units (any count, not only a power
  * of two; the caller decides what a unit is: a 4 KiB page frame, a 64 KiB arena page ...).
  * It never touches the units themselves: all its state lives in metadata memory the caller
- * provides (kite_buddy_meta_size() says how much: about 0.41 byte per unit plus a 1.4 KiB
- * header, so under 1 byte per unit for ranges of 2,400 units or more).
+ * provides (kite_buddy_meta_size() says how much: about 0.41 byte per unit plus a 1 KiB
+ * header, so under 1 byte per unit for ranges of 1,800 units or more).
  *
  * Blocks have an order k and span 2^k units starting at a multiple of 2^k. Freeing needs only
  * the first unit's index: the allocator remembers each block's order. Freed buddies coalesce
