@@ -158,8 +158,8 @@ static bool hwx_validate(void) {
   return true;
 }
 
-static const lab_policy_t hwx_policy = {
+const lab_policy_t lab_hwx_policy_def = {
     "hwx", "K&R baseline: one address-ordered circular free list, next fit, coalescing",
     16, 16, hwx_init, hwx_malloc, hwx_free, hwx_realloc, hwx_validate, hwx_walk, hwx_usable};
 
-const lab_policy_t *lab_hwx_policy(void) { return &hwx_policy; }
+const lab_policy_t *lab_hwx_policy(void) { return &lab_hwx_policy_def; }

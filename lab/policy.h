@@ -19,7 +19,17 @@
  *    height, ordering, list links, no two adjacent free blocks, block sizes adding up to the
  *    heap size ...); prints the first violation to stderr and returns false.
  *  - walk(cb, ctx): calls cb for every block in address order (payload address, payload
- *    capacity in bytes, whether it is free); returns the number of blocks.
+ *    capacity in bytes, whether it is free); returns the number of blocks. Blocks tile the
+ *    heap: each starts header_size bytes before its payload and ends at payload + capacity,
+ *    where the next one starts, so the sum of (capacity + header_size) over all blocks is the
+ *    same after every operation and falls short of init's heap_size by less than
+ *    2 * alignment (alignment slack at the two ends). cb may be NULL (just count).
+ *  - validate() may call the C library's malloc (a deep splay tree is walked with a heap
+ *    stack); malloc/free/realloc never do.
+ *
+ * The policies (lab/<name>.c, in registry order): seglist, rbtree_clrs, rbtree_unified,
+ * rbtree_linked, rbtree_stack, rbtree_topdown, splay_stack, splay_topdown, hwx. Each file's
+ * top comment documents its block layout (header size, alignment, minimum block).
  */
 #ifndef KITE_LAB_POLICY_H
 #define KITE_LAB_POLICY_H
@@ -42,6 +52,17 @@ typedef struct lab_policy_s {
   /* Usable capacity of a live block (>= the size asked for). */
   size_t (*usable_size)(void *p);
 } lab_policy_t;
+
+/* Each policy's method table, also reachable through the registry. */
+const lab_policy_t *lab_seglist_policy(void);
+const lab_policy_t *lab_rbtree_clrs_policy(void);
+const lab_policy_t *lab_rbtree_unified_policy(void);
+const lab_policy_t *lab_rbtree_linked_policy(void);
+const lab_policy_t *lab_rbtree_stack_policy(void);
+const lab_policy_t *lab_rbtree_topdown_policy(void);
+const lab_policy_t *lab_splay_stack_policy(void);
+const lab_policy_t *lab_splay_topdown_policy(void);
+const lab_policy_t *lab_hwx_policy(void);
 
 /* The registry (lab/registry.c): every policy, NULL-terminated, in a stable order. */
 const lab_policy_t *const *lab_policies(void);

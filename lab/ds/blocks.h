@@ -262,11 +262,13 @@ static bool lab_heap_validate(void) {
   return true;
 }
 
+/* The policy's method table: lab_<ident>_policy_def (for the registry's static table) and
+ * the accessor lab_<ident>_policy(). */
 #define LAB_DEFINE_POLICY(ident, desc)                                                     \
-  static const lab_policy_t lab_##ident##_policy_ = {                                     \
+  const lab_policy_t lab_##ident##_policy_def = {                                         \
       LAB_POLICY_NAME, desc,          LAB_ALIGN,      LAB_HDR,         lab_heap_init,      \
       lab_heap_malloc, lab_heap_free, lab_heap_realloc, lab_heap_validate, lab_heap_walk, \
       lab_heap_usable};                                                                    \
-  const lab_policy_t *lab_##ident##_policy(void) { return &lab_##ident##_policy_; }
+  const lab_policy_t *lab_##ident##_policy(void) { return &lab_##ident##_policy_def; }
 
 #endif

@@ -81,6 +81,13 @@ TEST(registry_order_and_lookup) {
                 all[n]->validate && all[n]->walk && all[n]->usable_size);
   }
   expect_uint_eq(n, sizeof expected_names / sizeof expected_names[0] - 1);
+  /* the per-policy accessors return the registry's tables */
+  const lab_policy_t *(*const accessors[])(void) = {
+      lab_seglist_policy,       lab_rbtree_clrs_policy,  lab_rbtree_unified_policy,
+      lab_rbtree_linked_policy, lab_rbtree_stack_policy, lab_rbtree_topdown_policy,
+      lab_splay_stack_policy,   lab_splay_topdown_policy, lab_hwx_policy};
+  for (size_t i = 0; i < sizeof accessors / sizeof accessors[0] && i < n; i++)
+    expect_ptr_eq(accessors[i](), all[i]);
   expect_true(lab_policy_find("no-such-policy") == NULL);
   expect_true(lab_policy_find(NULL) == NULL);
   expect_true(lab_policy_find("") == NULL);
