@@ -387,6 +387,40 @@ TEST(large_range) {
   heap_del(&h);
 }
 
+TEST(check_detects_corruption) {
+  /* The root node is the last metadata byte (levels are laid out bottom-up): values out of
+   * range, or a node that contradicts its children, must be reported. */
+  uint64_t n = 1000;
+  heap_t h = heap_new(n);
+  assert_true(h.b != NULL);
+  unsigned char *root = (unsigned char *)h.meta + kite_buddy_meta_size(n) - 1;
+  unsigned char saved = *root;
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  *root = 0xEE;
+  expect_true(kite_buddy_check(h.b) < 0);
+  *root = 1; /* "allocated as one block" over a range that is partly free */
+  expect_true(kite_buddy_check(h.b) < 0);
+  *root = saved;
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  /* a chunk word: the first chunk follows the header; find it as the word that changes when
+   * unit 0 is allocated, then make it claim a unit that is also free */
+  uint64_t *w = (uint64_t *)h.meta, before[256];
+  size_t words = kite_buddy_meta_size(n) / 8 < 256 ? kite_buddy_meta_size(n) / 8 : 256;
+  memcpy(before, w, words * 8);
+  uint64_t i;
+  assert_int_eq(kite_buddy_alloc(h.b, 0, &i), 0);
+  size_t changed = words;
+  for (size_t k = 0; k < words; k++)
+    if (w[k] == ~(uint64_t)1 && before[k] == ~(uint64_t)0) { changed = k; break; }
+  assert_true(changed < words);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  w[changed] |= 1; /* unit 0 both free and the start of an allocated block */
+  expect_true(kite_buddy_check(h.b) < 0);
+  w[changed] &= ~(uint64_t)1;
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  heap_del(&h);
+}
+
 TEST(strerror_all) {
   int codes[] = {KITE_BUDDY_OK, KITE_BUDDY_ENOMEM, KITE_BUDDY_EORDER, KITE_BUDDY_ERANGE,
                  KITE_BUDDY_ENOTSTART, KITE_BUDDY_EFREE, KITE_BUDDY_ERESERVED,
@@ -415,6 +449,7 @@ int main(void) {
   RUN(reserve_everything);
   RUN(odd_sizes);
   RUN(large_range);
+  RUN(check_detects_corruption);
   RUN(strerror_all);
   return test_main_end();
 }
