@@ -290,6 +290,7 @@ TEST(programs_match_plain_runs) {
     memcpy(policy_env, policy, sizeof policy);
     const char *env[] = {preload_env, policy_env, NULL};
     char *out;
+    unsigned long failed_before = test_checks_failed;
     char *const child_argv[] = {(char *)self_path, "--child", NULL};
     st = run_capture(child_argv, env, NULL, &out, &e);
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
@@ -307,7 +308,8 @@ TEST(programs_match_plain_runs) {
     expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     expect_true(strcmp(out, sort_plain) == 0);
     free(out), free(e);
-    fprintf(stderr, "     %s: child checks, python3 and sort match\n", checked_policies[i]);
+    fprintf(stderr, "     %s: child checks, python3 and sort %s\n", checked_policies[i],
+            test_checks_failed == failed_before ? "match" : "FAILED");
   }
   free(py_plain), free(sort_plain);
   unlink(input);
