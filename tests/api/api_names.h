@@ -6,8 +6,9 @@
  * standard names (malloc ...) and link libkite.so: then they test the override itself, and
  * kite_owns() proves that the blocks really came from kite.
  *
- * Also: test_rss_bytes() (resident set from /proc/self/statm) and test_opaque() (hides a
- * constant from the compiler so that malloc(SIZE_MAX) is neither folded nor warned about).
+ * Also: test_rss_bytes() (resident set from /proc/self/statm), test_kite_committed() (kite's
+ * own committed-bytes statistic) and test_opaque() (hides a constant from the compiler so
+ * that malloc(SIZE_MAX) is neither folded nor warned about).
  */
 #ifndef KITE_TEST_API_NAMES_H
 #define KITE_TEST_API_NAMES_H
@@ -16,6 +17,7 @@
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "kite.h"
 
@@ -47,6 +49,7 @@
 #define A_pvalloc kite_pvalloc
 #define A_usable kite_malloc_usable_size
 #define A_trim kite_malloc_trim
+
 #endif
 
 /* A value the optimizer cannot see through. */
@@ -75,5 +78,31 @@ static inline size_t test_rss_bytes(void) {
   while (*s && *s != ' ') s++; /* skip VmSize */
   size_t pages = (size_t)strtoull(s, NULL, 10);
   return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* kite's own count of committed bytes, read from kite_stats_print ("committed: 1.5 MiB")
+ * through a pipe; (size_t)-1 if the statistics do not have it. */
+static inline size_t test_kite_committed(void) {
+  int fds[2];
+  if (pipe(fds) != 0) return (size_t)-1;
+  kite_stats_print(fds[1]);
+  close(fds[1]);
+  static char buf[65536];
+  size_t len = 0;
+  ssize_t n;
+  while (len + 1 < sizeof buf && (n = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)n;
+  buf[len] = 0;
+  close(fds[0]);
+  const char *at = strstr(buf, "committed: ");
+  if (!at) return (size_t)-1;
+  char *end;
+  double v = strtod(at + 11, &end);
+  while (*end == ' ') end++;
+  double mult = 1;
+  if (end[0] == 'K') mult = 1024.0;
+  else if (end[0] == 'M') mult = 1024.0 * 1024;
+  else if (end[0] == 'G') mult = 1024.0 * 1024 * 1024;
+  else if (end[0] == 'T') mult = 1024.0 * 1024 * 1024 * 1024;
+  return (size_t)(v * mult);
 }
 #endif

@@ -24,9 +24,9 @@
  * leaving their blocks in the shared table; survivors and later threads free them, and main
  * drains the table after the round.
  * Accounting: the test counts its allocations and frees (must be equal at the end) and
- * reads the resident set after each round: rounds after the first run the same workload,
- * so the resident set must stay within a generous bound of the first round's (no growth
- * proportional to the work done). No timing is asserted.
+ * reads the resident set and kite's own committed-bytes statistic after each round: rounds
+ * after the first run the same workload, so both must stay within a generous bound of the
+ * first round's (no growth proportional to the work done). No timing is asserted.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -231,15 +231,17 @@ int main(int argc, char **argv) {
           A_VARIANT, live, total, ops_per_thread, rounds);
   for (int i = 0; i < NSLOT; i++) pthread_mutex_init(&slots[i].lock, NULL);
 
-  size_t rss_first = 0, rss_max = 0;
+  size_t rss_first = 0, rss_max = 0, com_first = 0, com_max = 0;
   for (int round = 0; round < rounds; round++) {
     run_round(live, total, round);
     A_trim(0);
-    size_t rss = test_rss_bytes();
-    fprintf(stderr, "round %d: rss %zu KiB, allocs %lu, remote frees %lu\n", round, rss >> 10,
-            (unsigned long)atomic_load(&n_alloc), (unsigned long)atomic_load(&n_remote_taken));
-    if (round == 0) rss_first = rss;
+    size_t rss = test_rss_bytes(), com = test_kite_committed();
+    fprintf(stderr, "round %d: rss %zu KiB, kite committed %zu KiB, allocs %lu, remote frees %lu\n",
+            round, rss >> 10, com >> 10, (unsigned long)atomic_load(&n_alloc),
+            (unsigned long)atomic_load(&n_remote_taken));
+    if (round == 0) rss_first = rss, com_first = com;
     if (rss > rss_max) rss_max = rss;
+    if (com > com_max) com_max = com;
   }
   expect_uint_eq(atomic_load(&n_errors), 0);
   expect_uint_eq(atomic_load(&n_alloc), atomic_load(&n_free));
@@ -249,6 +251,14 @@ int main(int argc, char **argv) {
   if (rounds > 1 && rss_max > bound)
     TEST_FAIL_("resident set grows across rounds: first %zu KiB, max %zu KiB", rss_first >> 10,
                rss_max >> 10);
+  else
+    TEST_PASS_();
+  /* kite's own accounting agrees: what is committed after a round does not grow either */
+  if (com_first == (size_t)-1 || com_max == (size_t)-1)
+    TEST_FAIL_("kite_stats_print has no %s line", "committed");
+  else if (rounds > 1 && com_max > com_first + com_first / 2 + (32u << 20))
+    TEST_FAIL_("kite's committed memory grows across rounds: first %zu KiB, max %zu KiB",
+               com_first >> 10, com_max >> 10);
   else
     TEST_PASS_();
   fprintf(stderr, "%s stress\n", test_checks_failed ? "FAIL" : "ok  ");
