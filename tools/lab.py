@@ -83,7 +83,8 @@ def run_replay(replay, args, env_extra, path, rng=None, timeout=150):
         return None, (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
     j = json.loads(r.stdout)
     rg = j["ranges"][0]
-    return {k: rg[k] for k in ("requests", "total_ns", "avg_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")} | {
+    return {k: rg[k] for k in ("requests", "samples", "preempted", "total_ns", "avg_ns", "p50_ns", "p90_ns",
+                               "p99_ns", "max_ns")} | {
         "peak_live_bytes": j["peak_live_bytes"], "footprint_bytes": j["footprint_bytes"],
         "utilization": j["utilization"] if j["footprint_bytes"] else None}, None
 
@@ -272,8 +273,11 @@ def write_report(res, path, charts):
              "Timed: the N reallocs, lines 3N+1 .. 4N.\n")
     L.append("Every request in a range is timed on its own (`clock_gettime(CLOCK_MONOTONIC)` "
              "around the allocator call only; the cost of the clock read pair, calibrated at "
-             "start, is subtracted). *Time* is the sum over the range, *average response* that "
-             "sum over the number of requests. N = " + ", ".join(f"{n:,}" for n in ns) +
+             "start, is subtracted). A request during which the replay thread was preempted "
+             "(getrusage's involuntary context switches moved) is dropped from the samples: on "
+             "this shared machine such a sample holds milliseconds of another process. *Average "
+             "response* is the mean of the kept samples, *time* that mean times the N requests "
+             "of the range. N = " + ", ".join(f"{n:,}" for n in ns) +
              f"; runs at N <= 100,000 are repeated {res['repeats']} times and the median is "
              "shown. The N points stop at 1,000,000, as the seed's did, so the job stays near "
              "10 minutes on a 2-core machine.\n")

@@ -26,8 +26,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 MARKERS = "osD^v<>pP*Xh"
 
 
+def color(i):
+    return plt.cm.tab20(i % 20)  # 13+ allocators: the 10-colour default cycle would repeat
+
+
 def style(i):
-    return dict(marker=MARKERS[i % len(MARKERS)], markersize=4, linewidth=1.4)
+    return dict(marker=MARKERS[i % len(MARKERS)], markersize=4, linewidth=1.4, color=color(i))
 
 
 def median_runs(runs, key):
@@ -89,7 +93,7 @@ def bar_chart(results, key, ylabel, title, path, pct=False):
             rr = [r for r in rows if r["trace"] == t and r["allocator"] == a]
             v = median_runs(rr[0]["runs"], key) if rr else None
             ys.append((v or 0) * (100 if pct else 1))
-        ax.bar([k + i * width for k in range(len(traces))], ys, width, label=a)
+        ax.bar([k + i * width for k in range(len(traces))], ys, width, label=a, color=color(i))
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(traces))])
     ax.set_xticklabels(traces, fontsize=8)
     ax.set_ylabel(ylabel)
@@ -119,7 +123,7 @@ def utilization_chart(results, path):
     width = 0.4
     for i, e in enumerate(exps):
         ax.bar([k + i * width for k in range(len(allocs))], [vals.get((e, a), 0) for a in allocs], width,
-               label=f"{e} (largest N)")
+               label=f"{e} (largest N)", color=color(2 * i))
     ax.set_xticks([k + width / 2 for k in range(len(allocs))])
     ax.set_xticklabels(allocs, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("utilization, % (peak live bytes / peak footprint)")

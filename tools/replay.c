@@ -16,7 +16,11 @@
  *
  * Measuring: only the allocator call itself sits between the two clock reads of an op; the
  * checking, the bookkeeping and the utilization accounting happen outside. The cost of one
- * clock read pair (calibrated at start, minimum of many) is subtracted from each sample.
+ * clock read pair (calibrated at start, minimum of many) is subtracted from each sample. A
+ * sample during which the thread was involuntarily switched out (getrusage's nivcsw moved,
+ * checked after the second clock read) is dropped, and the range's total is its average
+ * times the number of requests: on a shared machine a preemption adds milliseconds to one
+ * request, which would otherwise swamp a sum of nanosecond requests.
  * Utilization = peak live requested bytes / peak footprint, where the footprint of a lab
  * policy is the highest block end ever minus the lowest block start ever (block start =
  * payload - header_size; for a policy that fills its heap from the start, as all but hwx do,
@@ -39,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,7 +82,9 @@ typedef struct {
 typedef struct {
   uint64_t start, end; /* inclusive lines; end UINT64_MAX = to the end */
   uint64_t counts[5];  /* per enum kt_kind */
-  uint64_t n, total_ns;
+  uint64_t requests;   /* ops timed */
+  uint64_t n, total_ns; /* samples kept and their sum (preempted ones are dropped) */
+  uint64_t preempted;
   uint64_t *lat;       /* n samples */
 } rp_range_t;
 
@@ -135,6 +142,20 @@ static void rp_calibrate(void) {
     if (b - a < best) best = b - a;
   }
   rp_timer_overhead = best;
+}
+
+/* Was this thread switched out involuntarily since the last call? Such a sample holds
+ * another process's time slice, not the allocator's work (on a busy 2-core machine a few
+ * milliseconds now and then), so it is dropped; the number dropped is reported. */
+static bool rp_keep_preempted;
+static long rp_last_nivcsw;
+static bool rp_preempted(void) {
+  if (rp_keep_preempted) return false;
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return false;
+  bool moved = ru.ru_nivcsw != rp_last_nivcsw;
+  rp_last_nivcsw = ru.ru_nivcsw;
+  return moved;
 }
 
 /* ---- checking ---- */
@@ -375,9 +396,14 @@ static void rp_run(void) {
     if (timed) {
       uint64_t d = t1 - t0;
       d = d > rp_timer_overhead ? d - rp_timer_overhead : 0;
-      r->lat[r->n++] = d;
-      r->total_ns += d;
+      r->requests++;
       r->counts[op->kind]++;
+      if (rp_preempted()) {
+        r->preempted++;
+      } else {
+        r->lat[r->n++] = d;
+        r->total_ns += d;
+      }
     }
 #ifdef KITE_REPLAY_HAVE_POLICIES
     if (rp_check && rp_be.is_policy && !rp_policy->validate())
@@ -447,25 +473,30 @@ static void rp_report(uint64_t footprint) {
     rp_range_t *r = &rp_ranges[i];
     qsort(r->lat, r->n, sizeof *r->lat, rp_cmp_u64);
     double avg = r->n ? (double)r->total_ns / (double)r->n : 0;
+    /* the total over every request of the range, the dropped ones at the average */
+    uint64_t total = (uint64_t)(avg * (double)r->requests + 0.5);
     uint64_t end = r->end == UINT64_MAX ? rp_trace.n_lines : r->end;
     if (rp_json) {
       printf("%s{\"start\": %" PRIu64 ", \"end\": %" PRIu64 ", \"requests\": %" PRIu64
              ", \"malloc\": %" PRIu64 ", \"calloc\": %" PRIu64 ", \"aligned\": %" PRIu64
-             ", \"realloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"total_ns\": %" PRIu64
+             ", \"realloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"samples\": %" PRIu64
+             ", \"preempted\": %" PRIu64 ", \"total_ns\": %" PRIu64
              ", \"avg_ns\": %.2f, \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64
              ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 "}",
-             i ? ", " : "", r->start, end, r->n, r->counts[KT_MALLOC], r->counts[KT_CALLOC],
-             r->counts[KT_ALIGNED], r->counts[KT_REALLOC], r->counts[KT_FREE], r->total_ns, avg,
+             i ? ", " : "", r->start, end, r->requests, r->counts[KT_MALLOC], r->counts[KT_CALLOC],
+             r->counts[KT_ALIGNED], r->counts[KT_REALLOC], r->counts[KT_FREE], r->n, r->preempted,
+             total, avg,
              rp_pct(r->lat, r->n, 50), rp_pct(r->lat, r->n, 90), rp_pct(r->lat, r->n, 99),
              r->n ? r->lat[r->n - 1] : 0);
     } else {
       printf("range %" PRIu64 "-%" PRIu64 ": %" PRIu64 " requests (malloc %" PRIu64 ", calloc %" PRIu64
              ", aligned %" PRIu64 ", realloc %" PRIu64 ", free %" PRIu64 "), total %" PRIu64 " ns, avg %.1f ns, "
-             "p50 %" PRIu64 " ns, p90 %" PRIu64 " ns, p99 %" PRIu64 " ns, max %" PRIu64 " ns\n",
-             r->start, end, r->n, r->counts[KT_MALLOC], r->counts[KT_CALLOC], r->counts[KT_ALIGNED],
-             r->counts[KT_REALLOC], r->counts[KT_FREE], r->total_ns, avg,
+             "p50 %" PRIu64 " ns, p90 %" PRIu64 " ns, p99 %" PRIu64 " ns, max %" PRIu64 " ns"
+             " (%" PRIu64 " preempted samples dropped)\n",
+             r->start, end, r->requests, r->counts[KT_MALLOC], r->counts[KT_CALLOC], r->counts[KT_ALIGNED],
+             r->counts[KT_REALLOC], r->counts[KT_FREE], total, avg,
              rp_pct(r->lat, r->n, 50), rp_pct(r->lat, r->n, 90), rp_pct(r->lat, r->n, 99),
-             r->n ? r->lat[r->n - 1] : 0);
+             r->n ? r->lat[r->n - 1] : 0, r->preempted);
     }
   }
   const char *what = rp_be.is_policy ? "highest block end - lowest block start" : "peak RSS growth";
@@ -499,11 +530,13 @@ static void rp_usage(FILE *f) {
   fprintf(f,
           "usage: kite-replay --list\n"
           "       kite-replay [--policy NAME | --kite | --malloc] [--check] [-r START [END]]...\n"
-          "                   [--json] [--heap-size BYTES] FILE\n"
+          "                   [--json] [--heap-size BYTES] [--keep-preempted] FILE\n"
           "FILE is a kite trace (\"# kite-trace v1\" header) or a .script (a/r/f lines).\n"
           "-r times the ops on lines START..END (inclusive; no END: to the end of the file);\n"
           "ranges must not overlap. Without -r and --check the whole trace is timed.\n"
           "--heap-size: the region handed to a lab policy (default 4G; K, M, G suffixes).\n"
+          "A timed request during which the thread was preempted is dropped from the latency\n"
+          "samples (the total counts it at the average) unless --keep-preempted is given.\n"
           "exit: 0 ok, 1 check failed, 2 usage or malformed trace, 3 out of memory.\n");
 }
 
@@ -565,6 +598,8 @@ int main(int argc, char **argv) {
       use_malloc = true;
     } else if (!strcmp(a, "--check")) {
       rp_check = true;
+    } else if (!strcmp(a, "--keep-preempted")) {
+      rp_keep_preempted = true;
     } else if (!strcmp(a, "--json")) {
       rp_json = true;
     } else if (!strcmp(a, "--heap-size") && i + 1 < argc) {
@@ -586,8 +621,10 @@ int main(int argc, char **argv) {
       rp_range_t *r = &rp_ranges[rp_nranges++];
       rp_parse_u64(argv[++i], &r->start);
       r->end = UINT64_MAX;
-      /* END is present when the next argument is a number and a FILE still follows. */
-      if (i + 2 < argc && rp_is_number(argv[i + 1])) rp_parse_u64(argv[++i], &r->end);
+      /* END is present when the next argument is a number and a FILE still follows it (or
+       * came before). */
+      if (i + 1 < argc && rp_is_number(argv[i + 1]) && (i + 2 < argc || rp_file))
+        rp_parse_u64(argv[++i], &r->end);
       if (r->start < 1 || r->end < r->start) {
         fprintf(stderr, "kite-replay: bad range -r %s: lines are 1-based and START <= END\n", argv[i]);
         return RP_EXIT_USAGE;
