@@ -6,6 +6,9 @@
  *   tls_destructors   pthread-key destructors that allocate and free, for several
  *                     destructor rounds, and free blocks made in the thread's body: they
  *                     may run after kite tore the thread's heap down and must still work;
+ *   tls_late_destructors  destructors of a key made after kite's, allocating in every
+ *                     destructor round (after kite's teardown, also in the last round):
+ *                     nothing may leak over thousands of threads;
  *   free_only_thread  a thread that never allocates frees blocks made by main;
  *   detached          detached threads allocate, hand blocks to main and vanish;
  *   dead_owner_reuse  a thread fills many pages and exits without freeing; main frees the
@@ -82,6 +85,53 @@ TEST(tls_destructors) {
   for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
   pthread_key_delete(key);
   expect_int_eq(atomic_load(&errors), 0);
+}
+
+/* ---- tls_late_destructors ----
+ * A key created after kite's own (kite is initialized first), whose destructor re-arms
+ * itself for every destructor round and allocates in each: it runs after kite tore the
+ * thread's heap down, also in the last round, when no destructor will run again. Whatever
+ * kite sets up for those late allocations must not leak: over thousands of threads the
+ * resident set stays bounded. */
+static pthread_key_t late_key;
+static void late_dtor(void *v) {
+  for (int i = 0; i < 3; i++) {
+    size_t n = i == 0 ? 64 : i == 1 ? 1000 : 5000;
+    drop(make(n, 21), n, 21);
+  }
+  pthread_setspecific(late_key, v); /* again next round, as long as rounds remain */
+}
+static void *late_body(void *arg) {
+  drop(make(100, 1), 100, 1);
+  pthread_setspecific(late_key, (void *)1);
+  return NULL;
+}
+static void late_wave(int n) {
+  for (int base = 0; base < n; base += 8) {
+    pthread_t t[8];
+    int k = n - base < 8 ? n - base : 8;
+    for (int i = 0; i < k; i++) pthread_create(&t[i], NULL, late_body, NULL);
+    for (int i = 0; i < k; i++) pthread_join(t[i], NULL);
+  }
+}
+TEST(tls_late_destructors) {
+  atomic_store(&errors, 0);
+  A_free(A_malloc(16)); /* kite's thread key exists before ours */
+  assert_int_eq(pthread_key_create(&late_key, late_dtor), 0);
+  int n = 200 * scale;
+  late_wave(n);
+  A_trim(0);
+  size_t rss1 = test_rss_bytes();
+  late_wave(n);
+  A_trim(0);
+  size_t rss2 = test_rss_bytes();
+  pthread_key_delete(late_key);
+  fprintf(stderr, "tls_late_destructors: %d threads per wave, RSS %zu -> %zu KiB\n", n, rss1 >> 10, rss2 >> 10);
+  expect_int_eq(atomic_load(&errors), 0);
+  if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
+    TEST_FAIL_("allocations in late TLS destructors leak: RSS %zu -> %zu KiB", rss1 >> 10, rss2 >> 10);
+  else
+    TEST_PASS_();
 }
 
 /* ---- free_only_thread ---- */
@@ -263,6 +313,7 @@ int main(int argc, char **argv) {
   test_rng_init(0x7717ull);
   fprintf(stderr, "variant: %s, scale %d\n", A_VARIANT, scale);
   RUN(tls_destructors);
+  RUN(tls_late_destructors);
   RUN(free_only_thread);
   RUN(detached);
   RUN(dead_owner_reuse);
