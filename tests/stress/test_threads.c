@@ -115,6 +115,12 @@ static void late_wave(int n) {
   }
 }
 TEST(tls_late_destructors) {
+#ifdef __SANITIZE_THREAD__
+  /* TSan finalizes its own per-thread state in a late TLS destructor round; intercepted
+   * calls from destructors that re-arm into the last round crash inside TSan itself. */
+  fprintf(stderr, "skip tls_late_destructors under ThreadSanitizer\n");
+  return;
+#endif
   atomic_store(&errors, 0);
   A_free(A_malloc(16)); /* kite's thread key exists before ours */
   assert_int_eq(pthread_key_create(&late_key, late_dtor), 0);
