@@ -3,8 +3,9 @@
 #
 # Which tests run where:
 #   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
-#                  linked with libkite.so), core_model, core_model_override, core_cxx, core_stress, core_stress_override,
-#                  core_threads, core_threads_override, core_stress_purge0,
+#                  linked with libkite.so), core_model, core_model_override, core_cxx,
+#                  core_stress, core_stress_override, core_stress_purge0,
+#                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override,
 #                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover
