@@ -3,11 +3,12 @@
  *   LD_PRELOAD=build/libkite-lab.so KITE_LAB_POLICY=rbtree_clrs PROGRAM ...
  *
  * KITE_LAB_POLICY names any policy of the registry (default: seglist); an unknown name prints
- * the valid names on stderr and exits with status 2.
+ * the valid names on stderr and exits with status 2. KITE_LAB_HEAP=SIZE[K|M|G] sets the size
+ * of the heap reservation (default 64G; tests use a small one to reach exhaustion).
  *
  * Design:
- *   - The heap is one reservation made on first use: mmap of 64 GiB (halving down to 256 MiB
- *     if the system refuses), PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE,
+ *   - The heap is one reservation made on first use: mmap of 64 GiB or KITE_LAB_HEAP (halving
+ *     down to 256 MiB if the system refuses), PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE,
  *     so pages are touched only as blocks are used. The policy's init() gets all of it; when
  *     the policy runs out it returns NULL and we set errno = ENOMEM.
  *   - One global pthread mutex serialises every call (the policies are single-threaded); fork
@@ -55,6 +56,24 @@ static void lab_say(const char *s) {
   }
 }
 
+/* KITE_LAB_HEAP: a byte count with an optional K, M or G suffix; 0 when absent or malformed.
+ * (Parsed by hand: strtoull may allocate for locale data.) */
+static size_t lab_heap_env(void) {
+  const char *s = getenv("KITE_LAB_HEAP");
+  if (!s || !*s) return 0;
+  size_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (v > (SIZE_MAX - 9) / 10) return 0;
+    v = v * 10 + (size_t)(*s - '0');
+  }
+  unsigned shift = 0;
+  if (*s == 'K' || *s == 'k') shift = 10, s++;
+  else if (*s == 'M' || *s == 'm') shift = 20, s++;
+  else if (*s == 'G' || *s == 'g') shift = 30, s++;
+  if (*s || v > (SIZE_MAX >> shift)) return 0;
+  return v << shift;
+}
+
 /* Choose the policy and reserve the heap. Called with lab_lock held, once. */
 static void __attribute__((noinline, cold)) lab_setup_generic(void) {
   const char *name = getenv("KITE_LAB_POLICY");
@@ -71,7 +90,9 @@ static void __attribute__((noinline, cold)) lab_setup_generic(void) {
     lab_say("\n");
     _exit(2);
   }
-  for (size_t size = LAB_PRELOAD_RESERVE; size >= LAB_PRELOAD_MIN_RESERVE; size /= 2) {
+  size_t want = lab_heap_env();
+  size_t least = want && want < LAB_PRELOAD_MIN_RESERVE ? want : LAB_PRELOAD_MIN_RESERVE;
+  for (size_t size = want ? want : LAB_PRELOAD_RESERVE; size >= least; size /= 2) {
     void *r = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r != MAP_FAILED) {

@@ -199,6 +199,33 @@ TEST(child_fork) {
   free(p);
 }
 
+/* Under a small KITE_LAB_HEAP: fill the heap until malloc fails with ENOMEM, free it all, and
+ * the heap serves again (a policy must come back from exhaustion intact). */
+TEST(child_exhaustion) {
+  if (!getenv("KITE_LAB_HEAP")) return;
+  enum { MAXB = 4096 };
+  static void *b[MAXB];
+  size_t n = 0;
+  errno = 0;
+  while (n < MAXB && (b[n] = malloc(64 << 10)) != NULL) {
+    memset(b[n], (int)n, 64 << 10);
+    n++;
+  }
+  expect_true(n < MAXB);
+  expect_true(n > 100); /* most of the 32 MiB */
+  expect_int_eq(errno, ENOMEM);
+  void *p = NULL;
+  expect_int_eq(posix_memalign(&p, 4096, 1 << 20), ENOMEM);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char *c = b[i];
+    if (c[0] != (unsigned char)i || c[(64 << 10) - 1] != (unsigned char)i) TEST_FAIL_("block %zu changed", i);
+    free(b[i]);
+  }
+  void *big = malloc(16 << 20);
+  expect_true(big != NULL);
+  free(big);
+}
+
 /* ---- parent: run programs with and without the preload ------------------------------------- */
 static const char *self_path;
 
@@ -315,6 +342,22 @@ TEST(programs_match_plain_runs) {
   unlink(input);
 }
 
+TEST(small_heap_exhaustion) {
+  static char preload_env[4096];
+  snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s", KITE_LAB_SO);
+  static const char *const pols[] = {"KITE_LAB_POLICY=rbtree_topdown", "KITE_LAB_POLICY=hwx"};
+  for (int i = 0; i < 2; i++) {
+    const char *env[] = {preload_env, pols[i], "KITE_LAB_HEAP=32M", NULL};
+    char *const argv[] = {(char *)self_path, "--child", NULL};
+    char *out, *err;
+    int st = run_capture(argv, env, NULL, &out, &err);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fprintf(stderr, "%s\n%s%s", pols[i], err, out);
+    expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    expect_true(strstr(err, "ok   child_exhaustion") != NULL);
+    free(out), free(err);
+  }
+}
+
 TEST(unknown_policy_lists_names_and_exits_2) {
   static char preload_env[4096];
   snprintf(preload_env, sizeof preload_env, "LD_PRELOAD=%s", KITE_LAB_SO);
@@ -340,9 +383,11 @@ int main(int argc, char **argv) {
     RUN(child_aligned_family);
     RUN(child_threads_share_the_locked_heap);
     RUN(child_fork);
+    RUN(child_exhaustion);
     return test_main_end();
   }
   RUN(programs_match_plain_runs);
+  RUN(small_heap_exhaustion);
   RUN(unknown_policy_lists_names_and_exits_2);
   return test_main_end();
 }
