@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h> /* the prototypes we define must match glibc's */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
