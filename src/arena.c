@@ -5,11 +5,12 @@
  *   [128 KiB, +256)         kite_arena_t header
  *   [.., ..)                the buddy heap's metadata
  *   meta_units units are reserved in the buddy heap so they are never handed out.
- * Every unit's descriptor says what it is: META, FREE (in the buddy heap; dirty = touched
- * since the last purge, freed_ms = when), SMALL/LARGE head, or a non-head unit of a run
- * (head_off != 0). The descriptors of a free run are rewritten when it is allocated.
+ * Every unit's descriptor says what it is: META, FREE, SMALL/LARGE head, or a non-head
+ * unit of a run (head_off != 0). The descriptors of a free run are rewritten when it is
+ * allocated. The arena header keeps, per unit, what only the lock holder reads: is_free,
+ * dirty (touched since the last purge) and freed_ms.
  *
- * Invariant: a unit is FREE in its descriptor iff it is free in the buddy heap.
+ * Invariant: is_free[u] iff u is free in the buddy heap (then its descriptor says FREE).
  * All of this is guarded by arena_lock.
  */
 #include "arena.h"
@@ -21,15 +22,20 @@
 #define KITE_ARENA_MAGIC 0x6b69746561726e61ull /* "kitearna" */
 #define KITE_HUGE_MAGIC 0x6b69746568756765ull  /* "kitehuge" */
 
+/* Per-unit state owned by the arena lock lives here, not in the descriptors (which the
+ * page owners write without the lock). */
 typedef struct kite_arena_s {
   uint64_t magic;
   struct kite_arena_s *next;
   kite_buddy_t *buddy;
   uint32_t meta_units;
+  uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
+  uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
+  uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the purge delay) */
 } kite_arena_t;
 
 #define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
-#define ARENA_BUDDY_OFF (ARENA_HDR_OFF + 256)
+#define ARENA_BUDDY_OFF ((ARENA_HDR_OFF + sizeof(kite_arena_t) + 63) & ~(size_t)63)
 
 uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE];
 
@@ -45,7 +51,6 @@ static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
 static inline kite_page_t *arena_pages(kite_arena_t *a) {
   return (kite_page_t *)((uintptr_t)a - ARENA_HDR_OFF);
 }
-static inline uint32_t *unit_freed_ms(kite_page_t *d) { return (uint32_t *)&d->issued; }
 
 static void pagemap_set(uintptr_t start, size_t size, uint8_t v) {
   for (uintptr_t i = start >> KITE_ARENA_SHIFT; i <= (start + size - 1) >> KITE_ARENA_SHIFT; i++)
@@ -70,6 +75,7 @@ static kite_arena_t *arena_new(void) {
   kite_check(kite_buddy_reserve(a->buddy, 0, a->meta_units) == 0);
   kite_page_t *pages = arena_pages(a);
   for (uint32_t i = 0; i < a->meta_units; i++) pages[i].kind = KITE_KIND_META;
+  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS; i++) a->is_free[i] = 1;
   a->next = arena_list;
   arena_list = a;
   arena_hint = (uintptr_t)base + KITE_ARENA_SIZE;
@@ -99,9 +105,10 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   size_t newly = 0;
   for (uint32_t i = 0; i < n; i++) {
     kite_page_t *d = head + i;
-    kite_assert(d->kind == KITE_KIND_FREE);
-    if (d->dirty) { clean = false; dirty_free_units--; } else newly++;
-    d->dirty = 1;
+    kite_assert(a->is_free[idx + i]);
+    a->is_free[idx + i] = 0;
+    if (a->dirty[idx + i]) { clean = false; dirty_free_units--; } else newly++;
+    a->dirty[idx + i] = 1;
     d->head_off = i;
     /* META until the caller says what the run is: never FREE, or a purge could take it */
     d->kind = KITE_KIND_META;
@@ -120,20 +127,15 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
 
 /* Decommit free dirty units of one arena freed before `cutoff` ms. Caller holds the lock. */
 static size_t arena_purge_one(kite_arena_t *a, bool force, uint32_t cutoff) {
-  kite_page_t *pages = arena_pages(a);
   size_t purged = 0;
   uint32_t i = a->meta_units;
+#define PURGEABLE(k) (a->is_free[k] && a->dirty[k] && (force || (int32_t)(cutoff - a->freed_ms[k]) >= 0))
   while (i < KITE_ARENA_UNITS) {
-    kite_page_t *d = pages + i;
-    if (!(d->kind == KITE_KIND_FREE && d->head_off == 0 && d->dirty &&
-          (force || (int32_t)(cutoff - *unit_freed_ms(d)) >= 0))) { i++; continue; }
+    if (!PURGEABLE(i)) { i++; continue; }
     uint32_t j = i;
-    while (j < KITE_ARENA_UNITS && pages[j].kind == KITE_KIND_FREE && pages[j].head_off == 0 && pages[j].dirty &&
-           (force || (int32_t)(cutoff - *unit_freed_ms(&pages[j])) >= 0)) {
-      pages[j].dirty = 0;
-      j++;
-    }
-    _kite_os_decommit(_kite_page_start(d), (size_t)(j - i) << KITE_UNIT_SHIFT);
+    while (j < KITE_ARENA_UNITS && PURGEABLE(j)) a->dirty[j++] = 0;
+#undef PURGEABLE
+    _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
     purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
     dirty_free_units -= j - i;
     i = j;
@@ -168,8 +170,9 @@ void _kite_arena_free_run(kite_page_t *head) {
     d->kind = KITE_KIND_FREE;
     d->head_off = 0;
     d->block_size = 0;
-    *unit_freed_ms(d) = (uint32_t)now;
-    if (delay == 0) d->dirty = 0; else { d->dirty = 1; dirty_free_units++; }
+    a->is_free[idx + i] = 1;
+    a->freed_ms[idx + i] = (uint32_t)now;
+    if (delay == 0) a->dirty[idx + i] = 0; else { a->dirty[idx + i] = 1; dirty_free_units++; }
   }
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);

@@ -148,7 +148,7 @@ static void page_extend(kite_heap_t *h, kite_page_t *pg) {
   ((kite_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
   ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
   pg->free = (kite_block_t *)start;
-  pg->capacity += n;
+  __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED); /* read by lookup() in other threads */
   h->issued[pg->cls] += n;
 }
 
@@ -159,7 +159,7 @@ static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
   pg->block_size = bs;
   pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
   pg->reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
-  pg->capacity = 0;
+  __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
   pg->free = pg->local_free = NULL;
   pg->thread_free = NULL;
@@ -230,7 +230,7 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
     if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
     _kite_lock(&heap_lock);
     kite_page_t *pg = abandoned[cls];
-    if (pg) abandoned[cls] = pg->next;
+    if (pg) __atomic_store_n(&abandoned[cls], pg->next, __ATOMIC_RELAXED); /* peeked unlocked */
     _kite_unlock(&heap_lock);
     if (!pg) return NULL;
     pg->next = pg->prev = NULL;
@@ -332,7 +332,7 @@ static void heap_abandon(kite_heap_t *h) {
         __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         _kite_lock(&heap_lock);
         pg->next = abandoned[c];
-        abandoned[c] = pg;
+        __atomic_store_n(&abandoned[c], pg, __ATOMIC_RELAXED); /* peeked unlocked */
         _kite_unlock(&heap_lock);
         __atomic_fetch_add(&_kite_stats.pages_abandoned, 1, __ATOMIC_RELAXED);
       }
@@ -514,7 +514,7 @@ size_t _kite_heap_trim(void) {
         pg->free = tf;
         pg->used -= n;
       }
-      if (pg->used == 0) { *link = pg->next; pg->next = empty; empty = pg; }
+      if (pg->used == 0) { __atomic_store_n(link, pg->next, __ATOMIC_RELAXED); pg->next = empty; empty = pg; }
       else link = &pg->next;
     }
     _kite_unlock(&heap_lock);

@@ -121,7 +121,7 @@ typedef struct kite_page_s {
   uint32_t capacity;               /* blocks carved */
   uint32_t reserved;               /* blocks that fit */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
-  uint8_t kind, cls, order, dirty; /* dirty: memory was touched since the last purge */
+  uint8_t kind, cls, order, unused_;
   /* cold */
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */
