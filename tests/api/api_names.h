@@ -80,20 +80,32 @@ static inline size_t test_rss_bytes(void) {
   return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* kite's own count of committed bytes, read from kite_stats_print ("committed: 1.5 MiB")
- * through a pipe; (size_t)-1 if the statistics do not have it. */
-static inline size_t test_kite_committed(void) {
+/* Read kite_stats_print's output into a static buffer (NUL-terminated). */
+static inline const char *test_kite_stats_text(void) {
+  static char buf[65536];
   int fds[2];
-  if (pipe(fds) != 0) return (size_t)-1;
+  buf[0] = 0;
+  if (pipe(fds) != 0) return buf;
   kite_stats_print(fds[1]);
   close(fds[1]);
-  static char buf[65536];
   size_t len = 0;
   ssize_t n;
   while (len + 1 < sizeof buf && (n = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)n;
   buf[len] = 0;
   close(fds[0]);
-  const char *at = strstr(buf, "committed: ");
+  return buf;
+}
+
+/* The number after "<label>" in kite's statistics (-1 if absent). */
+static inline long long test_kite_stat(const char *label) {
+  const char *at = strstr(test_kite_stats_text(), label);
+  return at ? strtoll(at + strlen(label), NULL, 10) : -1;
+}
+
+/* kite's own count of committed bytes, read from kite_stats_print ("committed: 1.5 MiB")
+ * through a pipe; (size_t)-1 if the statistics do not have it. */
+static inline size_t test_kite_committed(void) {
+  const char *at = strstr(test_kite_stats_text(), "committed: ");
   if (!at) return (size_t)-1;
   char *end;
   double v = strtod(at + 11, &end);

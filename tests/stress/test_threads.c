@@ -258,13 +258,22 @@ TEST(producer_consumer) {
   atomic_store(&errors, 0);
   pc_count = 30000L * scale;
   size_t before = test_rss_bytes();
+  long long remote0 = test_kite_stat("remote frees: ");
   pthread_t p, c;
   pthread_create(&p, NULL, producer, NULL);
   pthread_create(&c, NULL, consumer, NULL);
   pthread_join(p, NULL);
   pthread_join(c, NULL);
   size_t after = test_rss_bytes();
-  fprintf(stderr, "producer_consumer: %ld blocks, RSS %zu -> %zu KiB\n", pc_count, before >> 10, after >> 10);
+  long long remote1 = test_kite_stat("remote frees: ");
+  fprintf(stderr, "producer_consumer: %ld blocks, RSS %zu -> %zu KiB, kite's remote frees +%lld\n",
+          pc_count, before >> 10, after >> 10, remote1 - remote0);
+  /* kite's statistics saw the small blocks' frees as remote (the large ones may differ) */
+  if (remote0 < 0 || remote1 - remote0 < pc_count / 2)
+    TEST_FAIL_("kite counted %lld remote frees for %ld blocks freed by another thread",
+               remote1 - remote0, pc_count);
+  else
+    TEST_PASS_();
   expect_int_eq(atomic_load(&errors), 0);
   if (after > before + 64 * MiB)
     TEST_FAIL_("remote frees are not reused: RSS %zu -> %zu KiB", before >> 10, after >> 10);
