@@ -3,6 +3,7 @@
 raw results docs/lab/results.json.
 
     tools/lab.py [--build DIR] [--out DIR] [--ns N,N,...] [--repeats K] [--no-peers] [--quick]
+    tools/lab.py --report-only [--out DIR]      (rewrite lab.md and the charts from results.json)
 
 For each N it generates the seed's two timing scripts (tools/gen_trace.py, seeded):
   insert-delete N   2N mallocs, N frees of every other block, N mallocs; timed: the N frees
@@ -180,22 +181,25 @@ def compare(res, a, b):
             word = f"{(g - 1) * 100:.0f}% more time than"
         else:
             word = f"{(1 - g) * 100:.0f}% less time than"
-        parts.append(f"on {exp}, `{a}` takes {word} `{b}` (geometric mean over all N; "
+        parts.append(f"On {exp}, `{a}` takes {word} `{b}` (geometric mean over all N; "
                      f"{gb:.2f}x at N >= 100k)")
         verdicts.append(g)
-    return verdicts, "; ".join(parts) + "."
+    return verdicts, " ".join(p + "." for p in parts)
 
 
 def answer(verdicts):
-    if verdicts is None:
+    if not verdicts:
         return "unmeasured"
+    lo, hi = min(verdicts), max(verdicts)
+    span = f"{abs(lo - 1) * 100:.0f}-{abs(hi - 1) * 100:.0f}%" if lo >= 1 else f"{(1 - hi) * 100:.0f}-{(1 - lo) * 100:.0f}%"
     if all(abs(v - 1) < 0.05 for v in verdicts):
-        return "no measurable difference"
+        return "no measurable difference (all within 5%)"
     if all(v < 1 for v in verdicts):
-        return "a benefit"
+        return f"a benefit ({span} less time)"
     if all(v > 1 for v in verdicts):
-        return "a cost"
-    return "mixed: it depends on the workload"
+        return f"a cost ({span} more time)"
+    return (f"mixed: between {(1 - lo) * 100:.0f}% less and {(hi - 1) * 100:.0f}% more time, "
+            "depending on the workload")
 
 
 def questions(res):
@@ -204,7 +208,8 @@ def questions(res):
     out.append(("Is there any cost or benefit to uniting the left and right cases of tree based "
                 "allocators into one case with an array of pointers?",
                 f"**Measured: {answer(v)}.** `rbtree_unified` is the CLRS tree with `links[2]` "
-                f"instead of `left`/`right`; {s}"))
+                f"instead of `left`/`right`. {s} (The seed found the array slightly slower and "
+                "kept it for readability.)"))
     v, s = compare(res, "rbtree_linked", "rbtree_clrs")
     extra = []
     for other in ("rbtree_stack", "rbtree_topdown"):
@@ -214,7 +219,9 @@ def questions(res):
     out.append(("Does storing duplicate node sizes in a linked list benefit performance by trimming "
                 "the tree?",
                 f"**Measured: {answer(v)}.** `rbtree_linked` is the CLRS tree plus a list of "
-                f"same-size blocks hanging off one tree node; {s}" + (" Also: " + " ".join(extra) if extra else "")))
+                f"same-size blocks hanging off one tree node. {s}" + (" The parent-less trees, which "
+                "also keep duplicates in a list, against `rbtree_clrs`: " + " ".join(extra) if extra else "")
+                + " (The seed's answer was the same: \"absolutely\".)"))
     found = [p for p in ("rbtree_stack", "rbtree_topdown") if p in res["allocators"]]
     if found:
         txt = []
@@ -224,9 +231,10 @@ def questions(res):
             vs += v or []
             txt.append(s)
         a3 = answer(vs)
-        body = (f"**Measured: {a3}** (a benefit means the parent-less tree is faster). The trees without "
+        body = (f"**Measured: {a3}** (less time means the parent-less tree is faster). The trees without "
                 f"a parent field (`{'`, `'.join(found)}`) against `rbtree_linked`, which keeps the "
-                f"parent and adds the duplicate list: " + " ".join(txt))
+                f"parent and adds the duplicate list: " + " ".join(txt) + " (The seed found little "
+                "loss for the bottom-up stack and some for top-down.)")
     else:
         body = ("**Not measured in this build:** the parent-less trees (`rbtree_stack`, "
                 "`rbtree_topdown`) are not among the policies `kite-replay --list` shows, so this "
@@ -242,7 +250,8 @@ def questions(res):
             vs += v or []
             txt.append(s)
     if txt:
-        body = f"**Measured: {answer(vs)}** (a benefit means top-down is faster). " + " ".join(txt)
+        body = (f"**Measured: {answer(vs)}** (less time means top-down is faster). " + " ".join(txt)
+                + " (The seed called it too close to answer definitively.)")
     else:
         body = ("**Not measured in this build:** it needs the top-down and bottom-up pairs "
                 "(`rbtree_topdown` vs `rbtree_stack`, `splay_topdown` vs `splay_stack`), which "
@@ -387,6 +396,7 @@ def main(argv):
     repeats = 3
     peers = True
     seed = 42
+    report_only = False
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -404,6 +414,8 @@ def main(argv):
             i += 1
         elif a == "--no-peers":
             peers = False
+        elif a == "--report-only":
+            report_only = True
         elif a == "--quick":
             ns, repeats = QUICK_NS, 1
         elif a in ("-h", "--help"):
@@ -413,6 +425,12 @@ def main(argv):
             print(f"lab.py: unknown argument {a}\n{__doc__.strip()}", file=sys.stderr)
             return 2
         i += 1
+    charts_dir = os.path.join(out, "lab")
+    if report_only:  # redraw the page and charts from the last results
+        import plot
+        res = plot.load_results(os.path.join(charts_dir, "results.json"))
+        write_report(res, os.path.join(out, "lab.md"), plot.draw_all(res, charts_dir))
+        return 0
     replay = os.path.join(build, "kite-replay")
     if not os.path.exists(replay):
         print(f"lab.py: {replay} not found; run make first", file=sys.stderr)
