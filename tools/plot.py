@@ -60,8 +60,19 @@ def order(results, names):
 
 def line_chart(results, exp, col, ylabel, title, path, log=True):
     data = series(results, exp)
+    names = order(results, data)
+    hidden = []
+    if not log and len(names) > 2:
+        # as the seed does, leave an outlier out of a linear chart so the others can be read
+        peaks = sorted(max(p[col] for p in data[a]) for a in names)
+        typical = peaks[len(peaks) // 2]
+        hidden = [a for a in names if max(p[col] for p in data[a]) > 10 * typical]
+        if hidden:
+            title += f"\n(not shown, over 10x the others: {', '.join(hidden)})"
     fig, ax = plt.subplots(figsize=(8, 5))
-    for i, a in enumerate(order(results, data)):
+    for i, a in enumerate(names):
+        if a in hidden:
+            continue
         pts = data[a]
         ax.plot([p[0] for p in pts], [p[col] for p in pts], label=a, **style(i))
     ax.set_xlabel("N")
