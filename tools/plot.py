@@ -90,7 +90,7 @@ def line_chart(results, exp, col, ylabel, title, path, log=True):
     plt.close(fig)
 
 
-def bar_chart(results, key, ylabel, title, path, pct=False):
+def bar_chart(results, key, ylabel, title, path, pct=False, log=False):
     rows = [r for r in results["traces"] if not r.get("error")]
     traces = sorted({r["trace"] for r in rows})
     allocs = order(results, {r["allocator"] for r in rows})
@@ -108,6 +108,8 @@ def bar_chart(results, key, ylabel, title, path, pct=False):
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(traces))])
     ax.set_xticklabels(traces, fontsize=8)
     ax.set_ylabel(ylabel)
+    if log:  # the traces differ by 100x: a log axis keeps each one readable
+        ax.set_yscale("log")
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=7, ncol=3)
@@ -170,7 +172,7 @@ def draw_all(results, out_dir):
     line_chart(results, "realloc", 2, "average response time (ns per request)",
                "Realloc: average response time", p("realloc-response.png"), log=False)
     bar_chart(results, "avg_ns", "average response time (ns per request)",
-              "Captured programs: average response time (whole trace)", p("traces-response.png"))
+              "Captured programs: average response time (whole trace)", p("traces-response.png"), log=True)
     bar_chart(results, "utilization", "utilization, %", "Captured programs: utilization",
               p("traces-utilization.png"), pct=True)
     utilization_chart(results, p("utilization.png"))
