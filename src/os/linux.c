@@ -2,8 +2,8 @@
  *
  * Aligned mappings: try the hint first (MAP_FIXED_NOREPLACE-free: a plain hint, accepted
  * only if the kernel returned exactly it), then map size + align and trim both ends. Under
- * a tight RLIMIT_AS the over-sized map may fail where an exact one would not, so a last
- * attempt maps exactly `size` and keeps it if it happens to be aligned.
+ * a tight RLIMIT_AS the over-sized map may fail where an exact one would not, so the last
+ * attempts map exactly `size` at aligned addresses next to where the kernel put it.
  */
 #define _GNU_SOURCE
 #include "../os.h"
@@ -40,9 +40,21 @@ void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
     errno = saved;
     return (void *)a;
   }
+  /* Tight address space: map exactly size, and if it is not aligned, retry at the aligned
+   * addresses just below and just above it (usually free: the kernel placed p there). */
   p = os_mmap(NULL, size);
   if (p && ((uintptr_t)p & (align - 1)) == 0) { errno = saved; return p; }
-  if (p) munmap(p, size);
+  if (p) {
+    uintptr_t u = (uintptr_t)p;
+    munmap(p, size);
+    uintptr_t tries[2] = {u & ~(uintptr_t)(align - 1), (u + align - 1) & ~(uintptr_t)(align - 1)};
+    for (int i = 0; i < 2; i++) {
+      if (tries[i] == 0) continue;
+      void *q = os_mmap((void *)tries[i], size);
+      if (q == (void *)tries[i]) { errno = saved; return q; }
+      if (q) munmap(q, size);
+    }
+  }
   errno = ENOMEM;
   return NULL;
 }
