@@ -201,6 +201,10 @@ static void rp_check_new(const kt_op_t *op, rp_block_t *b, uint64_t align) {
   if (!b->ptr) return; /* realloc to 0 freed the block; nothing to check */
   uintptr_t a = (uintptr_t)b->ptr;
   if (a & (align - 1)) rp_fail(op, "block %p is not aligned to %" PRIu64, b->ptr, align);
+#ifdef KITE_REPLAY_HAVE_KITE
+  if (rp_be.usable == rp_kite_usable && !kite_owns(b->ptr))
+    rp_fail(op, "kite_owns(%p) is false for a block kite just returned", b->ptr);
+#endif
   if (b->base == b->ptr) {
     size_t u = rp_be.usable(b->ptr);
     if (u < b->size)

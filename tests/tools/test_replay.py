@@ -326,6 +326,13 @@ def test_ltrace_converter():
        "f - 12345\nf 3 12345\nf 4 12345\nf 1 12345\nf 2 12345\n", "converted ltrace")
     r = run([REPLAY, "--check", "--malloc", out])
     eq(r.returncode, 0, "converted ltrace replays")
+    # ltrace -f's "[pid N]" prefix: each process has its own pointers (the same address in two
+    # processes is two blocks)
+    src = write("f.ltrace", "[pid 7] a.out->malloc(16) = 0x1000\n[pid 8] a.out->malloc(32) = 0x1000\n"
+                "[pid 8] a.out->free(0x1000) = <void>\n[pid 7] a.out->free(0x1000) = <void>\n")
+    out = os.path.join(TMP, "f.script")
+    eq(run([os.path.join(TOOLS, "trace-convert"), src, out]).returncode, 0, "ltrace -f convert")
+    eq(open(out).read(), "a 0 16\na 1 32\nf 1\nf 0\n", "per-process pointers")
 
 
 def capture(out, cmd, extra=()):
