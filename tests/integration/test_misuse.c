@@ -12,7 +12,9 @@
  * naming the error and the pointer, then the process keeps working: after the bad call
  * the child allocates, fills and verifies blocks of every size range and exits 0. With
  * KITE_ABORT_ON_ERROR=1 the same misuse aborts (SIGABRT) after the same report.
- * The child uses the kite_* API through kite-noover, so stdio's own buffers are never kite's.
+ * Each case runs in a fresh process (this program re-executed with the case's name), so
+ * kite reads KITE_ABORT_ON_ERROR at its start-up. Built against kite_* (core_misuse, via
+ * kite-noover) and against the plain names with libkite.so (core_misuse_override).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
