@@ -630,6 +630,11 @@ TEST(stats_print) {
   A_free(large);
   A_free(huge);
   expect_true(strstr(after, "kite statistics") != NULL);
+  /* what the summary promises: allocations by size class, peak committed, remote frees */
+  expect_true(strstr(after, "small allocations: ") != NULL);
+  expect_true(strstr(after, "peak committed: ") != NULL);
+  expect_true(strstr(after, "remote frees: ") != NULL);
+  expect_true(strstr(after, "invalid frees: ") != NULL);
   long l0 = stats_count(before, "large allocations: "), l1 = stats_count(after, "large allocations: ");
   long h0 = stats_count(before, "huge allocations: "), h1 = stats_count(after, "huge allocations: ");
   if (l0 < 0 || l1 < 0 || h0 < 0 || h1 < 0) TEST_FAIL_("statistics lack the allocation counts:\n%s", after);
