@@ -490,6 +490,22 @@ bool _kite_block_is_free_local(kite_page_t *pg, const void *b) {
 size_t _kite_heap_trim(void) {
   size_t released = 0;
   kite_heap_t *h = _kite_heap_tls;
+  /* the calling thread's empty pages, the current ones included */
+  for (unsigned c = 0; h != &_kite_heap_empty && c < KITE_CLASSES; c++) {
+    if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
+    kite_page_t *pg = h->queue[c].first;
+    while (pg) {
+      kite_page_t *next = pg->next;
+      page_collect(h, pg, true);
+      if (pg->used == 0) {
+        q_remove(&h->queue[c], pg);
+        released += KITE_UNIT_SIZE << pg->order;
+        page_release(h, pg, false);
+      }
+      pg = next;
+    }
+    heap_pin(h, c);
+  }
   while (h != &_kite_heap_empty && h->cache) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;

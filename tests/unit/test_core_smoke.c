@@ -142,6 +142,26 @@ TEST(threads) {
   }
 }
 
+/* malloc_trim gives back the calling thread's empty pages: the same blocks come back
+ * (reused) and nothing breaks; a page still holding a live block is kept. */
+TEST(trim) {
+  void *keep = kite_malloc(48);
+  void *blocks[3000];
+  for (int i = 0; i < 3000; i++) blocks[i] = kite_malloc(200);
+  for (int i = 0; i < 3000; i++) kite_free(blocks[i]);
+  expect_int_eq(kite_malloc_trim(0), 1);
+  expect_true(kite_owns(keep));
+  test_fill(keep, 48, 3);
+  for (int i = 0; i < 3000; i++) blocks[i] = kite_malloc(200);
+  for (int i = 0; i < 3000; i++) { test_fill(blocks[i], 200, (uint64_t)i); }
+  int bad = 0;
+  for (int i = 0; i < 3000; i++) bad += !test_verify(blocks[i], 200, (uint64_t)i);
+  expect_int_eq(bad, 0);
+  for (int i = 0; i < 3000; i++) kite_free(blocks[i]);
+  expect_true(test_verify(keep, 48, 3));
+  kite_free(keep);
+}
+
 int main(void) {
   test_rng_init(1);
   RUN(sizes);
@@ -149,5 +169,6 @@ int main(void) {
   RUN(aligned);
   RUN(realloc_calloc);
   RUN(threads);
+  RUN(trim);
   return test_main_end();
 }
