@@ -47,16 +47,20 @@ KITE_API void kite_free(void *p) {
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
     kite_page_t *pg = _kite_unit_of(u);
     kite_heap_t *h = _kite_heap_tls;
-    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h &&
-               _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
+    if (likely(KITE_LOAD_RELAXED(pg->heap) == h && _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto generic; /* double free? */
-      int32_t used = pg->used - 1;
-      pg->used = used;
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
-      if (likely(used > 0)) return;
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+      /* one read-modify-write and its flags (gcc emits load, sub, store, test) */
+      __asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(pg->used) : : "cc" : slow);
+      return;
+    slow:
+#else
+      if (likely(--pg->used > 0)) return;
+#endif
       _kite_free_local_slow(h, pg);
       return;
     }

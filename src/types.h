@@ -59,6 +59,13 @@
 #define KITE_OVERRIDE 0
 #endif
 
+/* A relaxed load of a word another thread may write. Plain in release builds (x86-64 loads
+ * are atomic, and the compiler may fold it into a compare), an atomic under TSan. */
+#if defined(__SANITIZE_THREAD__)
+#define KITE_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define KITE_LOAD_RELAXED(x) (x)
+#endif
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define KITE_NOINLINE __attribute__((noinline))
