@@ -42,6 +42,32 @@ bool kite_owns(const void *p);
 /* Statistics: print a summary to the given fd (2 = stderr) without allocating. */
 void kite_stats_print(int fd);
 
+/* The same counters as numbers (a snapshot; other threads keep running). */
+typedef struct kite_stats_s {
+  unsigned long long small_allocs;  /* small blocks handed to allocation lists */
+  unsigned long long large_allocs;  /* buddy runs (64 KiB .. 16 MiB) */
+  unsigned long long huge_allocs;   /* direct OS maps */
+  unsigned long long remote_frees;  /* frees of blocks owned by another thread's heap */
+  unsigned long long invalid_frees; /* invalid pointers and double frees reported */
+  unsigned long long committed;     /* bytes kite holds committed now */
+  unsigned long long peak_committed;
+  unsigned long long purged;        /* bytes given back to the OS so far */
+  unsigned long long arenas;        /* 64 MiB arenas reserved */
+} kite_stats_t;
+void kite_stats_get(kite_stats_t *out);
+
+/* Options: read from the environment (KITE_<NAME>) at start-up; these change them at run
+ * time (plain stores: set them before starting threads). See docs/design.md for the table. */
+typedef enum kite_option_e {
+  KITE_OPTION_SHOW_STATS,      /* print statistics at exit (bool) */
+  KITE_OPTION_VERBOSE,         /* extra messages (bool) */
+  KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free (bool) */
+  KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed; 0 at once; < 0 never */
+  KITE_OPTION_HUGEPAGES,       /* advise transparent huge pages on new arenas (bool) */
+} kite_option_t;
+long kite_option_get(kite_option_t option);
+void kite_option_set(kite_option_t option, long value);
+
 #ifdef __cplusplus
 }
 #endif

@@ -180,6 +180,45 @@ KITE_API void kite_stats_print(int fd) {
 
 /* Programs often close stderr at exit (gnulib's close_stdout does), before library
  * destructors run: the statistics go to a duplicate of stderr taken at start-up. */
+KITE_API void kite_stats_get(kite_stats_t *out) {
+  kite_gstats_t s;
+  _kite_heap_collect_stats(&s);
+  uint64_t small = 0;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) small += s.issued[c];
+  out->small_allocs = small;
+  out->large_allocs = s.large_allocs;
+  out->huge_allocs = s.huge_allocs;
+  out->remote_frees = s.remote_frees;
+  out->invalid_frees = s.invalid_frees;
+  out->committed = s.committed;
+  out->peak_committed = s.peak_committed;
+  out->purged = s.purged;
+  out->arenas = s.arenas;
+}
+
+KITE_API long kite_option_get(kite_option_t option) {
+  if (unlikely(_kite_initialized != 2)) _kite_init();
+  switch (option) {
+  case KITE_OPTION_SHOW_STATS: return _kite_options.show_stats;
+  case KITE_OPTION_VERBOSE: return _kite_options.verbose;
+  case KITE_OPTION_ABORT_ON_ERROR: return _kite_options.abort_on_error;
+  case KITE_OPTION_PURGE_DELAY_MS: return (long)_kite_options.purge_delay_ms;
+  case KITE_OPTION_HUGEPAGES: return _kite_options.hugepages;
+  }
+  return -1;
+}
+
+KITE_API void kite_option_set(kite_option_t option, long value) {
+  if (unlikely(_kite_initialized != 2)) _kite_init();
+  switch (option) {
+  case KITE_OPTION_SHOW_STATS: _kite_options.show_stats = value != 0; break;
+  case KITE_OPTION_VERBOSE: _kite_options.verbose = value != 0; break;
+  case KITE_OPTION_ABORT_ON_ERROR: _kite_options.abort_on_error = value != 0; break;
+  case KITE_OPTION_PURGE_DELAY_MS: _kite_options.purge_delay_ms = value; break;
+  case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value != 0; break;
+  }
+}
+
 __attribute__((destructor)) static void kite_dtor(void) {
   if (_kite_options.show_stats) kite_stats_print(stats_fd);
 }

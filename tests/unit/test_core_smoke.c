@@ -162,6 +162,28 @@ TEST(trim) {
   kite_free(keep);
 }
 
+TEST(stats_options) {
+  kite_stats_t before, after;
+  kite_stats_get(&before);
+  void *big = kite_malloc(20u << 20);  /* huge */
+  void *large = kite_malloc(300000);   /* large */
+  kite_stats_get(&after);
+  expect_uint_eq(after.huge_allocs, before.huge_allocs + 1);
+  expect_uint_eq(after.large_allocs, before.large_allocs + 1);
+  expect_true(after.committed >= before.committed + (20u << 20));
+  expect_true(after.peak_committed >= after.committed);
+  kite_free(big);
+  kite_free(large);
+  long d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), 0);
+  kite_stats_get(&before);
+  kite_free(kite_malloc(300000)); /* purged at once */
+  kite_stats_get(&after);
+  expect_true(after.purged > before.purged);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, d);
+}
+
 int main(void) {
   test_rng_init(1);
   RUN(sizes);
@@ -170,5 +192,6 @@ int main(void) {
   RUN(realloc_calloc);
   RUN(threads);
   RUN(trim);
+  RUN(stats_options);
   return test_main_end();
 }
