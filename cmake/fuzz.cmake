@@ -20,7 +20,9 @@ find_program(KITE_FUZZ_CC NAMES clang clang-19 clang-16 clang-15 clang-14)
 set(_kf_san -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 set(_kf_dir ${CMAKE_BINARY_DIR}/fuzz)
 
-if(KITE_FUZZ_CC AND NOT DEFINED KITE_FUZZ_OK)
+# The probe's success is cached; a failure is not, so installing clang later and re-running
+# cmake picks the fuzzers up.
+if(KITE_FUZZ_CC AND NOT KITE_FUZZ_OK)
   file(WRITE ${_kf_dir}/probe.c
        "#include <stdint.h>\n#include <stddef.h>\n"
        "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return d && n > 99; }\n")
@@ -29,8 +31,6 @@ if(KITE_FUZZ_CC AND NOT DEFINED KITE_FUZZ_OK)
                   RESULT_VARIABLE _kf_rc OUTPUT_QUIET ERROR_QUIET)
   if(_kf_rc EQUAL 0)
     set(KITE_FUZZ_OK ON CACHE INTERNAL "clang can link libFuzzer+ASan+UBSan programs")
-  else()
-    set(KITE_FUZZ_OK OFF CACHE INTERNAL "clang can link libFuzzer+ASan+UBSan programs")
   endif()
 endif()
 

@@ -32,7 +32,7 @@ static uint64_t units;
 static _Alignas(16) unsigned char meta[64 * 1024];
 static unsigned char allfree[MAX_UNITS]; /* scratch: node at this level fully free */
 
-static int m_alloc(unsigned order, uint64_t *idx) {
+FZ_NOCOV static int m_alloc(unsigned order, uint64_t *idx) {
   if (order > KITE_BUDDY_MAX_ORDER || ((uint64_t)1 << order) > units) return KITE_BUDDY_EORDER;
   uint64_t sz = (uint64_t)1 << order;
   for (uint64_t s = 0; s + sz <= units; s += sz) {
@@ -58,7 +58,7 @@ static int m_locate(uint64_t i) {
   return start_order[i];
 }
 
-static void m_free(uint64_t i) {
+FZ_NOCOV static void m_free(uint64_t i) {
   unsigned order = (unsigned)start_order[i];
   memset(st + i, U_FREE, (size_t)1 << order);
   start_order[i] = -1;
@@ -66,7 +66,7 @@ static void m_free(uint64_t i) {
     if (live[k] == i) { live[k] = live[--nlive]; break; }
 }
 
-static int m_range(uint64_t s, uint64_t count, int reserve) {
+FZ_NOCOV static int m_range(uint64_t s, uint64_t count, int reserve) {
   if (s > units || count > units - s) return KITE_BUDDY_ERANGE;
   unsigned char need = reserve ? U_FREE : U_RSV;
   for (uint64_t u = s; u < s + count; u++)
@@ -77,7 +77,7 @@ static int m_range(uint64_t s, uint64_t count, int reserve) {
 
 /* Compare every counter with the model: nr_free[k] counts the fully free nodes of order k
  * whose parent is not fully free (or lies past the range). */
-static void compare(const kite_buddy_t *b, const char *what) {
+FZ_NOCOV static void compare(const kite_buddy_t *b, const char *what) {
   int rc = kite_buddy_check(b);
   fz_check(rc == 0, "after %s: kite_buddy_check() = %d", what, rc);
   uint64_t fu = 0;

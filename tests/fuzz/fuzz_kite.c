@@ -11,7 +11,7 @@
  * invalid alignments: EINVAL), usable_size and owns of a live block. Sizes range from 0 to a few
  * MiB with rare huge ones (past the 16 MiB buddy limit); alignments are powers of two up to
  * 4 MiB. Live bytes are capped so a run stays within libFuzzer's RSS limit, and once an input
- * has filled or checked 64 MiB its further sizes are small ones (each input stays fast).
+ * has filled or checked 16 MiB its further sizes are small ones (each input stays fast).
  * kite's state persists across inputs (like a long-running program); each input frees what it
  * allocated. Any mismatch aborts with a message.
  */
@@ -26,7 +26,7 @@
 #define LIVE_CAP ((size_t)192 << 20)
 /* Bytes filled or verified per input before sizes are limited to small ones: keeps every
  * input well under a second (libFuzzer's speed is what finds bugs). */
-#define TOUCH_BUDGET ((size_t)64 << 20)
+#define TOUCH_BUDGET ((size_t)16 << 20)
 
 typedef struct {
   unsigned char *p;

@@ -48,11 +48,11 @@ static inline unsigned char pat(uint32_t tag, size_t i) {
   return (unsigned char)(tag * 151u + i * 11u + (i >> 8) + 3);
 }
 
-static void fill(slot_t *s) {
+FZ_NOCOV static void fill(slot_t *s) {
   for (size_t i = 0; i < s->cap; i++) s->p[i] = pat(s->tag, i);
 }
 
-static void verify(const slot_t *s, size_t n, const char *what) {
+FZ_NOCOV static void verify(const slot_t *s, size_t n, const char *what) {
   for (size_t i = 0; i < n; i++)
     fz_check(s->p[i] == pat(s->tag, i), "%s: %s: block %p (cap %zu, tag %u) byte %zu is 0x%02x",
              P->name, what, (void *)s->p, s->cap, s->tag, i, s->p[i]);
@@ -63,7 +63,7 @@ static void walk_cb(void *ctx, void *payload, size_t cap, bool is_free) {
   blocks[nblocks++] = (wblock_t){payload, cap, is_free};
 }
 
-static const wblock_t *find_block(const unsigned char *p) {
+FZ_NOCOV static const wblock_t *find_block(const unsigned char *p) {
   size_t lo = 0, hi = nblocks;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -76,7 +76,7 @@ static const wblock_t *find_block(const unsigned char *p) {
 /* validate + walk model; returns the heap footprint (sum of capacity + header). */
 static unsigned char *heap_start;
 
-static size_t check_heap(const char *what, size_t heap_size, size_t nlive) {
+FZ_NOCOV static size_t check_heap(const char *what, size_t heap_size, size_t nlive) {
   fz_check(P->validate(), "%s: validate() failed after %s", P->name, what);
   nblocks = 0;
   walk_overflow = false;

@@ -24,7 +24,7 @@
 
 static unsigned char live[1 << 16];
 
-static void check_trace(const kt_trace_t *t, int format, const uint8_t *text, size_t len) {
+FZ_NOCOV static void check_trace(const kt_trace_t *t, int format, const uint8_t *text, size_t len) {
   size_t lines = 0;
   for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
   if (len && text[len - 1] != '\n') lines++;
@@ -78,7 +78,7 @@ static void check_trace(const kt_trace_t *t, int format, const uint8_t *text, si
 }
 
 /* "t:LINE: message", LINE in [1, lines] (lines: physical lines of the input). */
-static void check_error(const char *err, const uint8_t *text, size_t len) {
+FZ_NOCOV static void check_error(const char *err, const uint8_t *text, size_t len) {
   size_t lines = 0;
   for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
   if (len && text[len - 1] != '\n') lines++;
