@@ -39,6 +39,16 @@ void kite_free_aligned_sized(void *p, size_t alignment, size_t size);
 /* Is p a block kite handed out (and not yet freed)? Never crashes on foreign pointers. */
 bool kite_owns(const void *p);
 
+/* First-class heaps: kite_heap_destroy frees every block of the heap at once. A heap is
+ * used by one thread at a time (its malloc/calloc/destroy calls must not overlap); its
+ * blocks may be freed with kite_free from any thread before the heap is destroyed, and
+ * kite_realloc of one may move it to the calling thread's own heap. */
+typedef struct kite_heap_s kite_heap_t;
+kite_heap_t *kite_heap_new(void);             /* NULL + ENOMEM on failure */
+void kite_heap_destroy(kite_heap_t *heap);
+void *kite_heap_malloc(kite_heap_t *heap, size_t size);
+void *kite_heap_calloc(kite_heap_t *heap, size_t count, size_t size);
+
 /* Statistics: print a summary to the given fd (2 = stderr) without allocating. */
 void kite_stats_print(int fd);
 

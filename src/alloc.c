@@ -122,12 +122,23 @@ static KITE_NOINLINE void free_generic(void *p) {
   size_t huge;
   kite_page_t *pg = lookup(p, &huge);
   if (pg == NULL) {
-    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE && _kite_huge_free(p)) return;
+    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
+      kite_owned_t *o = _kite_huge_owned(p);
+      if (o) {
+        _kite_heap_disown(o);
+        _kite_huge_free(p);
+        return;
+      }
+    }
     _kite_report_invalid("free(): invalid pointer or double free", p);
     return;
   }
-  if (pg->kind == KITE_KIND_SMALL) _kite_free_small_any(pg, p);
-  else _kite_arena_free_run(pg);
+  if (pg->kind == KITE_KIND_SMALL) {
+    _kite_free_small_any(pg, p);
+  } else {
+    _kite_heap_disown(&pg->owned);
+    _kite_arena_free_run(pg);
+  }
 }
 
 KITE_API size_t kite_malloc_usable_size(const void *p) {
@@ -254,6 +265,35 @@ KITE_API int kite_malloc_trim(size_t pad) {
   size_t r = _kite_heap_trim();
   r += _kite_arena_purge(true);
   return r > 0;
+}
+
+/* ---- first-class heaps ----
+ * A kite_heap_t is used by one thread at a time; its blocks may be freed with kite_free from
+ * any thread (small ones come back through the pages' thread_free lists). kite_realloc of
+ * one of its blocks may move it to the calling thread's heap. */
+KITE_API kite_heap_t *kite_heap_new(void) { return _kite_heap_new_user(); }
+
+KITE_API void kite_heap_destroy(kite_heap_t *h) {
+  if (h && h->user) _kite_heap_destroy_user(h);
+}
+
+KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
+  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
+  bool zero;
+  void *p = alloc_large(n, 0, &zero);
+  if (!p) return NULL;
+  kite_owned_t *o = _kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE ? _kite_huge_owned(p)
+                                                                    : &_kite_page_head(_kite_unit_of((uintptr_t)p))->owned;
+  _kite_heap_own(h, o, p);
+  return p;
+}
+
+KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
+  size_t n;
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  void *p = kite_heap_malloc(h, n);
+  if (p) memset(p, 0, n);
+  return p;
 }
 
 #if KITE_OVERRIDE

@@ -121,6 +121,7 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   head->thread_free = NULL;
   head->used = 0;
   head->next = head->prev = NULL;
+  head->owned.owner = NULL;
   *zero = clean;
   return head;
 }
@@ -205,6 +206,7 @@ typedef struct kite_huge_s {
   void *user;
   size_t user_len; /* mapped bytes at user (multiple of 4 KiB) */
   size_t off;
+  kite_owned_t owned;
 } kite_huge_t;
 
 static kite_huge_t *huge_header(const void *p) {
@@ -246,6 +248,11 @@ void *_kite_huge_alloc(size_t size, size_t align) {
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
   return (void *)p;
+}
+
+kite_owned_t *_kite_huge_owned(const void *p) {
+  kite_huge_t *h = huge_header(p);
+  return h ? &h->owned : NULL;
 }
 
 size_t _kite_huge_usable(const void *p) {

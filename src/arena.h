@@ -29,6 +29,8 @@ void *_kite_huge_alloc(size_t size, size_t align);
 size_t _kite_huge_usable(const void *p);
 /* Free a huge block; returns false (and does nothing) if p is not one. */
 bool _kite_huge_free(void *p);
+/* The first-class-heap link of huge block p (NULL if p is not one). */
+kite_owned_t *_kite_huge_owned(const void *p);
 /* Resize in place (shrink, or grow if the address space after it is free). */
 bool _kite_huge_resize(void *p, size_t new_size);
 #endif

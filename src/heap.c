@@ -384,7 +384,7 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     pg = next;
   }
   if (!pg) pg = h->full_count[cls] ? full_scan(h, cls) : NULL;
-  if (!pg) pg = adopt(h, cls);
+  if (!pg && !h->user) pg = adopt(h, cls);
   if (!pg) {
     pg = page_fresh(h, cls);
     if (!pg) return NULL;
@@ -483,6 +483,89 @@ void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
 bool _kite_block_is_free_local(kite_page_t *pg, const void *b) {
   if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return false;
   return list_has(pg->free, b) || list_has(pg->local_free, b);
+}
+
+/* ---- first-class heaps ---- */
+
+kite_heap_t *_kite_heap_new_user(void) {
+  if (unlikely(_kite_initialized != 2)) _kite_init();
+  _kite_lock(&heap_lock);
+  kite_heap_t *h = heap_pool;
+  if (h) heap_pool = h->next_all;
+  _kite_unlock(&heap_lock);
+  if (!h) h = heap_carve();
+  if (!h) return NULL;
+  heap_reset(h);
+  h->user = true;
+  _kite_lock(&heap_lock);
+  h->next_all = heap_live;
+  if (heap_live) heap_live->prev_all = h;
+  heap_live = h;
+  _kite_unlock(&heap_lock);
+  return h;
+}
+
+void _kite_heap_own(kite_heap_t *h, kite_owned_t *o, void *block) {
+  _kite_lock(&heap_lock);
+  o->owner = h;
+  o->block = block;
+  o->prev = NULL;
+  o->next = h->owned;
+  if (h->owned) h->owned->prev = o;
+  h->owned = o;
+  _kite_unlock(&heap_lock);
+}
+
+void _kite_heap_disown(kite_owned_t *o) {
+  if (!o->owner) return;
+  _kite_lock(&heap_lock);
+  if (o->owner) {
+    if (o->prev) o->prev->next = o->next; else o->owner->owned = o->next;
+    if (o->next) o->next->prev = o->prev;
+    o->owner = NULL;
+  }
+  _kite_unlock(&heap_lock);
+}
+
+/* Give back every page of h whatever it holds, and its large and huge blocks. */
+void _kite_heap_destroy_user(kite_heap_t *h) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    h->pinned[c] = NULL;
+    kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    for (int k = 0; k < 2; k++) {
+      kite_page_t *pg;
+      while ((pg = qs[k]->first) != NULL) {
+        q_remove(qs[k], pg);
+        page_release(h, pg, false);
+      }
+    }
+  }
+  while (h->cache) {
+    kite_page_t *pg = h->cache;
+    h->cache = pg->next;
+    pg->next = NULL;
+    _kite_arena_free_run(pg);
+  }
+  _kite_lock(&heap_lock);
+  kite_owned_t *list = h->owned;
+  h->owned = NULL;
+  for (kite_owned_t *o = list; o; o = o->next) o->owner = NULL;
+  _kite_unlock(&heap_lock);
+  while (list) {
+    kite_owned_t *o = list;
+    list = o->next;
+    void *b = o->block;
+    if (_kite_pagemap_kind((uintptr_t)b) == KITE_PM_HUGE) _kite_huge_free(b);
+    else _kite_arena_free_run(_kite_page_head(_kite_unit_of((uintptr_t)b)));
+  }
+  heap_merge_stats(h);
+  _kite_lock(&heap_lock);
+  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
+  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_reset(h);
+  h->next_all = heap_pool;
+  heap_pool = h;
+  _kite_unlock(&heap_lock);
 }
 
 /* ---- trim, stats, fork ---- */

@@ -27,6 +27,8 @@ typedef struct kite_heap_s {
   kite_page_t *cache;               /* empty single-unit pages kept for reuse */
   uint32_t cache_count;
   struct kite_heap_s *next_all, *prev_all;
+  bool user;                        /* a first-class heap (kite_heap_new): never adopts */
+  kite_owned_t *owned;              /* user heaps: its large and huge blocks */
 } kite_heap_t;
 
 extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));
@@ -45,6 +47,13 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
 void _kite_free_small_any(kite_page_t *pg, kite_block_t *b);
 /* Is b on the calling thread's own free lists of page pg? (kite_owns) */
 bool _kite_block_is_free_local(kite_page_t *pg, const void *b);
+
+/* First-class heaps (kite_heap_new / kite_heap_destroy). */
+kite_heap_t *_kite_heap_new_user(void);
+void _kite_heap_destroy_user(kite_heap_t *h);
+/* Link a large/huge block into h's list, or unlink it (no-op if it has no owner). */
+void _kite_heap_own(kite_heap_t *h, kite_owned_t *o, void *block);
+void _kite_heap_disown(kite_owned_t *o);
 
 /* Class tables (filled by _kite_heap_init_tables). */
 void _kite_heap_init_tables(void);

@@ -116,6 +116,15 @@ enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
 typedef struct kite_block_s { struct kite_block_s *next; uintptr_t key; } kite_block_t;
 struct kite_heap_s;
 
+/* A large or huge block that belongs to a first-class heap (kite_heap_new): linked on the
+ * heap's list so kite_heap_destroy can free it; unlinked when it is freed. owner == NULL for
+ * every other block. Guarded by the heap lock. */
+typedef struct kite_owned_s {
+  struct kite_owned_s *next, *prev;
+  struct kite_heap_s *owner;
+  void *block;
+} kite_owned_t;
+
 typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
   kite_block_t *free;              /* allocation list (owner only) */
@@ -133,8 +142,7 @@ typedef struct kite_page_s {
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */
   uint64_t issued;                 /* blocks moved to the allocation list (stats) */
-  uint8_t zero;                    /* large run: memory known to be zero */
-  uint8_t pad_[31];
+  kite_owned_t owned;              /* large run of a first-class heap (kite_heap_new) */
 } kite_page_t;
 
 _Static_assert(sizeof(kite_page_t) == 128, "page descriptors are 128 bytes");

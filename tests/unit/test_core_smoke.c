@@ -184,6 +184,43 @@ TEST(stats_options) {
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, d);
 }
 
+/* First-class heaps: blocks of every size range, some freed one by one (from this thread
+ * and from another), the rest at once by kite_heap_destroy; the memory is reused. */
+static void *free_in_thread(void *p) { kite_free(p); return NULL; }
+TEST(heaps) {
+  kite_stats_t s0, s1;
+  kite_malloc_trim(0);
+  for (int round = 0; round < 3; round++) {
+    kite_stats_get(&s0);
+    kite_heap_t *h = kite_heap_new();
+    assert_true(h != NULL);
+    void *blocks[2000];
+    for (int i = 0; i < 2000; i++) {
+      size_t n = i % 500 == 0 ? (size_t)(i % 1000 == 0 ? 17 << 20 : 200000) : (size_t)(i % 300) + 1;
+      blocks[i] = kite_heap_malloc(h, n);
+      assert_true(blocks[i] != NULL);
+      expect_true(kite_owns(blocks[i]));
+      test_fill(blocks[i], n < 64 ? n : 64, (uint64_t)i);
+    }
+    for (int i = 0; i < 2000; i += 3) kite_free(blocks[i]);
+    pthread_t t;
+    pthread_create(&t, NULL, free_in_thread, blocks[1]);
+    pthread_join(t, NULL);
+    int bad = 0;
+    for (int i = 2; i < 2000; i += 3) {
+      size_t n = i % 500 == 0 ? 64 : (size_t)(i % 300) + 1;
+      bad += !test_verify(blocks[i], n < 64 ? n : 64, (uint64_t)i);
+    }
+    expect_int_eq(bad, 0);
+    void *z = kite_heap_calloc(h, 100, 10);
+    expect_true(z != NULL && ((unsigned char *)z)[999] == 0);
+    kite_heap_destroy(h);
+    kite_malloc_trim(0); /* freed runs are decommitted after a delay, or now */
+    kite_stats_get(&s1);
+    expect_true(s1.committed <= s0.committed + (1u << 20));
+  }
+}
+
 int main(void) {
   test_rng_init(1);
   RUN(sizes);
@@ -193,5 +230,6 @@ int main(void) {
   RUN(threads);
   RUN(trim);
   RUN(stats_options);
+  RUN(heaps);
   return test_main_end();
 }
