@@ -8,7 +8,9 @@
  * kite_owns, calloc's block all zero, realloc kept min(old, new) bytes. Ops: malloc, calloc
  * (including overflowing counts: NULL + ENOMEM), realloc (NULL pointer = malloc, size 0 =
  * free), free, free_sized, aligned_alloc, posix_memalign, memalign, valloc, pvalloc (including
- * invalid alignments: EINVAL), usable_size and owns of a live block. Sizes range from 0 to a few
+ * invalid alignments: EINVAL), usable_size and owns of a live block, bursts of up to 2048
+ * same-size blocks (whole slab pages filled and emptied), impossible sizes (NULL + ENOMEM,
+ * a failed realloc leaves its block intact). Sizes range from 0 to a few
  * MiB with rare huge ones (past the 16 MiB buddy limit); alignments are powers of two up to
  * 4 MiB. Live bytes are capped so a run stays within libFuzzer's RSS limit, and once an input
  * has filled or checked 16 MiB its further sizes are small ones (each input stays fast).
@@ -128,6 +130,36 @@ static void store(slot_t *s, void *p, size_t size, size_t align, const char *wha
   fill(s->p, size, s->tag);
 }
 
+/* COUNT (u16 % 2048 + 1) blocks of SIZE (u8 selector: small classes), each filled with its own
+ * tag, then freed in one of four orders (forward, backward, odd then even, from the middle),
+ * each checked just before its free. Enough blocks to fill several slab pages of one class,
+ * so pages become full, get freed empty and are reused. */
+static void burst(fz_in_t *in) {
+  static unsigned char *ps[2048];
+  size_t count = fz_u16(in) % 2048 + 1;
+  uint8_t sel = fz_u8(in);
+  size_t size = sel < 192 ? sel : (size_t)(sel - 191) * 1024;
+  uint8_t order = fz_u8(in) % 4;
+  uint32_t base = next_tag;
+  next_tag += (uint32_t)count;
+  for (size_t i = 0; i < count; i++) {
+    ps[i] = kite_malloc(size);
+    fz_check(ps[i] != NULL, "burst malloc(%zu) #%zu NULL", size, i);
+    fz_check(kite_malloc_usable_size(ps[i]) >= size, "burst usable size");
+    fill(ps[i], size, base + (uint32_t)i);
+  }
+  for (size_t k = 0; k < count; k++) {
+    size_t i = k;
+    switch (order) {
+    case 1: i = count - 1 - k; break;
+    case 2: i = k < count / 2 ? 2 * k + 1 : 2 * (k - count / 2); break;
+    case 3: i = (k + count / 2) % count; break;
+    }
+    verify(ps[i], size, base + (uint32_t)i, "burst block");
+    kite_free(ps[i]);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
   fz_in_t in = {data, len, 0};
   touched = 0;
@@ -138,7 +170,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
     size_t size, align;
     int valid;
     void *p;
-    switch (op % 12) {
+    switch (op % 14) {
     case 0: case 1: /* malloc */
       size = get_size(&in);
       release(s, 0);
@@ -193,7 +225,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       store(s, p, size, 0, "realloc");
       break;
     }
-    case 5: /* free */
+    case 5: /* free (of NULL when the slot is empty: a no-op) */
+      if (!s->p) kite_free(NULL);
       release(s, 0);
       break;
     case 6: /* free_sized */
@@ -254,6 +287,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       fz_check(kite_owns(s->p), "kite_owns(%p) false for a live block", (void *)s->p);
       verify(s->p, s->size, s->tag, "live block");
       break;
+    case 12: /* burst: many blocks of one size (fills pages, frees them empty) */
+      burst(&in);
+      break;
+    case 13: { /* impossible sizes: NULL and ENOMEM, nothing else changes */
+      size = (SIZE_MAX >> 1) + 1 + ((size_t)fz_u16(&in) << 20);
+      errno = 0;
+      p = kite_malloc(size);
+      fz_check(p == NULL && errno == ENOMEM, "malloc(%zu) = %p errno %d", size, p, errno);
+      if (!s->p) break;
+      errno = 0;
+      p = kite_realloc(s->p, size);
+      fz_check(p == NULL && errno == ENOMEM, "realloc(p, %zu) = %p errno %d", size, p, errno);
+      verify(s->p, s->size, s->tag, "after failed realloc");
+      fz_check(kite_owns(s->p), "kite_owns false after a failed realloc");
+      break;
+    }
     }
   }
   for (unsigned i = 0; i < NSLOTS; i++) release(&slots[i], i & 1);
