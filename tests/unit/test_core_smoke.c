@@ -104,9 +104,14 @@ static size_t slot_len[SLOTS];
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static int bad_blocks;
 
+#ifdef __SANITIZE_THREAD__
+#define WORKER_OPS 4000 /* TSan is ~20x slower */
+#else
+#define WORKER_OPS 20000
+#endif
 static void *worker(void *arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg * 2654435761u + 1;
-  for (int i = 0; i < 20000; i++) {
+  for (int i = 0; i < WORKER_OPS; i++) {
     s ^= s << 13; s ^= s >> 7; s ^= s << 17;
     unsigned k = (unsigned)(s % SLOTS);
     size_t n = (s >> 20) % 64 == 0 ? (s >> 24) % 100000 : (s >> 24) % 512;
