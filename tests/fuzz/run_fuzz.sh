@@ -8,6 +8,7 @@
 # 3. fuzz:    a bounded libFuzzer run (-runs=RUNS -max_total_time=SECONDS) that starts from the
 #             seed corpus; new inputs go to WORKDIR/corpus (never into the source tree), a
 #             crashing input to WORKDIR/crash-* (printed with its reproduction command).
+# A dictionary FUZZDIR/NAME.dict is used when there is one.
 # Prints one line per step and the harness's "N passed, N failed" line; exits non-zero on
 # any failure.
 set -u
@@ -32,6 +33,7 @@ inputs() { # the files of a directory, or nothing
 mkdir -p "$work/corpus" || exit 1
 rm -f "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*
 opts="-artifact_prefix=$work/ -rss_limit_mb=4096 -timeout=30 -print_final_stats=1"
+[ -f "$dir/$name.dict" ] && opts="$opts -dict=$dir/$name.dict"
 
 # Steps 1 and 2: an empty directory is a passing step with nothing to run.
 for set in regress corpus; do
