@@ -94,7 +94,7 @@ static void *alloc_large(size_t n, size_t align, bool *zero) {
     __atomic_fetch_add(&_kite_stats.large_allocs, 1, __ATOMIC_RELAXED);
     return _kite_page_start(pg);
   }
-  return _kite_huge_alloc(n, align);
+  return _kite_huge_alloc(n, align, zero);
 }
 
 /* Classify p. Returns the head descriptor for arena blocks (small or large), NULL for

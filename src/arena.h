@@ -23,8 +23,9 @@ void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
 void _kite_arena_fork_child(void);
 
-/* Huge allocations: an OS mapping per object (see types.h). Returns NULL + ENOMEM. */
-void *_kite_huge_alloc(size_t size, size_t align);
+/* Huge allocations: an OS mapping per object (see types.h), possibly a cached one (then
+ * *zero = false). Returns NULL + ENOMEM. */
+void *_kite_huge_alloc(size_t size, size_t align, bool *zero);
 /* The usable size of huge block p, or 0 if p is not the start of a live huge block. */
 size_t _kite_huge_usable(const void *p);
 /* Free a huge block; returns false (and does nothing) if p is not one. */
