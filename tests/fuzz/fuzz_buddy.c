@@ -120,7 +120,8 @@ static void bad_inits(uint8_t mode) {
   size_t need = kite_buddy_meta_size(n);
   fz_check(need > 0 && need <= sizeof(meta), "meta size %zu for %llu units", need,
            (unsigned long long)n);
-  if (mode & 1) fz_check(kite_buddy_init(&b, meta, sizeof(meta), 0) == KITE_BUDDY_EINVAL, "0 units");
+  if (mode & 1)
+    fz_check(kite_buddy_init(&b, meta, sizeof(meta), 0) == KITE_BUDDY_EINVAL, "0 units");
   if (mode & 2)
     fz_check(kite_buddy_init(&b, meta, need - 1, n) == KITE_BUDDY_EINVAL, "short metadata");
   if (mode & 4)

@@ -10,8 +10,9 @@
  * free), free, free_sized, aligned_alloc, posix_memalign, memalign, valloc, pvalloc (including
  * invalid alignments: EINVAL), usable_size and owns of a live block, bursts of up to 2048
  * same-size blocks (whole slab pages filled and emptied), impossible sizes (NULL + ENOMEM,
- * a failed realloc leaves its block intact). Sizes range from 0 to a few
- * MiB with rare huge ones (past the 16 MiB buddy limit); alignments are powers of two up to
+ * a failed realloc or an overflowing reallocarray leaves its block intact), malloc_trim (live
+ * blocks intact). free_sized / free_aligned_sized serve op 6 and half the final frees.
+ * Sizes range from 0 to a few MiB with rare huge ones (past the 16 MiB buddy limit); alignments are powers of two up to
  * 4 MiB. Live bytes are capped so a run stays within libFuzzer's RSS limit, and once an input
  * has filled or checked 16 MiB its further sizes are small ones (each input stays fast).
  * kite's state persists across inputs (like a long-running program); each input frees what it
@@ -115,6 +116,7 @@ static void release(slot_t *s, int sized) {
   if (!s->p) return;
   verify(s->p, s->size, s->tag, "before free");
   if (sized && s->align == 0) kite_free_sized(s->p, s->size);
+  else if (sized) kite_free_aligned_sized(s->p, s->align, s->size);
   else kite_free(s->p);
   live_bytes -= s->size;
   s->p = NULL;
@@ -214,7 +216,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
         s->p = NULL;
         break;
       }
-      p = kite_realloc(s->p, size);
+      /* op 4 goes through reallocarray(p, size / 8, 8) + remainder-free sizes */
+      if (op % 14 == 4 && size % 8 == 0) p = kite_reallocarray(s->p, size / 8, 8);
+      else p = kite_realloc(s->p, size);
       fz_check(p != NULL, "realloc(%p, %zu) NULL", (void *)s->p, size);
       if (s->p) {
         size_t keep = old < size ? old : size;
@@ -290,8 +294,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
     case 12: /* burst: many blocks of one size (fills pages, frees them empty) */
       burst(&in);
       break;
-    case 13: { /* impossible sizes: NULL and ENOMEM, nothing else changes */
-      size = (SIZE_MAX >> 1) + 1 + ((size_t)fz_u16(&in) << 20);
+    case 13: { /* impossible sizes: NULL and ENOMEM, nothing else changes; malloc_trim */
+      uint16_t v = fz_u16(&in);
+      if (v & 1) {
+        kite_malloc_trim(v >> 1);
+        for (unsigned i = 0; i < NSLOTS; i++)
+          if (slots[i].p) verify(slots[i].p, slots[i].size, slots[i].tag, "after malloc_trim");
+        break;
+      }
+      size = (SIZE_MAX >> 1) + 1 + ((size_t)v << 20);
       errno = 0;
       p = kite_malloc(size);
       fz_check(p == NULL && errno == ENOMEM, "malloc(%zu) = %p errno %d", size, p, errno);
@@ -300,6 +311,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       p = kite_realloc(s->p, size);
       fz_check(p == NULL && errno == ENOMEM, "realloc(p, %zu) = %p errno %d", size, p, errno);
       verify(s->p, s->size, s->tag, "after failed realloc");
+      errno = 0;
+      p = kite_reallocarray(s->p, (SIZE_MAX >> 4) + v, 32);
+      fz_check(p == NULL && errno == ENOMEM, "reallocarray overflow = %p errno %d", p, errno);
+      verify(s->p, s->size, s->tag, "after failed reallocarray");
       fz_check(kite_owns(s->p), "kite_owns false after a failed realloc");
       break;
     }

@@ -105,7 +105,8 @@ FZ_NOCOV static size_t check_heap(const char *what, size_t heap_size, size_t nli
     const wblock_t *b = find_block(slots[i].p);
     fz_check(b && !b->is_free && b->cap == slots[i].cap,
              "%s: after %s: live block %p (cap %zu) %s in the walk", P->name, what,
-             (void *)slots[i].p, slots[i].cap, b ? (b->is_free ? "free" : "has another cap") : "missing");
+             (void *)slots[i].p, slots[i].cap,
+             b ? (b->is_free ? "free" : "has another cap") : "missing");
   }
   return bytes;
 }

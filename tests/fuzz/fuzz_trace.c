@@ -30,7 +30,8 @@ FZ_NOCOV static void check_trace(const kt_trace_t *t, int format, const uint8_t 
   if (len && text[len - 1] != '\n') lines++;
   fz_check(t->n_lines == lines, "n_lines %zu, text has %zu", t->n_lines, lines);
   fz_check(t->format == KT_FORMAT_KITE || t->format == KT_FORMAT_SCRIPT, "format %d", t->format);
-  if (format != KT_FORMAT_AUTO) fz_check(t->format == format, "format %d forced %d", t->format, format);
+  if (format != KT_FORMAT_AUTO)
+    fz_check(t->format == format, "format %d forced %d", t->format, format);
   fz_check(t->n_ops <= lines, "%zu ops in %zu lines", t->n_ops, lines);
   fz_check(t->n_ops == 0 || t->ops != NULL, "ops NULL");
   /* each op is on its own non-blank line: at most one slot per line, so n_slots < 2^16 here */
@@ -121,7 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_check(rc == -1, "second parse rc %d", rc);
     if (short_len) {
       fz_check(memchr(small, 0, short_len) != NULL, "short error not NUL-terminated");
-      fz_check(strncmp(small, err, strlen(small)) == 0 && strlen(small) == (strlen(err) < short_len - 1 ? strlen(err) : short_len - 1),
+      size_t want = strlen(err) < short_len - 1 ? strlen(err) : short_len - 1;
+      fz_check(strlen(small) == want && strncmp(small, err, want) == 0,
                "short error \"%s\" vs \"%s\"", small, err);
     }
   }
