@@ -13,8 +13,9 @@
  * a failed realloc or an overflowing reallocarray leaves its block intact), malloc_trim (live
  * blocks intact). free_sized / free_aligned_sized serve op 6 and half the final frees.
  * Sizes range from 0 to a few MiB with rare huge ones (past the 16 MiB buddy limit);
- * alignments are powers of two up to 4 MiB. Live bytes are capped so a run stays within libFuzzer's RSS limit, and once an input
- * has filled or checked 16 MiB its further sizes are small ones (each input stays fast).
+ * alignments are powers of two up to 4 MiB. Live bytes are capped so a run stays within
+ * libFuzzer's RSS limit, and once an input has filled or checked 16 MiB its further sizes are
+ * small ones (each input stays fast).
  * kite's state persists across inputs (like a long-running program); each input frees what it
  * allocated. Any mismatch aborts with a message.
  */
