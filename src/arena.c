@@ -124,7 +124,7 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
   head->order = (uint8_t)order;
   head->free = head->local_free = NULL;
-  head->thread_free = NULL;
+  head->thread_free = 0;
   head->used = 0;
   head->next = head->prev = NULL;
   head->owned.owner = NULL;

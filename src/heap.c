@@ -102,34 +102,35 @@ static inline void *page_pop(kite_page_t *pg) {
 }
 
 
-/* Move thread_free (and, when the allocation list is empty or `all`, local_free) into the
- * allocation list. Owner only. */
+/* Move thread_free and local_free into the allocation list. Without `all`, only while the
+ * allocation list is empty (then no list is walked except local_free, which this thread
+ * wrote and has in cache). Owner only. */
 static void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  if (pg->local_free && (all || pg->free == NULL)) {
-    if (_kite_options.show_stats) {
-      uint64_t n = 0;
-      for (kite_block_t *b = pg->local_free; b; b = b->next) n++;
-      h->issued[pg->cls] += n;
+  if ((all || pg->free == NULL) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
+    uintptr_t tf = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
+    kite_block_t *head = KITE_TF_PTR(tf);
+    int32_t n = KITE_TF_COUNT(tf);
+    if (head) {
+      if (pg->free) {
+        kite_block_t *t = head;
+        while (t->next) t = t->next;
+        t->next = pg->free;
+      }
+      pg->free = head;
+      pg->used -= n;
+      h->issued[pg->cls] += (uint64_t)n;
     }
-    if (pg->free) {
+  }
+  if (pg->local_free && (all || pg->free == NULL)) {
+    if (pg->free || _kite_options.show_stats) {
       kite_block_t *t = pg->local_free;
-      while (t->next) t = t->next;
+      uint64_t n = 1;
+      while (t->next) { t = t->next; n++; }
+      if (_kite_options.show_stats) h->issued[pg->cls] += n;
       t->next = pg->free;
     }
     pg->free = pg->local_free;
     pg->local_free = NULL;
-  }
-  if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != NULL) {
-    kite_block_t *tf = __atomic_exchange_n(&pg->thread_free, NULL, __ATOMIC_ACQUIRE);
-    if (tf) {
-      int32_t n = 1;
-      kite_block_t *t = tf;
-      while (t->next) { t = t->next; n++; }
-      t->next = pg->free;
-      pg->free = tf;
-      pg->used -= n;
-      h->issued[pg->cls] += (uint64_t)n;
-    }
   }
 }
 
@@ -162,7 +163,7 @@ static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
   pg->free = pg->local_free = NULL;
-  pg->thread_free = NULL;
+  pg->thread_free = 0;
   __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
 }
 
@@ -207,7 +208,7 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   for (uint32_t i = 0; i < budget && fq->first; i++) {
     kite_page_t *pg = fq->first;
     q_remove(fq, pg);
-    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != NULL) {
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
       pg->used &= ~KITE_PAGE_IN_FULL;
       h->full_count[cls]--;
       page_collect(h, pg, true);
@@ -460,7 +461,7 @@ void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
      * owner's lists: the key alone decides (a live block whose second word equals its
      * page descriptor's address is taken for a free one). */
     if (!own || list_has(pg->free, b) || list_has(pg->local_free, b) ||
-        list_has(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE), b)) {
+        list_has(KITE_TF_PTR(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE)), b)) {
       _kite_report_invalid("free(): invalid pointer or double free", b);
       return;
     }
@@ -472,10 +473,11 @@ void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
     if (--pg->used <= 0) _kite_free_local_slow(h, pg);
     return;
   }
-  kite_block_t *old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
+  uintptr_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {
-    b->next = old;
-  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, b, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    b->next = KITE_TF_PTR(old);
+    nw = (((old >> KITE_TF_SHIFT) + 1) << KITE_TF_SHIFT) | (uintptr_t)b;
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
   if (h != &_kite_heap_empty) h->remote_frees++;
   else __atomic_fetch_add(&_kite_stats.remote_frees, 1, __ATOMIC_RELAXED);
 }
@@ -604,14 +606,14 @@ size_t _kite_heap_trim(void) {
     kite_page_t **link = &abandoned[c], *empty = NULL;
     while (*link) {
       kite_page_t *pg = *link;
-      kite_block_t *tf = __atomic_exchange_n(&pg->thread_free, NULL, __ATOMIC_ACQUIRE);
+      uintptr_t tfw = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
+      kite_block_t *tf = KITE_TF_PTR(tfw);
       if (tf) {
-        int32_t n = 1;
         kite_block_t *t = tf;
-        while (t->next) { t = t->next; n++; }
+        while (t->next) t = t->next;
         t->next = pg->free;
         pg->free = tf;
-        pg->used -= n;
+        pg->used -= KITE_TF_COUNT(tfw);
       }
       if (pg->used == 0) { __atomic_store_n(link, pg->next, __ATOMIC_RELAXED); pg->next = empty; empty = pg; }
       else link = &pg->next;

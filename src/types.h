@@ -34,8 +34,8 @@
  *     the number of blocks handed out plus those sitting in thread_free.
  *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
  *     full list: any local free then takes the generic path, which moves it back.
- *   - thread_free is pushed by other threads (one CAS each) and swapped out whole by the
- *     owner (or by whoever holds an abandoned page).
+ *   - thread_free is pushed by other threads (one CAS each, list head + count in one word)
+ *     and swapped out whole by the owner (or by whoever holds an abandoned page).
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.
  *
@@ -110,6 +110,13 @@ enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
 
 #define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 
+/* page->thread_free packs the list head (low 48 bits: user addresses are below 2^47) and the
+ * number of blocks on it (high 16 bits; a page has at most 4096 blocks), so the owner learns
+ * the count without walking blocks another core just wrote. */
+#define KITE_TF_SHIFT 48
+#define KITE_TF_PTR(x) ((kite_block_t *)((x) & (((uintptr_t)1 << KITE_TF_SHIFT) - 1)))
+#define KITE_TF_COUNT(x) ((int32_t)((x) >> KITE_TF_SHIFT))
+
 /* A free block: next link, and key = the address of its page descriptor. A block being
  * freed whose key already matches is probably free already (double free): the slow path
  * checks the lists. malloc clears the key, so a live block's second word is the user's. */
@@ -132,7 +139,7 @@ typedef struct kite_page_s {
   uint32_t block_size;             /* small: class size; large: 0 */
   struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
   kite_block_t *local_free;        /* freed by the owner, not yet reusable */
-  kite_block_t *thread_free;       /* atomic: pushed by other threads */
+  uintptr_t thread_free;           /* atomic: pushed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test */
   uint32_t capacity;               /* blocks carved */
   uint32_t reserved;               /* blocks that fit */
