@@ -133,7 +133,7 @@ static void store(slot_t *s, void *p, size_t size, size_t align, const char *wha
   fill(s->p, size, s->tag);
 }
 
-/* COUNT (u16 % 2048 + 1) blocks of SIZE (u8 selector: small classes), each filled with its own
+/* COUNT (u16 % 2048 + 1, at most 8 MiB in all) blocks of SIZE (u8 selector: small classes), each filled with its own
  * tag, then freed in one of four orders (forward, backward, odd then even, from the middle),
  * each checked just before its free. Enough blocks to fill several slab pages of one class,
  * so pages become full, get freed empty and are reused. */
@@ -143,6 +143,9 @@ static void burst(fz_in_t *in) {
   uint8_t sel = fz_u8(in);
   size_t size = sel < 192 ? sel : (size_t)(sel - 191) * 1024;
   uint8_t order = fz_u8(in) % 4;
+  /* at most 8 MiB a burst (4 MiB past the input's byte budget): one-block pages stay few */
+  size_t cap = (touched > TOUCH_BUDGET ? (size_t)4 << 20 : (size_t)8 << 20) / (size + 1) + 1;
+  if (count > cap) count = cap;
   uint32_t base = next_tag;
   next_tag += (uint32_t)count;
   for (size_t i = 0; i < count; i++) {
