@@ -10,7 +10,8 @@
  *    its payload and ends where the next one starts), whose footprint is the same after every
  *    op and within 2 * alignment of the heap size; the allocated ones are exactly the live
  *    slots, with capacity = usable_size >= the size asked for; payloads aligned;
- *  - realloc kept min(old, new) bytes, or failed leaving the block intact.
+ *  - realloc kept min(old, new) bytes, or failed leaving the block intact;
+ *  - a malloc or realloc fails only when no free block is large enough.
  * At the end everything is freed: one free block covers the heap again.
  * Any violation aborts with a message naming the policy.
  */
@@ -111,6 +112,17 @@ FZ_NOCOV static size_t check_heap(const char *what, size_t heap_size, size_t nli
   return bytes;
 }
 
+/* A failed malloc/realloc(n) is legitimate only if no free block could hold n: every policy
+ * searches all its free blocks (first, next or best fit). blocks[] still describes the heap as
+ * it was before the op (a failed op changes nothing); 64 + 2 * alignment bytes of slack cover
+ * headers, footers, minimum block sizes and rounding. */
+FZ_NOCOV static void check_no_fit(size_t n, const char *what) {
+  for (size_t i = 0; i < nblocks; i++)
+    fz_check(!blocks[i].is_free || blocks[i].cap < n + 64 + 2 * P->alignment,
+             "%s: %s(%zu) failed with a free block of %zu bytes at %p", P->name, what, n,
+             blocks[i].cap, (void *)blocks[i].payload);
+}
+
 static void take(slot_t *s, void *p, size_t size, const char *what) {
   s->p = p;
   s->size = size;
@@ -159,6 +171,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       size_t size = get_size(&in);
       void *p = P->malloc(size);
       if (p) { take(s, p, size, "malloc"); nlive++; }
+      else check_no_fit(size, "malloc");
       break;
     }
     case 2: case 3: /* free */
@@ -176,12 +189,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len) {
       void *p = P->realloc(s->p, size);
       if (!s->p) {
         if (p) { take(s, p, size, "realloc(NULL)"); nlive++; }
+        else check_no_fit(size, "realloc(NULL)");
       } else if (size == 0) {
         fz_check(p == NULL, "%s: realloc(p, 0) = %p", P->name, p);
         s->p = NULL;
         nlive--;
       } else if (!p) {
         verify(s, s->cap, "after failed realloc");
+        check_no_fit(size, "realloc");
       } else {
         size_t keep = s->size < size ? s->size : size;
         slot_t old = *s;
