@@ -64,6 +64,7 @@ function(_kite_fuzz_target name)
       set(extra -Werror)
     endif()
     add_custom_command(OUTPUT ${obj}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${_kf_dir}/${name}.dir
       COMMAND ${KITE_FUZZ_CC} ${cflags} ${extra} -MD -MF ${obj}.d -c ${src} -o ${obj}
       DEPENDS ${src} DEPFILE ${obj}.d
       COMMENT "Building fuzz object ${name}/${base}.o (clang)" VERBATIM)
