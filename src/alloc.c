@@ -70,9 +70,15 @@ generic:
 }
 
 static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n) {
-  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
-  bool zero;
-  return alloc_large(n, 0, &zero);
+  void *p;
+  if (n <= KITE_SMALL_MAX) {
+    p = _kite_malloc_small_generic(h, n);
+  } else {
+    bool zero;
+    p = alloc_large(n, 0, &zero);
+  }
+  if (unlikely(!p)) _kite_report_oom(n);
+  return p;
 }
 
 static unsigned ceil_log2(size_t x) { return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1); }

@@ -81,6 +81,15 @@ void _kite_report_invalid(const char *what, const void *p) {
   if (_kite_options.abort_on_error) _kite_os_abort();
 }
 
+void _kite_report_oom(size_t size) {
+  if (!_kite_options.verbose) return;
+  kite_out_t o = {.len = 0, .fd = 2};
+  out_str(&o, "kite: out of memory: the OS refused memory for a request of ");
+  out_u64(&o, size);
+  out_str(&o, " bytes (NULL, errno ENOMEM)\n");
+  out_flush(&o);
+}
+
 void _kite_stat_commit(int64_t delta) {
   uint64_t now = __atomic_add_fetch(&_kite_stats.committed, (uint64_t)delta, __ATOMIC_RELAXED);
   uint64_t peak = __atomic_load_n(&_kite_stats.peak_committed, __ATOMIC_RELAXED);

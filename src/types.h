@@ -209,7 +209,7 @@ void _kite_stat_commit(int64_t delta);
 /* ---- options ---- */
 typedef struct kite_options_s {
   bool show_stats;   /* KITE_SHOW_STATS: print statistics to stderr at exit */
-  bool verbose;      /* KITE_VERBOSE: extra messages */
+  bool verbose;      /* KITE_VERBOSE: report requests that fail for lack of memory */
   bool abort_on_error; /* KITE_ABORT_ON_ERROR: abort after reporting an invalid free */
   bool hugepages;    /* KITE_HUGEPAGES: advise transparent huge pages on arenas */
   int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS: how long freed runs stay committed */
@@ -220,5 +220,7 @@ extern kite_options_t _kite_options;
 void _kite_init(void);
 extern int _kite_initialized;
 void _kite_report_invalid(const char *what, const void *p);
+/* With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
+void _kite_report_oom(size_t size);
 void _kite_fmt_write(int fd, const char *s);
 #endif
