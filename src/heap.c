@@ -195,33 +195,36 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
     if (!pg) return NULL;
   }
   page_init_small(h, pg, cls);
-  h->fresh_since_scan[cls]++;
+  if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   return pg;
 }
 
-/* Look through the full list of cls for pages that received remote frees. Amortized:
- * scans more pages the more fresh pages were taken since the last successful scan. */
+/* Look through the full list of cls for pages that received remote frees. Amortized: each
+ * fresh page of the class earns 4 page visits of credit; a call visits at most 2 pages more
+ * than its credit and never more pages than the list holds, so scanning costs O(1) per slow
+ * allocation however many pages are full. Visited pages without remote frees rotate to the
+ * back, so successive calls look at different pages. */
 static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   kite_pageq_t *fq = &h->full[cls];
-  uint32_t budget = 4 + 4 * h->fresh_since_scan[cls];
+  uint32_t credit = h->scan_credit[cls];
+  uint32_t budget = credit + 2, visited = 0;
+  if (budget > h->full_count[cls]) budget = h->full_count[cls];
   kite_page_t *found = NULL;
-  for (uint32_t i = 0; i < budget && fq->first; i++) {
+  while (visited < budget && fq->first) {
     kite_page_t *pg = fq->first;
+    visited++;
     q_remove(fq, pg);
     if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
       pg->used &= ~KITE_PAGE_IN_FULL;
       h->full_count[cls]--;
       page_collect(h, pg, true);
-      if (pg->used == 0 && found) { page_release(h, pg, true); continue; }
-      if (found) { q_push_back(&h->queue[cls], pg); continue; }
       found = pg;
       q_push_front(&h->queue[cls], pg);
-      if (h->fresh_since_scan[cls] == 0) break;
-    } else {
-      q_push_back(fq, pg); /* rotate */
+      break;
     }
+    q_push_back(fq, pg); /* rotate */
   }
-  if (found) h->fresh_since_scan[cls] = 0;
+  h->scan_credit[cls] = credit > visited ? credit - visited : 0;
   return found;
 }
 

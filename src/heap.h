@@ -21,7 +21,7 @@ typedef struct kite_heap_s {
   kite_pageq_t full[KITE_CLASSES];  /* pages found full (used has KITE_PAGE_IN_FULL) */
   kite_page_t *pinned[KITE_CLASSES]; /* == queue[c].first, whose used carries a +1 bias */
   uint32_t full_count[KITE_CLASSES];
-  uint32_t fresh_since_scan[KITE_CLASSES];
+  uint32_t scan_credit[KITE_CLASSES];  /* full-list pages full_scan may still visit */
   uint64_t issued[KITE_CLASSES];    /* stats: blocks handed to allocation lists */
   uint64_t remote_frees, large_allocs;
   kite_page_t *cache;               /* empty single-unit pages kept for reuse */
