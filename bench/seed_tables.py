@@ -15,8 +15,9 @@ Workloads: <build>/kite-wl-collatz-ivec and <build>/kite-wl-collatz-list, run as
 ran them (`prog N`), or `prog -n N -t THREADS` with --threads.
 
 Calibration (per table and test, unless --n-hwx / --n-sys fix N): N doubles from a small
-start until the reference allocator's run takes >= T/2, then N is scaled linearly to ~T
-(capped at N_MAX so the task array stays within memory). Measurement: --reps rounds, each
+start until the reference allocator's run takes >= T/2, then N is scaled linearly to ~T and
+checked by a run; outside 0.8T..1.25T it is rescaled from that run (at most 3 checks). N is
+capped at N_MAX so the tasks stay within memory. Measurement: --reps rounds, each
 round runs every allocator of the row once (interleaved, so load drift hits all of them
 alike); a cell is the median wall time. Wall time is time.perf_counter() around
 subprocess.run.
@@ -41,7 +42,8 @@ import time
 
 TESTS = ("ivec", "list")
 N_START = 100
-N_MAX = 20_000_000
+N_MAX = 8_000_000  # ivec needs ~0.9 KiB per task at its peak: ~7 GiB
+CAL_CHECKS = 3
 SEED002_N = {"ivec": 10000, "list": 2000}  # seed 002's inputs: ivec-10k, list-2k
 MAX_RE = re.compile(r"^Max steps is at \d+: \d+ steps$", re.M)
 SUM_RE = re.compile(r"^checksum: [0-9a-f]+ ok$", re.M)
@@ -55,7 +57,8 @@ class Run:
 
 
 class Bench:
-    def __init__(self, build, threads, timeout):
+    def __init__(self, build, threads, timeout, verbose):
+        self.verbose = verbose
         self.build = build
         self.threads = threads
         self.timeout = timeout
@@ -99,6 +102,9 @@ class Bench:
             else:
                 r = Run(True, secs, m.group(0))
         self.log.append((alloc, test, n, r))
+        if self.verbose:
+            print("  run %s %s N=%d: %s" % (alloc, test, n, "%.3fs" % r.secs if r.ok else r.why),
+                  file=sys.stderr, flush=True)
         return r
 
     def calibrate(self, alloc, test, target):
@@ -111,8 +117,16 @@ class Bench:
             if r.secs >= target / 2 or n >= N_MAX:
                 break
             n *= 2
-        n = int(round(n * target / max(r.secs, 1e-6)))
-        return max(1, min(n, N_MAX)), ""
+        # linear scaling, then up to two checks: run times need not be linear in N (HWX's
+        # list scans grow faster) and a shared machine adds noise
+        for _ in range(CAL_CHECKS):
+            n = max(1, min(N_MAX, int(round(n * target / max(r.secs, 1e-6)))))
+            r = self.run(alloc, test, n)
+            if not r.ok:
+                return None, r.why
+            if 0.8 * target <= r.secs <= 1.25 * target or n >= N_MAX:
+                break
+        return n, ""
 
     def measure(self, allocs, test, n, reps):
         """{alloc: median seconds or None}, plus the reasons of failures."""
@@ -208,6 +222,8 @@ def main(argv=None):
                     help="comma-separated subset of ivec,list (default: both)")
     ap.add_argument("--no-seed002", action="store_true",
                     help="skip seed 002's fixed-input table (ivec 10000, list 2000)")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print every run (calibration included) to stderr")
     ap.add_argument("-o", "--output", metavar="FILE",
                     help="also write the tables as markdown to FILE")
     a = ap.parse_args(argv)
@@ -235,7 +251,7 @@ def main(argv=None):
         return die("--build-dir %s: missing %s (build the targets kite, kite-lab, "
                    "kite-wl-collatz-ivec, kite-wl-collatz-list)" % (a.build_dir, ", ".join(missing)))
 
-    b = Bench(build, a.threads, timeout=max(60.0, 20 * a.target_seconds))
+    b = Bench(build, a.threads, timeout=max(60.0, 20 * a.target_seconds), verbose=a.verbose)
     command = "bench/seed_tables.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:]))
     note = "machine: %s; command: %s" % (machine(), command)
     failures = []
