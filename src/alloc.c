@@ -24,6 +24,7 @@
 static void *alloc_large(size_t n, size_t align, bool *zero);
 static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n);
 static KITE_NOINLINE void free_generic(void *p);
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 
 /* ~11 instructions when the current page has a free block. */
 KITE_API void *kite_malloc(size_t n) {
@@ -49,7 +50,7 @@ KITE_API void kite_free(void *p) {
     kite_heap_t *h = _kite_heap_tls;
     if (likely(KITE_LOAD_RELAXED(pg->heap) == h && _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
       kite_block_t *b = p;
-      if (unlikely(b->key == (uintptr_t)pg)) goto generic; /* double free? */
+      if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
@@ -64,8 +65,10 @@ KITE_API void kite_free(void *p) {
       _kite_free_local_slow(h, pg);
       return;
     }
+  arena:
+    free_arena_generic(p, pg);
+    return;
   }
-generic:
   free_generic(p);
 }
 
@@ -124,6 +127,24 @@ static kite_page_t *lookup(const void *p, size_t *huge) {
   }
   if (pg->kind == KITE_KIND_LARGE && (uint8_t *)p == start) return pg;
   return NULL;
+}
+
+/* free(p) of a pointer the page map puts in an arena (d: its unit's descriptor) that the
+ * fast path did not take: mostly another thread's block (remote free). Checks a small block
+ * as lookup() does without consulting the page map again; anything else (large run, invalid
+ * pointer) goes to free_generic. */
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
+  kite_page_t *pg = _kite_page_head(d);
+  if (likely(pg->kind == KITE_KIND_SMALL)) {
+    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_start(pg));
+    if (likely(_kite_is_block_offset(pg, off) &&
+               (uint64_t)(((unsigned __int128)off * pg->div_magic) >> 64) <
+                   __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED))) {
+      _kite_free_small_any(pg, p);
+      return;
+    }
+  }
+  free_generic(p);
 }
 
 static KITE_NOINLINE void free_generic(void *p) {
