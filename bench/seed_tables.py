@@ -15,8 +15,10 @@ Workloads: <build>/kite-wl-collatz-ivec and <build>/kite-wl-collatz-list, run as
 ran them (`prog N`), or `prog -n N -t THREADS` with --threads.
 
 Calibration (per table and test, unless --n-hwx / --n-sys fix N): N doubles from a small
-start until the reference allocator's run takes >= T/2, then N is scaled linearly to ~T and
-checked by a run; outside 0.8T..1.25T it is rescaled from that run (at most 3 checks). N is
+start until the reference allocator's run takes >= T/2, then N is scaled to ~T (linearly,
+or by the power law t ~ N^k fitted to the last two runs when both are long enough to time)
+and checked by a run; outside 0.8T..1.25T it is rescaled again (at most 3 checks: the last
+N stands, whatever its time). N is
 capped at N_MAX so the tasks stay within memory. Measurement: --reps rounds, each
 round runs every allocator of the row once (interleaved, so load drift hits all of them
 alike); a cell is the median wall time. Wall time is time.perf_counter() around
@@ -31,6 +33,7 @@ Exit status: 0 all cells measured, 1 some cell FAIL, 2 usage error (bad --build-
 option values).
 """
 import argparse
+import math
 import os
 import platform
 import re
@@ -109,21 +112,32 @@ class Bench:
 
     def calibrate(self, alloc, test, target):
         """N such that `alloc` takes ~target seconds, or (None, why) when a run fails."""
-        n = N_START
+        n, pts = N_START, []
         while True:
             r = self.run(alloc, test, n)
             if not r.ok:
                 return None, r.why
+            pts.append((n, r.secs))
             if r.secs >= target / 2 or n >= N_MAX:
                 break
             n *= 2
-        # linear scaling, then up to two checks: run times need not be linear in N (HWX's
-        # list scans grow faster) and a shared machine adds noise
+        # scale to T, then check by a run; the scaling follows the power law t ~ N^k fitted
+        # to the last two runs long enough to time (>= T/20), k in 1..4 (linear when there
+        # is no such pair): HWX's list walks make its time grow ~N^2..N^3
         for _ in range(CAL_CHECKS):
-            n = max(1, min(N_MAX, int(round(n * target / max(r.secs, 1e-6)))))
+            k = 1.0
+            use = [p for p in pts if p[1] >= target / 20]
+            if len(use) >= 2 and use[-1][0] != use[-2][0]:
+                (n0, t0), (n1, t1) = use[-2], use[-1]
+                k = min(4.0, max(1.0, math.log(t1 / t0) / math.log(n1 / n0)))
+            n_new = max(1, min(N_MAX, int(round(n * (target / max(r.secs, 1e-6)) ** (1 / k)))))
+            if n_new == n:
+                break
+            n = n_new
             r = self.run(alloc, test, n)
             if not r.ok:
                 return None, r.why
+            pts.append((n, r.secs))
             if 0.8 * target <= r.secs <= 1.25 * target or n >= N_MAX:
                 break
         return n, ""
