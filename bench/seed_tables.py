@@ -174,7 +174,7 @@ def seed001_rows(times, ref):
     for test, (n, t) in times.items():
         cells = [test.upper(), str(n) if n else "FAIL"]
         cells += ["%.3fs" % t[a] if t.get(a) is not None else "FAIL" for a in (ref, "OPT")]
-        if t.get(ref) is not None and t.get("OPT") is not None:
+        if t.get(ref) is not None and t.get("OPT"):
             cells += [fmt_speed(t[ref] / t["OPT"]), "%.3f" % (t[ref] - t["OPT"])]
         else:
             cells += ["FAIL", "FAIL"]
