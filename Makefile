@@ -1,7 +1,8 @@
 # The README's commands. CMake does the building; this file only names the jobs.
 #   make         build everything into build/
 #   make test    every test: the normal build, then the ASan+UBSan and TSan builds
-#   make bench   build, then compare kite with glibc and the installed peers (short size)
+#   make bench   build, then compare kite with glibc and the installed peers (short size),
+#                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
@@ -43,6 +44,7 @@ test: test-main test-asan test-tsan
 
 bench: build venv
 	$(PY) bench/run.py
+	$(PY) bench/seed_tables.py --build-dir build
 
 lab: build venv
 	$(PY) tools/lab.py
