@@ -13,7 +13,8 @@
  *  - free(p): p is NULL or a live block of this heap. Coalesces with free neighbours (left
  *    and right, by address). Policies do not detect invalid frees; the replay tool does.
  *  - realloc(p, n): C semantics (NULL p = malloc; n == 0 frees p and returns NULL); grows in
- *    place into a free right neighbour when it can, as the seed describes; keeps content.
+ *    place into free neighbours when they suffice (the right one, else the left one and the
+ *    right one, sliding the payload down), as the seed describes; keeps content.
  *    On failure returns NULL and p stays valid and unchanged.
  *  - validate(): checks every invariant of the policy's structures (tree colours and black
  *    height, ordering, list links, no two adjacent free blocks, block sizes adding up to the

@@ -23,7 +23,7 @@
  *
  * Invariants (lab_heap_validate checks all of them, then the index's own):
  *   - blocks tile [lo - 8, end) exactly: sizes add up to the managed span;
- *   - no two free blocks are adjacent (free coalesces left and right, realloc right);
+ *   - no two free blocks are adjacent (free and realloc coalesce left and right);
  *   - PREV_ALLOC of every block equals the ALLOC bit of its left neighbour (set on the first);
  *   - every free block has footer == size and is in the index exactly once (the index's count
  *     and byte total equal the heap's).
@@ -208,6 +208,24 @@ static void *lab_heap_realloc(void *p, size_t n) {
     if (n2) *lab_hdr(n2) |= LAB_F_PREV_ALLOC;
     lab_trim(p, need);
     return p;
+  }
+  /* Not enough on the right alone: coalesce with the free left neighbour too (and the right
+   * one when free), sliding the payload down, as the seed's allocators do. */
+  if (!(*lab_hdr(p) & LAB_F_PREV_ALLOC)) {
+    size_t lsize = ((size_t *)p)[-2]; /* the left neighbour's footer */
+    size_t rsize = (r && !lab_is_alloc(r)) ? lab_size(r) : 0;
+    if (lsize + size + rsize >= need) {
+      char *l = (char *)p - lsize;
+      size_t lprev = *lab_hdr(l) & LAB_F_PREV_ALLOC;
+      lab_idx_remove(l);
+      if (rsize) lab_idx_remove(r);
+      memmove(l, p, size - LAB_HDR);
+      *lab_hdr(l) = (lsize + size + rsize) | lprev | LAB_F_ALLOC;
+      char *n2 = lab_next(l);
+      if (n2) *lab_hdr(n2) |= LAB_F_PREV_ALLOC;
+      lab_trim(l, need);
+      return l;
+    }
   }
   void *q = lab_heap_malloc(n);
   if (!q) return NULL;

@@ -230,6 +230,55 @@ TEST(realloc_semantics) {
   free(r);
 }
 
+/* realloc that the right neighbour alone cannot satisfy coalesces with the free left one (and
+ * the free right one), sliding the payload down: the block starts where the left one did. */
+TEST(realloc_coalesces_left) {
+  size_t size = 1 << 18;
+  unsigned char *r = region_alloc(size);
+  assert_true(P->init(r + GUARD, size));
+  bool kr = strcmp(P->name, "hwx") == 0; /* the K&R baseline always moves */
+  void *x = P->malloc(200), *a = P->malloc(100), *g = P->malloc(100);
+  assert_true(x && a && g);
+  test_fill(a, 100, 5);
+  test_fill(g, 100, 6);
+  P->free(x);
+  assert_true(P->validate());
+  void *a2 = P->realloc(a, 250); /* right neighbour allocated; left free: 208 + 112 >= 264 */
+  assert_true(a2 != NULL);
+  if (!kr) expect_ptr_eq(a2, x);
+  expect_true(P->usable_size(a2) >= 250);
+  expect_true(test_verify(a2, 100, 5));
+  expect_true(test_verify(g, 100, 6));
+  assert_true(P->validate());
+  P->free(a2);
+  P->free(g);
+  assert_true(P->validate());
+  /* left and right together */
+  x = P->malloc(200);
+  a = P->malloc(100);
+  void *y = P->malloc(200);
+  g = P->malloc(100);
+  assert_true(x && a && y && g);
+  test_fill(a, 100, 7);
+  test_fill(g, 100, 8);
+  P->free(x);
+  P->free(y);
+  assert_true(P->validate());
+  a2 = P->realloc(a, 500); /* neither side alone suffices; both together do */
+  assert_true(a2 != NULL);
+  if (!kr) expect_ptr_eq(a2, x);
+  expect_true(P->usable_size(a2) >= 500);
+  expect_true(test_verify(a2, 100, 7));
+  expect_true(test_verify(g, 100, 8));
+  assert_true(P->validate());
+  P->free(a2);
+  P->free(g);
+  assert_true(P->validate());
+  struct walk_sum w = walk_now();
+  expect_uint_eq(w.blocks, 1);
+  free(r);
+}
+
 TEST(exhaustion_returns_null_and_heap_stays_valid) {
   size_t size = 1 << 16;
   unsigned char *r = region_alloc(size);
@@ -649,6 +698,7 @@ int main(int argc, char **argv) {
   RUN(malloc_alignment_capacity_and_free);
   RUN(coalesce_left_right_and_both);
   RUN(realloc_semantics);
+  RUN(realloc_coalesces_left);
   RUN(exhaustion_returns_null_and_heap_stays_valid);
   RUN(odd_regions);
   RUN(random_ops_roomy_heap);
