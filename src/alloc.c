@@ -4,8 +4,8 @@
  * Fast paths (x86-64, -O2; counted with callgrind, see docs/design.md):
  *   malloc(n <= 1024): TLS heap -> direct[(n+15)/16] -> pop page->free, used++.
  *   free(p): page map says "arena" -> descriptor by masking -> owner is this thread's heap
- *            and p is a block start of the page (one multiply) -> push on local_free,
- *            --used; used <= 0 (empty, or the page is on the full list) -> slow path.
+ *            and p is a carved block start of the page (one compare, one multiply) -> push
+ *            on local_free, --used; used <= 0 (empty, or the page is on the full list) -> slow path.
  * Everything else (other threads' blocks, large runs, huge maps, invalid pointers, the
  * first allocation of a thread) goes to *_generic functions, out of line.
  *
@@ -48,7 +48,9 @@ KITE_API void kite_free(void *p) {
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
     kite_page_t *pg = _kite_unit_of(u);
     kite_heap_t *h = _kite_heap_tls;
-    if (likely(KITE_LOAD_RELAXED(pg->heap) == h && _kite_is_block_offset(pg, u & (KITE_UNIT_SIZE - 1)))) {
+    uint64_t off = u & (KITE_UNIT_SIZE - 1);
+    /* owner, block start, carved (a pointer into the uncarved tail is not a block yet) */
+    if (likely(KITE_LOAD_RELAXED(pg->heap) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
       b->next = pg->local_free;

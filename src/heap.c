@@ -150,6 +150,7 @@ static void page_extend(kite_heap_t *h, kite_page_t *pg) {
   ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
   pg->free = (kite_block_t *)start;
   __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED); /* read by lookup() in other threads */
+  pg->carved_end = pg->capacity * bs;
   h->issued[pg->cls] += n;
 }
 
@@ -161,6 +162,7 @@ static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
   pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
   pg->reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
+  pg->carved_end = 0;
   pg->used = 0;
   pg->free = pg->local_free = NULL;
   pg->thread_free = 0;

@@ -27,7 +27,9 @@
  * Invariants of a small page (owner = the heap in page->heap; only the owner touches
  * free/local_free/used/capacity and the queue links):
  *   - blocks = capacity carved so far (capacity <= reserved); uncarved memory is untouched,
- *     so a fresh page costs RSS only for what is used.
+ *     so a fresh page costs RSS only for what is used. carved_end = capacity * block_size
+ *     (bytes): the free fast path accepts only offsets below it (an uncarved "block" pushed
+ *     on local_free would be carved again later and handed out twice).
  *   - every carved block is in exactly one of: handed out, free, local_free, thread_free;
  *     the free ones carry key == (uintptr_t)page (double-free detection).
  *   - used (low 31 bits) = carved - |free| - |local_free| - |blocks collected ...| i.e.
@@ -142,13 +144,14 @@ typedef struct kite_page_s {
   uintptr_t thread_free;           /* atomic: pushed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test */
   uint32_t capacity;               /* blocks carved */
-  uint32_t reserved;               /* blocks that fit */
+  uint32_t carved_end;             /* capacity * block_size: the free fast path's bound */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t kind, cls, order, unused_;
   /* cold */
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */
-  uint64_t issued;                 /* blocks moved to the allocation list (stats) */
+  uint32_t reserved;               /* blocks that fit */
+  uint32_t unused2_;
   kite_owned_t owned;              /* large run of a first-class heap (kite_heap_new) */
 } kite_page_t;
 
