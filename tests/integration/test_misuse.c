@@ -97,6 +97,26 @@ static void double_free_small(void) {
   A_free_opaque(announce(p));
   A_free(keep);
 }
+/* A block-aligned pointer into the part of a page not handed out yet: accepting it would
+ * let the block be carved and handed out twice later. */
+static void free_uncarved(void) {
+  enum { N = 2000 };
+  static unsigned char *q[N];
+  unsigned char *p = A_malloc(16);
+  A_free_opaque(announce(p + 16 * 300));
+  for (int i = 0; i < N; i++) {
+    q[i] = A_malloc(16);
+    if (!q[i]) exit(20);
+    memcpy(q[i], &i, sizeof i);
+  }
+  for (int i = 0; i < N; i++) {
+    int v;
+    memcpy(&v, q[i], sizeof v);
+    if (v != i || q[i] == p) exit(21); /* a block handed out twice */
+  }
+  for (int i = 0; i < N; i++) A_free(q[i]);
+  A_free(p);
+}
 static void *remote_free_body(void *p) {
   A_free_opaque(announce(p));
   return NULL;
@@ -146,6 +166,7 @@ static const misuse_case_t cases[] = {
     {"free_interior", free_interior, "free(): invalid pointer", 0},
     {"free_interior_large", free_interior_large, "free(): invalid pointer", 0},
     {"free_interior_huge", free_interior_huge, "free(): invalid pointer", 0},
+    {"free_uncarved", free_uncarved, "free(): invalid pointer", 0},
     {"realloc_foreign", realloc_foreign, "realloc(): invalid pointer", 0},
     {"double_free_small", double_free_small, "free(): invalid pointer or double free", 0},
     {"double_free_large", double_free_large, "free(): invalid pointer or double free", 0},
