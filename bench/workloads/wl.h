@@ -67,11 +67,12 @@ static inline double wl_now(void) {
  * Cheap (three stores), so the workload measures the allocator, not memset. */
 static inline void wl_stamp(void *p, size_t n, uint64_t tag) {
   unsigned char *b = (unsigned char *)p;
-  if (n >= 16) {
-    uint64_t h[2] = {tag, (uint64_t)n};
-    memcpy(b, h, 16);
-  } else if (n >= 8) {
+  if (n >= 8) {
     memcpy(b, &tag, 8);
+    if (n >= 16) {
+      uint64_t len = (uint64_t)n;
+      memcpy(b + 8, &len, 8);
+    }
   } else if (n > 0) {
     b[0] = (unsigned char)tag;
   }
