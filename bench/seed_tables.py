@@ -199,18 +199,12 @@ def md_table(header, rows):
 
 
 def machine():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    load = "%.2f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else "?"
-    return "%s, %d CPUs, %s %s, load %s at start" % (cpu, os.cpu_count() or 0, platform.system(),
-                                                      platform.release(), load)
+    """One line: CPU, count, kernel, load at start (the runner's machine_info)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from run import machine_info  # stdlib-only at import time
+    m = machine_info()
+    return "%s, %d CPUs, %s %s, load %s at start" % (
+        m["cpu"], m["cores"] or 0, platform.system(), m["kernel"], m["load_at_start"].split()[0])
 
 
 def main(argv=None):
