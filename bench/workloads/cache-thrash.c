@@ -21,15 +21,7 @@ typedef struct thr_s {
 static void *run(void *arg) {
   thr_t *t = (thr_t *)arg;
   for (long i = 0; i < t->iters; i++) {
-    volatile unsigned char *p = (volatile unsigned char *)wl_malloc((size_t)t->objsize);
-    for (long w = 0; w < t->writes; w++)
-      for (long b = 0; b < t->objsize; b++) p[b] = (unsigned char)(w + b + t->id);
-    unsigned char want = (unsigned char)(t->writes - 1 + t->id);
-    for (long b = 0; b < t->objsize; b++) {
-      if (t->writes && p[b] != (unsigned char)(want + b)) t->bad++;
-      t->sum += p[b];
-    }
-    free((void *)p);
+    wl_scribble(t->objsize, t->writes, t->id, &t->sum, &t->bad);
   }
   return NULL;
 }

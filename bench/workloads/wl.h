@@ -191,6 +191,21 @@ static inline void wl_run_threads(long n, void *(*fn)(void *), void *base, size_
 }
 
 /* The closing lines: timing, then the verdict. Returns the exit status for main. */
+/* The cache-* workloads' step: allocate a `size`-byte object, write every byte `writes`
+ * times (pass w writes w + b + id, so each pass really stores), check the last pass, add the
+ * bytes read to *sum and each mismatch to *bad, free the object. */
+static inline void wl_scribble(long size, long writes, long id, uint64_t *sum, long *bad) {
+  volatile unsigned char *p = (volatile unsigned char *)wl_malloc((size_t)size);
+  for (long w = 0; w < writes; w++)
+    for (long b = 0; b < size; b++) p[b] = (unsigned char)(w + b + id);
+  unsigned char want = (unsigned char)(writes - 1 + id);
+  for (long b = 0; b < size; b++) {
+    if (writes && p[b] != (unsigned char)(want + b)) (*bad)++;
+    *sum += p[b];
+  }
+  free((void *)p);
+}
+
 static inline int wl_finish(double seconds, uint64_t checksum, long errors, const char *what) {
   printf("time: %.6f s\n", seconds);
   if (errors) {
