@@ -49,15 +49,5 @@ int main(int argc, char **argv) {
     ts[i].handed = wl_malloc((size_t)objsize);
     wl_stamp(ts[i].handed, (size_t)objsize, (uint64_t)i);
   }
-  double t0 = wl_now();
-  wl_run_threads(o.threads, run, ts, sizeof *ts);
-  double t1 = wl_now();
-  uint64_t sum = 0;
-  long bad = 0;
-  for (long i = 0; i < o.threads; i++) {
-    sum += ts[i].sum;
-    bad += ts[i].bad;
-  }
-  free(ts);
-  return wl_finish(t1 - t0, sum, bad, "objects that did not keep their bytes");
+  return WL_RUN_AND_FINISH(ts, o.threads, run, "objects that did not keep their bytes");
 }

@@ -74,15 +74,5 @@ int main(int argc, char **argv) {
   for (long i = 0; i < o.threads; i++)
     ts[i] = (thr_t){.id = i, .vectors = o.size < 1 ? 1 : o.size, .len = o.extra['l'] < 1 ? 1 : o.extra['l'],
                     .rounds = o.extra['r'], .seed = o.seed};
-  double t0 = wl_now();
-  wl_run_threads(o.threads, run, ts, sizeof *ts);
-  double t1 = wl_now();
-  uint64_t sum = 0;
-  long bad = 0;
-  for (long i = 0; i < o.threads; i++) {
-    sum += ts[i].sum;
-    bad += ts[i].bad;
-  }
-  free(ts);
-  return wl_finish(t1 - t0, sum, bad, "vector elements lost by realloc");
+  return WL_RUN_AND_FINISH(ts, o.threads, run, "vector elements lost by realloc");
 }

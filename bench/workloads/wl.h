@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,4 +218,30 @@ static inline int wl_finish(double seconds, uint64_t checksum, long errors, cons
   fflush(stdout);
   return 0;
 }
+/* The common ending of the workloads whose thread records carry `uint64_t sum` and `long
+ * bad`: run fn once per record of ts[0..n), time the run, add the records' sums and error
+ * counts, free ts and finish as wl_finish does. */
+static inline int wl_run_and_finish(void *ts, long n, size_t stride, void *(*fn)(void *),
+                                    size_t sum_off, size_t bad_off, const char *what) {
+  double t0 = wl_now();
+  wl_run_threads(n, fn, ts, stride);
+  double t1 = wl_now();
+  uint64_t sum = 0;
+  long bad = 0;
+  for (long i = 0; i < n; i++) {
+    const char *rec = (const char *)ts + (size_t)i * stride;
+    uint64_t s;
+    long b;
+    memcpy(&s, rec + sum_off, sizeof s);
+    memcpy(&b, rec + bad_off, sizeof b);
+    sum += s;
+    bad += b;
+  }
+  free(ts);
+  return wl_finish(t1 - t0, sum, bad, what);
+}
+#define WL_RUN_AND_FINISH(ts, n, fn, what)                                               \
+  wl_run_and_finish((ts), (n), sizeof *(ts), (fn), offsetof(__typeof__(*(ts)), sum),   \
+                    offsetof(__typeof__(*(ts)), bad), (what))
+
 #endif
