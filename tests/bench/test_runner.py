@@ -24,30 +24,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = os.path.join(ROOT, "bench", "run.py")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-passed = failed = 0
-current_failed = False
-
-
-def check(cond, what):
-    global passed, failed, current_failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        current_failed = True
-        print(f"test_runner.py: FAIL: {what}", file=sys.stderr)
-
-
-def test(fn):
-    global current_failed
-    current_failed = False
-    try:
-        fn()
-    except Exception as e:  # a crash in a test is a failed check, then go on
-        check(False, f"{fn.__name__} raised {e!r}")
-    print(f"{'FAIL' if current_failed else 'ok  '} {fn.__name__}", file=sys.stderr)
-
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from testlib import check, run_tests  # noqa: E402
 
 def have_matplotlib():
     try:
@@ -236,11 +214,8 @@ def main():
               and rows[0]["status"] == "ok" and rows[0]["command"].endswith(
                   "kite-replay --malloc " + trace), f"replay row {rows}")
 
-    for t in (runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
-              charts_written, verdicts, list_and_errors, replay_reported):
-        test(t)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_tests((runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
+              charts_written, verdicts, list_and_errors, replay_reported))
 
 
 if __name__ == "__main__":

@@ -22,25 +22,8 @@ TOOLS = os.path.join(SRC, "tools")
 DATA = os.path.join(SRC, "tests", "data", "traces")
 PY = sys.executable
 TMP = tempfile.mkdtemp(prefix="kite-replay-test-")
-
-passed = failed = 0
-current_failed = False
-
-
-def check(cond, msg):
-    global passed, failed, current_failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        current_failed = True
-        print(f"  FAIL: {msg}", file=sys.stderr)
-    return cond
-
-
-def eq(a, b, what):
-    return check(a == b, f"{what}: {a!r} != {b!r}")
-
+sys.path.insert(0, os.path.join(SRC, "tests"))
+from testlib import check, eq, run_tests  # noqa: E402
 
 def run(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
@@ -469,19 +452,10 @@ CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_an
 
 
 def main():
-    global current_failed
     tests = TESTS + (CAPTURE_TESTS if os.path.exists(SHIM) else [])
-    for t in tests:
-        current_failed = False
-        try:
-            t()
-        except Exception as e:  # a crash in a test is a failure, not an abort of the suite
-            check(False, f"{t.__name__} raised {type(e).__name__}: {e}")
-        print(f"{'FAIL' if current_failed else 'ok  '} {t.__name__[5:]}", file=sys.stderr)
+    rc = run_tests(tests, strip_prefix="test_")
     shutil.rmtree(TMP, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
+    return rc
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,43 @@
+"""tests/testlib.py -- the harness of kite's Python tests, the counterpart of tests/test.h.
+
+check(cond, what) records a passed or failed check and goes on (a failure is printed to
+stderr); eq(a, b, what) compares and prints both values. run_tests(tests) runs each test
+function (an exception in one is a failed check, the suite goes on), prints one line per
+test, then the closing "N passed, N failed" line (counting checks), and returns the exit
+status.
+"""
+import sys
+
+_passed = _failed = 0
+_current_failed = False
+
+
+def check(cond, what):
+    global _passed, _failed, _current_failed
+    if cond:
+        _passed += 1
+    else:
+        _failed += 1
+        _current_failed = True
+        print(f"  FAIL: {what}", file=sys.stderr)
+    return cond
+
+
+def eq(a, b, what):
+    return check(a == b, f"{what}: {a!r} != {b!r}")
+
+
+def run_tests(tests, strip_prefix=""):
+    global _current_failed
+    for t in tests:
+        _current_failed = False
+        try:
+            t()
+        except Exception as e:  # a crash in a test is a failed check, not the end of the suite
+            check(False, f"{t.__name__} raised {type(e).__name__}: {e}")
+        name = t.__name__
+        if strip_prefix and name.startswith(strip_prefix):
+            name = name[len(strip_prefix):]
+        print(f"{'FAIL' if _current_failed else 'ok  '} {name}", file=sys.stderr)
+    print(f"{_passed} passed, {_failed} failed")
+    return 1 if _failed else 0
