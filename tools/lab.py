@@ -127,26 +127,29 @@ def med(runs, key):
     return vals[m // 2] if m % 2 else (vals[m // 2 - 1] + vals[m // 2]) / 2
 
 
-def table_of(res, exp, key, scale, fmt, ns, labels):
-    rows = {(r["allocator"], r["n"]): r for r in res["synthetic"] if r["experiment"] == exp}
-    head = "| allocator | " + " | ".join(f"{n:,}" for n in ns) + " |"
-    sep = "|---|" + "---:|" * len(ns)
-    lines = [head, sep]
+def grid(labels, cols, heads, lookup, cell):
+    """Markdown table lines: one row per allocator in labels, one column per entry of cols
+    headed by heads. lookup(a, c) gives the result record or None; a record that was skipped
+    or failed reads as such, any other as cell(record)."""
+    lines = ["| allocator | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(cols)]
     for a in labels:
         cells = []
-        for n in ns:
-            r = rows.get((a, n))
-            if not r:
-                cells.append("")
-            elif r.get("skipped"):
-                cells.append("skipped")
-            elif r.get("error"):
-                cells.append("failed")
-            else:
-                v = med(r["runs"], key)
-                cells.append(fmt.format(v * scale) if v is not None else "n/a")
+        for c in cols:
+            r = lookup(a, c)
+            cells.append("" if not r else "skipped" if r.get("skipped")
+                         else "failed" if r.get("error") else cell(r))
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return lines
+
+
+def table_of(res, exp, key, scale, fmt, ns, labels):
+    rows = {(r["allocator"], r["n"]): r for r in res["synthetic"] if r["experiment"] == exp}
+
+    def cell(r):
+        v = med(r["runs"], key)
+        return fmt.format(v * scale) if v is not None else "n/a"
+    return "\n".join(grid(labels, ns, [f"{n:,}" for n in ns],
+                           lambda a, n: rows.get((a, n)), cell))
 
 
 def ratio(res, exp, a, b):
@@ -340,22 +343,14 @@ def write_report(res, path, charts):
         if c in charts:
             L.append(f"![{c}](lab/{c})\n")
     traces = sorted({r["trace"] for r in res["traces"]})
-    L.append("| allocator | " + " | ".join(f"{t} avg ns (p99) / util." for t in traces) + " |")
-    L.append("|---|" + "---:|" * len(traces))
     trow = {(r["allocator"], r["trace"]): r for r in res["traces"]}
-    for a in labels:
-        cells = []
-        for t in traces:
-            r = trow.get((a, t))
-            if not r:
-                cells.append("")
-            elif r.get("error"):
-                cells.append("failed")
-            else:
-                u = med(r["runs"], "utilization")
-                cells.append(f"{med(r['runs'], 'avg_ns'):.0f} ({med(r['runs'], 'p99_ns'):.0f}) / "
-                             + (f"{u * 100:.1f}%" if u is not None else "n/a"))
-        L.append(f"| {a} | " + " | ".join(cells) + " |")
+
+    def trace_cell(r):
+        u = med(r["runs"], "utilization")
+        return (f"{med(r['runs'], 'avg_ns'):.0f} ({med(r['runs'], 'p99_ns'):.0f}) / "
+                + (f"{u * 100:.1f}%" if u is not None else "n/a"))
+    L.extend(grid(labels, traces, [f"{t} avg ns (p99) / util." for t in traces],
+                  lambda a, t: trow.get((a, t)), trace_cell))
     L.append("")
     skips = [r for r in res["synthetic"] if r.get("skipped")]
     if skips:
