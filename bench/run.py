@@ -46,7 +46,6 @@ import platform
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +53,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from kitecommon import machine_info, median  # noqa: E402  (one machine description, one median)
 
 # --------------------------------------------------------------------------------------
 # Workloads: name -> description, executable, args per size, default thread counts.
@@ -387,9 +388,9 @@ def summarize(runs):
             return dict(status=r["status"], wall_s=None, cpu_s=None, maxrss_kib=None,
                         detail=r["output"][-600:])
     return dict(status="ok",
-                wall_s=statistics.median(r["wall_s"] for r in runs),
-                cpu_s=statistics.median(r["user_s"] + r["sys_s"] for r in runs),
-                maxrss_kib=statistics.median(r["maxrss_kib"] for r in runs),
+                wall_s=median(r["wall_s"] for r in runs),
+                cpu_s=median(r["user_s"] + r["sys_s"] for r in runs),
+                maxrss_kib=median(r["maxrss_kib"] for r in runs),
                 detail="")
 
 
@@ -709,28 +710,6 @@ def write_docs(meta, md, files, outdir, args, cases):
     w.append("")
     with open(page, "w") as f:
         f.write("\n".join(w))
-
-
-def machine_info():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        libc = os.confstr("CS_GNU_LIBC_VERSION")
-    except (ValueError, OSError):
-        libc = "libc ?"
-    try:
-        load = "%.2f %.2f %.2f" % os.getloadavg()
-    except OSError:
-        load = "?"
-    return dict(cpu=cpu, cores=os.cpu_count(), kernel=platform.release(), libc=libc,
-                load_at_start=load)
 
 
 def ensure_built(build_dir, no_build):

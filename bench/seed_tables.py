@@ -38,9 +38,11 @@ import os
 import platform
 import re
 import shlex
-import statistics
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from kitecommon import machine_info, median  # noqa: E402
 import time
 
 TESTS = ("ivec", "list")
@@ -160,7 +162,7 @@ class Bench:
                 why.append("%s %s N=%d: answer differs across allocators (%s)"
                            % (test.upper(), a, n, runs[a][0].line))
             else:
-                out[a] = statistics.median(r.secs for r in runs[a])
+                out[a] = median(r.secs for r in runs[a])
         return out, why
 
 
@@ -200,8 +202,6 @@ def md_table(header, rows):
 
 def machine():
     """One line: CPU, count, kernel, load at start (the runner's machine_info)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from run import machine_info  # stdlib-only at import time
     m = machine_info()
     return "%s, %d CPUs, %s %s, load %s at start" % (
         m["cpu"], m["cores"] or 0, platform.system(), m["kernel"], m["load_at_start"].split()[0])

@@ -28,6 +28,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kitecommon  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
@@ -103,16 +106,9 @@ def generate(kind, n, seed, work):
 
 
 def machine():
-    cpu = "unknown"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "libc": " ".join(platform.libc_ver()), "python": platform.python_version()}
+    m = kitecommon.machine_info()
+    m["python"] = platform.python_version()
+    return m
 
 
 # ---------------------------------------------------------------------------------------
@@ -120,11 +116,7 @@ def machine():
 
 
 def med(runs, key):
-    vals = sorted(r[key] for r in runs if r.get(key) is not None)
-    if not vals:
-        return None
-    m = len(vals)
-    return vals[m // 2] if m % 2 else (vals[m // 2 - 1] + vals[m // 2]) / 2
+    return kitecommon.median(r.get(key) for r in runs)
 
 
 def grid(labels, cols, heads, lookup, cell):

@@ -15,8 +15,10 @@ Only this script filters or aggregates; results.json keeps every run.
 """
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kitecommon  # noqa: E402
 
 import matplotlib
 
@@ -35,8 +37,7 @@ def style(i):
 
 
 def median_runs(runs, key):
-    vals = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(vals) if vals else None
+    return kitecommon.median(r.get(key) for r in runs)
 
 
 def series(results, exp):
