@@ -1,8 +1,12 @@
-/* src/arena.h -- arenas (64 MiB aligned reservations carved by the buddy page heap), the
- * page map, runs of units, purging, and huge (direct OS) allocations.
+/* src/arena.h -- arenas (64 MiB aligned reservations carved by the buddy page heap into
+ * runs of 2^k units), and purging of free runs.
+ *
+ * Layer: above os, buddy and pagemap; below huge, page and heap. The arena writes only the
+ * arena-level fields of a run's descriptors (kind, head_off, order, heap = NULL); what a run
+ * is used for (small page, large block) is filled in by the layer that asked for it.
  *
  * Locking: one global arena lock serializes the buddy heaps of all arenas, the arena list
- * and purging. Huge allocations take no lock (the page map is written with atomics).
+ * and purging.
  */
 #ifndef KITE_ARENA_H
 #define KITE_ARENA_H
@@ -22,16 +26,4 @@ size_t _kite_arena_purge(bool force);
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
 void _kite_arena_fork_child(void);
-
-/* Huge allocations: an OS mapping per object (see types.h), possibly a cached one (then
- * *zero = false). Returns NULL + ENOMEM. */
-void *_kite_huge_alloc(size_t size, size_t align, bool *zero);
-/* The usable size of huge block p, or 0 if p is not the start of a live huge block. */
-size_t _kite_huge_usable(const void *p);
-/* Free a huge block; returns false (and does nothing) if p is not one. */
-bool _kite_huge_free(void *p);
-/* The first-class-heap link of huge block p (NULL if p is not one). */
-kite_owned_t *_kite_huge_owned(const void *p);
-/* Resize in place (shrink, or grow if the address space after it is free). */
-bool _kite_huge_resize(void *p, size_t new_size);
 #endif

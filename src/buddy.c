@@ -62,6 +62,7 @@
  * low addresses would otherwise send every larger request on a long climb.
  */
 #include "kite/buddy.h"
+#include "bits.h"
 
 #include <string.h>
 
@@ -288,10 +289,9 @@ static void chunk_blank(kite_buddy_chunk_t *ch) {
 
 /* ---- setup ------------------------------------------------------------------------------ */
 
-static unsigned ceil_log2(uint64_t n) { return n <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(n - 1); }
 static unsigned floor_log2(uint64_t n) { return 63 - (unsigned)__builtin_clzll(n); }
 static unsigned top_level(uint64_t units) {
-  unsigned t = ceil_log2(units);
+  unsigned t = _kite_ceil_log2(units);
   return t < CHUNK_ORDER ? CHUNK_ORDER : t;
 }
 

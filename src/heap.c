@@ -1,6 +1,6 @@
-/* src/heap.c -- per-thread heaps and small pages (contract in heap.h).
+/* src/heap.c -- per-thread heaps (contract in heap.h).
  *
- * Small page life cycle:
+ * Small page life cycle, as the heap drives it (page.c does the work on one page):
  *   fresh (from the heap's cache or a buddy run) -> in heap->queue[cls] while it may have
  *   free blocks -> on heap->full[cls] once collecting found nothing (sign bit of used set;
  *   a local free moves it back at once, remote frees are found by an amortized scan of the
@@ -13,17 +13,18 @@
  * It is taken only on slow paths (thread start/exit, adoption, trim, stats).
  */
 #include "heap.h"
+#include "page.h"
+#include "huge.h"
 #include "arena.h"
+#include "pagemap.h"
+#include "options.h"
+#include "stats.h"
+#include "message.h"
 #include "os.h"
 #include <errno.h>
 #include <string.h>
 
 #define KITE_HEAP_CACHE_MAX 8
-#define KITE_EXTEND_BYTES 4096
-
-uint32_t _kite_class_size_[KITE_CLASSES];
-uint8_t _kite_class_order_[KITE_CLASSES];
-static uint8_t class_slot_lo[KITE_CLASSES], class_slot_hi[KITE_CLASSES];
 
 kite_page_t _kite_page_empty;
 kite_heap_t _kite_heap_empty = {.direct = {[0 ... KITE_DIRECT_SLOTS - 1] = &_kite_page_empty}};
@@ -35,22 +36,6 @@ static kite_heap_t *heap_live;     /* all live heaps */
 static kite_page_t *abandoned[KITE_CLASSES];
 static pthread_key_t heap_key;
 static bool heap_key_made;
-
-void _kite_heap_init_tables(void) {
-  for (unsigned c = 0; c < KITE_CLASSES; c++) {
-    size_t sz = c < 8 ? 16 * (c + 1) : ((size_t)128 << ((c - 8) / 8)) + ((size_t)((c - 8) % 8 + 1) << ((c - 8) / 8 + 4));
-    _kite_class_size_[c] = (uint32_t)sz;
-    unsigned order = 0;
-    while (((KITE_UNIT_SIZE << order) / sz) < 8 && sz > KITE_SINGLE_UNIT_MAX) order++;
-    _kite_class_order_[c] = (uint8_t)order;
-  }
-  for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) {
-    unsigned c = _kite_class_of(s * 16);
-    if (s == 0 || class_slot_lo[c] == 0) class_slot_lo[c] = (uint8_t)s;
-    class_slot_hi[c] = (uint8_t)s;
-  }
-  class_slot_lo[0] = 0;
-}
 
 /* ---- queues ---- */
 static inline void q_remove(kite_pageq_t *q, kite_page_t *pg) {
@@ -86,87 +71,20 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
       page_release(h, old, true);
     }
   }
-  if (_kite_class_size_[cls] > KITE_DIRECT_MAX) return;
+  if (cls >= KITE_DIRECT_CLASSES) return;
   kite_page_t *pg = first ? first : &_kite_page_empty;
-  for (unsigned s = class_slot_lo[cls]; s <= class_slot_hi[cls]; s++) h->direct[s] = pg;
+  for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++) h->direct[s] = pg;
 }
 
 /* ---- small pages ---- */
 
-static inline void *page_pop(kite_page_t *pg) {
-  kite_block_t *b = pg->free;
-  pg->free = b->next;
-  b->key = 0;
-  pg->used++;
-  return b;
+static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
+  uint32_t n = _kite_page_collect(pg, all, _kite_options.show_stats);
+  if (n) h->issued[pg->cls] += n;
 }
 
-
-/* Move thread_free and local_free into the allocation list. Without `all`, only while the
- * allocation list is empty (then no list is walked except local_free, which this thread
- * wrote and has in cache). Owner only. */
-static void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  if ((all || pg->free == NULL) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
-    uintptr_t tf = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
-    kite_block_t *head = KITE_TF_PTR(tf);
-    int32_t n = KITE_TF_COUNT(tf);
-    if (head) {
-      if (pg->free) {
-        kite_block_t *t = head;
-        while (t->next) t = t->next;
-        t->next = pg->free;
-      }
-      pg->free = head;
-      pg->used -= n;
-      h->issued[pg->cls] += (uint64_t)n;
-    }
-  }
-  if (pg->local_free && (all || pg->free == NULL)) {
-    if (pg->free || _kite_options.show_stats) {
-      kite_block_t *t = pg->local_free;
-      uint64_t n = 1;
-      while (t->next) { t = t->next; n++; }
-      if (_kite_options.show_stats) h->issued[pg->cls] += n;
-      t->next = pg->free;
-    }
-    pg->free = pg->local_free;
-    pg->local_free = NULL;
-  }
-}
-
-/* Carve up to KITE_EXTEND_BYTES worth of fresh blocks onto the (empty) allocation list. */
-static void page_extend(kite_heap_t *h, kite_page_t *pg) {
-  uint32_t bs = pg->block_size;
-  uint32_t n = KITE_EXTEND_BYTES / bs;
-  if (n == 0) n = 1;
-  if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
-  uint8_t *start = _kite_page_start(pg) + (size_t)pg->capacity * bs;
-  for (uint32_t i = 0; i + 1 < n; i++) {
-    kite_block_t *b = (kite_block_t *)(start + (size_t)i * bs);
-    b->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
-    b->key = (uintptr_t)pg;
-  }
-  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
-  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
-  pg->free = (kite_block_t *)start;
-  __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED); /* read by lookup() in other threads */
-  pg->carved_end = pg->capacity * bs;
-  h->issued[pg->cls] += n;
-}
-
-static void page_init_small(kite_heap_t *h, kite_page_t *pg, unsigned cls) {
-  uint32_t bs = _kite_class_size_[cls];
-  pg->kind = KITE_KIND_SMALL;
-  pg->cls = (uint8_t)cls;
-  pg->block_size = bs;
-  pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
-  pg->reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
-  __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
-  pg->carved_end = 0;
-  pg->used = 0;
-  pg->free = pg->local_free = NULL;
-  pg->thread_free = 0;
-  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
+  h->issued[pg->cls] += _kite_page_extend(pg);
 }
 
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
@@ -193,10 +111,10 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
     pg->next = pg->prev = NULL;
   } else {
     bool zero;
-    pg = _kite_arena_alloc_run(order, &zero);
+    pg = _kite_run_alloc(order, &zero);
     if (!pg) return NULL;
   }
-  page_init_small(h, pg, cls);
+  _kite_page_init_small(pg, h, cls);
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   return pg;
 }
@@ -241,7 +159,7 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
     if (!pg) return NULL;
     pg->next = pg->prev = NULL;
     __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
-    __atomic_fetch_add(&_kite_stats.pages_adopted, 1, __ATOMIC_RELAXED);
+    _kite_stat_add(&_kite_stats.pages_adopted, 1);
     page_collect(h, pg, true);
     if (pg->free || pg->capacity < pg->reserved) {
       q_push_front(&h->queue[cls], pg);
@@ -271,7 +189,7 @@ static kite_heap_t *heap_carve(void) {
   _kite_lock(&heap_lock);
   if (heap_slab_cur == NULL || heap_slab_cur + sz > heap_slab_end) {
     bool zero;
-    kite_page_t *pg = _kite_arena_alloc_run(0, &zero);
+    kite_page_t *pg = _kite_run_alloc(0, &zero);
     if (!pg) { _kite_unlock(&heap_lock); return NULL; }
     pg->kind = KITE_KIND_META;
     heap_slab_cur = _kite_page_start(pg);
@@ -284,7 +202,7 @@ static kite_heap_t *heap_carve(void) {
 }
 
 static KITE_COLD kite_heap_t *heap_create(void) {
-  if (unlikely(_kite_initialized != 2)) _kite_init();
+  _kite_options_ensure();
   _kite_lock(&heap_lock);
   if (!heap_key_made) {
     if (pthread_key_create(&heap_key, heap_thread_done) != 0) {
@@ -340,7 +258,7 @@ static void heap_abandon(kite_heap_t *h) {
         pg->next = abandoned[c];
         __atomic_store_n(&abandoned[c], pg, __ATOMIC_RELAXED); /* peeked unlocked */
         _kite_unlock(&heap_lock);
-        __atomic_fetch_add(&_kite_stats.pages_abandoned, 1, __ATOMIC_RELAXED);
+        _kite_stat_add(&_kite_stats.pages_abandoned, 1);
       }
     }
   }
@@ -405,7 +323,7 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     q_push_front(q, pg);
   }
   heap_pin(h, cls);
-  return page_pop(pg);
+  return _kite_page_pop(pg);
 }
 
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
@@ -414,11 +332,11 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   if (pg) {
     /* sizes above the direct range allocate here; quick refill: the current page's own
      * frees become its allocation list */
-    if (pg->free) return page_pop(pg);
+    if (pg->free) return _kite_page_pop(pg);
     if (pg->local_free && !_kite_options.show_stats) {
       pg->free = pg->local_free;
       pg->local_free = NULL;
-      return page_pop(pg);
+      return _kite_page_pop(pg);
     }
   }
   return malloc_class_generic(h, cls);
@@ -427,7 +345,7 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
 void *_kite_malloc_class(unsigned cls) {
   kite_heap_t *h = _kite_heap_tls;
   kite_page_t *pg = h->queue[cls].first;
-  if (pg && pg->free) return page_pop(pg);
+  if (pg && pg->free) return _kite_page_pop(pg);
   return malloc_class_generic(h, cls);
 }
 
@@ -452,50 +370,10 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
   page_release(h, pg, true);
 }
 
-static bool list_has(const kite_block_t *l, const kite_block_t *b) {
-  for (; l; l = l->next) if (l == b) return true;
-  return false;
-}
-
-void _kite_free_small_any(kite_page_t *pg, kite_block_t *b) {
-  kite_heap_t *h = _kite_heap_tls;
-  bool own = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h;
-  if (unlikely(b->key == (uintptr_t)pg)) {
-    /* The owner can check exactly (nobody else edits its lists; thread_free nodes are
-     * immutable until the owner collects them). Another thread cannot look into the
-     * owner's lists: the key alone decides (a live block whose second word equals its
-     * page descriptor's address is taken for a free one). */
-    if (!own || list_has(pg->free, b) || list_has(pg->local_free, b) ||
-        list_has(KITE_TF_PTR(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE)), b)) {
-      _kite_report_invalid("free(): invalid pointer or double free", b);
-      return;
-    }
-  }
-  b->key = (uintptr_t)pg;
-  if (own) {
-    b->next = pg->local_free;
-    pg->local_free = b;
-    if (--pg->used <= 0) _kite_free_local_slow(h, pg);
-    return;
-  }
-  uintptr_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
-  do {
-    b->next = KITE_TF_PTR(old);
-    nw = (((old >> KITE_TF_SHIFT) + 1) << KITE_TF_SHIFT) | (uintptr_t)b;
-  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-  if (h != &_kite_heap_empty) h->remote_frees++;
-  else __atomic_fetch_add(&_kite_stats.remote_frees, 1, __ATOMIC_RELAXED);
-}
-
-bool _kite_block_is_free_local(kite_page_t *pg, const void *b) {
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return false;
-  return list_has(pg->free, b) || list_has(pg->local_free, b);
-}
-
 /* ---- first-class heaps ---- */
 
 kite_heap_t *_kite_heap_new_user(void) {
-  if (unlikely(_kite_initialized != 2)) _kite_init();
+  _kite_options_ensure();
   _kite_lock(&heap_lock);
   kite_heap_t *h = heap_pool;
   if (h) heap_pool = h->next_all;

@@ -1,5 +1,6 @@
 /* src/heap.h -- per-thread heaps: page queues per size class, the direct[] table the
- * malloc fast path indexes, thread-exit abandonment and adoption of pages.
+ * malloc fast path indexes, thread-exit abandonment and adoption of pages, first-class heaps.
+ * Layer: above page (and huge, arena for runs); below alloc/free.
  *
  * Ownership: a heap is touched only by its thread (and, after the thread exited, by
  * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
@@ -12,6 +13,8 @@
 #ifndef KITE_HEAP_H
 #define KITE_HEAP_H
 #include "types.h"
+#include "sizeclass.h"
+#include "stats.h"
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -43,10 +46,6 @@ void *_kite_malloc_class(unsigned cls);
 kite_heap_t *_kite_heap_get(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
-/* Free block b of small page pg (head descriptor) from any thread; validates nothing. */
-void _kite_free_small_any(kite_page_t *pg, kite_block_t *b);
-/* Is b on the calling thread's own free lists of page pg? (kite_owns) */
-bool _kite_block_is_free_local(kite_page_t *pg, const void *b);
 
 /* First-class heaps (kite_heap_new / kite_heap_destroy). */
 kite_heap_t *_kite_heap_new_user(void);
@@ -55,8 +54,6 @@ void _kite_heap_destroy_user(kite_heap_t *h);
 void _kite_heap_own(kite_heap_t *h, kite_owned_t *o, void *block);
 void _kite_heap_disown(kite_owned_t *o);
 
-/* Class tables (filled by _kite_heap_init_tables). */
-void _kite_heap_init_tables(void);
 /* Release empty cached pages and abandoned empty pages; returns bytes released. */
 size_t _kite_heap_trim(void);
 /* Merge the counters of every heap into out (global ones included). */

@@ -23,7 +23,7 @@ std::new_handler kite_get_new_handler() noexcept __asm__("_ZSt15get_new_handlerv
 void kite_bad_alloc_dtor(void *) __asm__("_ZNSt9bad_allocD1Ev") __attribute__((weak));
 extern char kite_bad_alloc_typeinfo __asm__("_ZTISt9bad_alloc") __attribute__((weak));
 extern void *kite_bad_alloc_vtable[] __asm__("_ZTVSt9bad_alloc") __attribute__((weak));
-void _kite_fmt_write(int fd, const char *s);
+void _kite_write_str(int fd, const char *s);
 }
 
 [[noreturn]] __attribute__((noinline, cold)) static void throw_bad_alloc() {
@@ -33,7 +33,7 @@ void _kite_fmt_write(int fd, const char *s);
     *(void **)e = (void *)(kite_bad_alloc_vtable + 2); /* vptr: past offset-to-top and RTTI */
     kite_cxa_throw(e, &kite_bad_alloc_typeinfo, kite_bad_alloc_dtor);
   }
-  _kite_fmt_write(2, "kite: operator new: out of memory and no C++ runtime to throw std::bad_alloc\n");
+  _kite_write_str(2, "kite: operator new: out of memory and no C++ runtime to throw std::bad_alloc\n");
   __builtin_trap();
 }
 

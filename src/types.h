@@ -24,22 +24,20 @@
  *   arena  = p & ~(KITE_ARENA_SIZE-1)
  *   page   = (kite_page_t *)arena + ((p >> 16) & 1023), then minus head_off.
  *
- * Invariants of a small page (owner = the heap in page->heap; only the owner touches
- * free/local_free/used/capacity and the queue links):
- *   - blocks = capacity carved so far (capacity <= reserved); uncarved memory is untouched,
- *     so a fresh page costs RSS only for what is used. carved_end = capacity * block_size
- *     (bytes): the free fast path accepts only offsets below it (an uncarved "block" pushed
- *     on local_free would be carved again later and handed out twice).
- *   - every carved block is in exactly one of: handed out, free, local_free, thread_free;
- *     the free ones carry key == (uintptr_t)page (double-free detection).
- *   - used (low 31 bits) = carved - |free| - |local_free| - |blocks collected ...| i.e.
- *     the number of blocks handed out plus those sitting in thread_free.
- *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
- *     full list: any local free then takes the generic path, which moves it back.
- *   - thread_free is pushed by other threads (one CAS each, list head + count in one word)
- *     and swapped out whole by the owner (or by whoever holds an abandoned page).
- *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
- *     every free to it is generic.
+ * Which file owns what (each module's header states its invariants and locks; the layers,
+ * bottom up, with arrows only downward -- docs/design.md draws them from the sources):
+ *   os.h / os/linux.c     the only system calls
+ *   message, options, stats, sizeclass   the bottom: reports and formatting, KITE_* options,
+ *                         counters, size-class tables
+ *   buddy (kite/buddy.h)  the buddy page heap inside each arena
+ *   pagemap               "is this address kite's?" (one byte per 64 MiB)
+ *   arena                 64 MiB reservations, runs of units, purge
+ *   huge                  blocks with their own OS mapping, the huge cache
+ *   page                  the small-page life cycle (carve, pop, collect, remote push)
+ *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
+ *   alloc / free          the public entry points (fast paths first)
+ *   introspect, override  statistics and options API; the standard names
+ *   init                  start-up, exit and fork (calls each layer's fork hooks)
  *
  * Build variants (compile definitions)
  *   KITE_OVERRIDE  1: malloc/free/... and C++ operators are defined (kite, kite-static)
@@ -51,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "bits.h"
 
 #ifndef KITE_DEBUG
 /* Assertion level: 0 release, 1 cheap checks, 2 internal, 3 expensive validators. */
@@ -75,11 +74,6 @@
 #define KITE_HIDDEN __attribute__((visibility("hidden")))
 #define KITE_API __attribute__((visibility("default")))
 
-void _kite_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn, cold));
-#define kite_assert(e) do { if (unlikely(KITE_DEBUG >= 1 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
-#define kite_assert_internal(e) do { if (unlikely(KITE_DEBUG >= 2 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
-#define kite_check(e) do { if (unlikely(!(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
-
 /* ---- geometry ---- */
 #define KITE_UNIT_SHIFT 16
 #define KITE_UNIT_SIZE ((size_t)1 << KITE_UNIT_SHIFT)
@@ -88,29 +82,14 @@ void _kite_assert_fail(const char *expr, const char *file, int line) __attribute
 #define KITE_ARENA_MASK (KITE_ARENA_SIZE - 1)
 #define KITE_ARENA_UNITS (1u << (KITE_ARENA_SHIFT - KITE_UNIT_SHIFT))
 #define KITE_ADDR_BITS 47
-#define KITE_PAGEMAP_SIZE ((size_t)1 << (KITE_ADDR_BITS - KITE_ARENA_SHIFT))
 #define KITE_OS_PAGE 4096
-
-/* ---- size classes ----
- * 16..128 in steps of 16 (classes 0..7), then 8 classes per power of two up to 64 KiB
- * (classes 8..79): above 128 bytes a block wastes less than 12.5% of the request; at or
- * below 128 bytes, less than 16 bytes. Every block is 16-byte aligned. */
-#define KITE_CLASSES 80
-#define KITE_SMALL_MAX ((size_t)65536)
-#define KITE_DIRECT_MAX 1024
-#define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX / 16 + 1)
-/* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
-#define KITE_SINGLE_UNIT_MAX ((size_t)8192)
+#define KITE_SMALL_MAX ((size_t)65536)   /* largest small (slab) block; sizeclass.h */
 /* Large objects: buddy runs up to 2^KITE_LARGE_MAX_ORDER units; above: huge (OS map). */
 #define KITE_LARGE_MAX_ORDER 8
 #define KITE_LARGE_MAX (KITE_UNIT_SIZE << KITE_LARGE_MAX_ORDER) /* 16 MiB */
 
 /* page kinds */
 enum { KITE_KIND_FREE = 0, KITE_KIND_META = 1, KITE_KIND_SMALL = 2, KITE_KIND_LARGE = 3 };
-/* pagemap values */
-enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
-
-#define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 
 /* page->thread_free packs the list head (low 48 bits: user addresses are below 2^47) and the
  * number of blocks on it (high 16 bits; a page has at most 4096 blocks), so the owner learns
@@ -134,6 +113,12 @@ typedef struct kite_owned_s {
   void *block;
 } kite_owned_t;
 
+/* The descriptor of one unit of an arena. Fields by the layer that writes them:
+ *   arena: kind (FREE/META until a user sets SMALL/LARGE), head_off, order, heap = NULL
+ *   page:  free, used, block_size, local_free, thread_free, div_magic, capacity, carved_end,
+ *          cls, reserved (small pages)
+ *   heap:  heap, next/prev (queues), owned (first-class heaps)
+ *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
   kite_block_t *free;              /* allocation list (owner only) */
@@ -157,15 +142,7 @@ typedef struct kite_page_s {
 
 _Static_assert(sizeof(kite_page_t) == 128, "page descriptors are 128 bytes");
 
-/* ---- pointer -> metadata ---- */
-extern uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE];
-
-static inline unsigned _kite_pagemap_kind(uintptr_t u) {
-  uintptr_t i = u >> KITE_ARENA_SHIFT;
-  if (unlikely(i >= KITE_PAGEMAP_SIZE)) return KITE_PM_NONE;
-  return __atomic_load_n(&_kite_pagemap[i], __ATOMIC_RELAXED);
-}
-/* Descriptor of the unit holding u (not adjusted for head_off). u must be in an arena. */
+/* ---- address arithmetic of the layout (see the glossary) ---- */
 static inline kite_page_t *_kite_unit_of(uintptr_t u) {
   return (kite_page_t *)(u & ~(uintptr_t)KITE_ARENA_MASK) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
 }
@@ -180,17 +157,6 @@ static inline bool _kite_is_block_offset(const kite_page_t *pg, uint64_t off) {
   return off * pg->div_magic < pg->div_magic;
 }
 
-/* ---- size classes ---- */
-extern uint32_t _kite_class_size_[KITE_CLASSES];  /* block size per class */
-extern uint8_t _kite_class_order_[KITE_CLASSES];   /* page order (log2 units) per class */
-
-static inline unsigned _kite_class_of(size_t n) { /* n <= KITE_SMALL_MAX */
-  if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
-  size_t m = n - 1;
-  unsigned b = 63 - (unsigned)__builtin_clzll(m);
-  return 8 + (b - 7) * 8 + (unsigned)((m >> (b - 3)) & 7);
-}
-
 /* ---- locks (pthread mutexes: held only on slow paths) ---- */
 #include <pthread.h>
 typedef pthread_mutex_t kite_lock_t;
@@ -199,31 +165,4 @@ static inline void _kite_lock(kite_lock_t *l) { pthread_mutex_lock(l); }
 static inline void _kite_unlock(kite_lock_t *l) { pthread_mutex_unlock(l); }
 static inline void _kite_lock_reinit(kite_lock_t *l) { pthread_mutex_init(l, NULL); }
 
-/* ---- statistics (global, atomics; per-heap counters are merged in) ---- */
-typedef struct kite_gstats_s {
-  uint64_t issued[KITE_CLASSES]; /* small blocks handed to allocation lists */
-  uint64_t large_allocs, huge_allocs, remote_frees, invalid_frees;
-  uint64_t committed, peak_committed, purged;
-  uint64_t arenas, pages_fresh, pages_abandoned, pages_adopted;
-} kite_gstats_t;
-extern kite_gstats_t _kite_stats;
-void _kite_stat_commit(int64_t delta);
-
-/* ---- options ---- */
-typedef struct kite_options_s {
-  bool show_stats;   /* KITE_SHOW_STATS: print statistics to stderr at exit */
-  bool verbose;      /* KITE_VERBOSE: report requests that fail for lack of memory */
-  bool abort_on_error; /* KITE_ABORT_ON_ERROR: abort after reporting an invalid free */
-  bool hugepages;    /* KITE_HUGEPAGES: advise transparent huge pages on arenas */
-  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS: how long freed runs stay committed */
-} kite_options_t;
-extern kite_options_t _kite_options;
-
-/* init.c */
-void _kite_init(void);
-extern int _kite_initialized;
-void _kite_report_invalid(const char *what, const void *p);
-/* With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
-void _kite_report_oom(size_t size);
-void _kite_fmt_write(int fd, const char *s);
 #endif

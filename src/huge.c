@@ -1,0 +1,230 @@
+/* src/huge.c -- huge blocks (contract in huge.h).
+ *
+ * Layout of a huge block: base (64 MiB aligned) holds a header page; the user block is at
+ * base + off, off = 4 KiB for align <= 4 KiB, else min(align, 64 MiB). When off > 4 KiB the
+ * gap after the header page is unmapped. Every 64 MiB slot the region touches is marked
+ * KITE_PM_HUGE; the header of a huge block p is at align_down(p - 1, 64 MiB).
+ */
+#include "huge.h"
+#include "arena.h"
+#include "pagemap.h"
+#include "options.h"
+#include "stats.h"
+#include "message.h"
+#include "os.h"
+#include <errno.h>
+
+#define KITE_HUGE_MAGIC 0x6b69746568756765ull /* "kitehuge" */
+
+static kite_lock_t huge_lock = KITE_LOCK_INIT;
+static size_t huge_cache_bytes; /* written under huge_lock, peeked without it */
+
+typedef struct kite_huge_s {
+  uint64_t magic;
+  void *user;
+  size_t user_len; /* mapped bytes at user (multiple of 4 KiB) */
+  size_t off;
+  kite_owned_t owned;
+} kite_huge_t;
+
+static kite_huge_t *huge_header(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  if (u < KITE_OS_PAGE || (u & (KITE_OS_PAGE - 1))) return NULL;
+  uintptr_t base = (u - 1) & ~(uintptr_t)KITE_ARENA_MASK;
+  if (_kite_pagemap_kind(base) != KITE_PM_HUGE) return NULL;
+  kite_huge_t *h = (kite_huge_t *)base;
+  if (h->magic != KITE_HUGE_MAGIC || h->user != p) return NULL;
+  return h;
+}
+
+/* ---- huge cache ----
+ * Freed huge maps without an alignment gap wait here (still mapped, still committed, header
+ * magic cleared) for KITE_PURGE_DELAY_MS, so that programs that free and allocate big buffers
+ * in turn do not fault every page again. A reuse trims the map to the new size. Guarded by
+ * huge_lock; at most HUGE_CACHE_SLOTS maps and HUGE_CACHE_BYTES bytes. */
+#define HUGE_CACHE_SLOTS 8
+#define HUGE_CACHE_BYTES ((size_t)256 << 20)
+typedef struct { kite_huge_t *h; uint64_t freed_ms; } huge_cached_t;
+static huge_cached_t huge_cache[HUGE_CACHE_SLOTS];
+
+static void huge_unmap(kite_huge_t *h) {
+  uintptr_t base = (uintptr_t)h;
+  size_t len = h->user_len, off = h->off;
+  void *p = h->user;
+  h->magic = 0;
+  _kite_pagemap_set(base, off + len, KITE_PM_NONE);
+  if (off > KITE_OS_PAGE) {
+    _kite_os_unmap((void *)base, KITE_OS_PAGE);
+    _kite_os_unmap(p, len);
+  } else {
+    _kite_os_unmap((void *)base, off + len);
+  }
+  _kite_stat_commit(-(int64_t)(len + KITE_OS_PAGE));
+}
+
+/* Unmap cached maps freed before now - delay (all of them if force). Returns bytes. Caller
+ * holds huge_lock; unmapping under it is fine: nothing else in the cache is touched. */
+static size_t huge_cache_expire(bool force, uint64_t now) {
+  size_t r = 0;
+  int64_t delay = _kite_options.purge_delay_ms;
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+    kite_huge_t *h = huge_cache[i].h;
+    if (!h || !(force || (delay >= 0 && now - huge_cache[i].freed_ms >= (uint64_t)delay))) continue;
+    huge_cache[i].h = NULL;
+    __atomic_store_n(&huge_cache_bytes, huge_cache_bytes - h->user_len, __ATOMIC_RELAXED);
+    r += h->user_len + KITE_OS_PAGE;
+    huge_unmap(h);
+  }
+  return r;
+}
+
+/* Trim the user part of h to len bytes (len <= user_len, multiples of 4 KiB). */
+static void huge_trim(kite_huge_t *h, size_t len) {
+  uintptr_t base = (uintptr_t)h;
+  size_t old = h->user_len;
+  if (len == old) return;
+  _kite_os_unmap((uint8_t *)h->user + len, old - len);
+  h->user_len = len;
+  uintptr_t first_gone = ((base + h->off + len - 1) >> KITE_ARENA_SHIFT) + 1;
+  uintptr_t last = (base + h->off + old - 1) >> KITE_ARENA_SHIFT;
+  for (uintptr_t i = first_gone; i <= last; i++)
+    if (i < KITE_PAGEMAP_SIZE) __atomic_store_n(&_kite_pagemap[i], KITE_PM_NONE, __ATOMIC_RELEASE);
+  _kite_stat_commit(-(int64_t)(old - len));
+}
+
+static kite_huge_t *huge_cache_take(size_t len) {
+  int best = -1;
+  _kite_lock(&huge_lock);
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+    kite_huge_t *h = huge_cache[i].h;
+    if (h && h->user_len >= len && (best < 0 || h->user_len < huge_cache[best].h->user_len)) best = i;
+  }
+  kite_huge_t *h = NULL;
+  if (best >= 0) {
+    h = huge_cache[best].h;
+    huge_cache[best].h = NULL;
+    __atomic_store_n(&huge_cache_bytes, huge_cache_bytes - h->user_len, __ATOMIC_RELAXED);
+  }
+  _kite_unlock(&huge_lock);
+  return h;
+}
+
+void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
+  if (align < KITE_OS_PAGE) align = KITE_OS_PAGE;
+  size_t len = (size + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  if (len < size || len > ((size_t)1 << KITE_ADDR_BITS)) { errno = ENOMEM; return NULL; }
+  *zero = true;
+  if (align == KITE_OS_PAGE && __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) {
+    kite_huge_t *c = huge_cache_take(len);
+    if (c) {
+      huge_trim(c, len);
+      c->magic = KITE_HUGE_MAGIC;
+      *zero = false;
+      __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
+      return c->user;
+    }
+  }
+  size_t off = align > KITE_OS_PAGE ? (align < KITE_ARENA_SIZE ? align : KITE_ARENA_SIZE) : KITE_OS_PAGE;
+  size_t extra = align > KITE_ARENA_SIZE ? align - KITE_ARENA_SIZE : 0;
+  if (extra >= ((size_t)1 << KITE_ADDR_BITS)) { errno = ENOMEM; return NULL; }
+  size_t total = off + len + extra;
+  uint8_t *raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
+  if (!raw && __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) { /* the OS refused: give back cached huge maps, retry */
+    _kite_lock(&huge_lock);
+    huge_cache_expire(true, 0);
+    _kite_unlock(&huge_lock);
+    raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
+  }
+  if (!raw) return NULL;
+  uintptr_t p = ((uintptr_t)raw + off + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t base = p - off;
+  if ((uintptr_t)raw + total > ((uintptr_t)1 << KITE_ADDR_BITS)) {
+    _kite_os_unmap(raw, total);
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (base > (uintptr_t)raw) _kite_os_unmap(raw, base - (uintptr_t)raw);
+  if ((uintptr_t)raw + total > p + len) _kite_os_unmap((void *)(p + len), (uintptr_t)raw + total - (p + len));
+  if (off > KITE_OS_PAGE) _kite_os_unmap((void *)(base + KITE_OS_PAGE), off - KITE_OS_PAGE);
+  kite_huge_t *h = (kite_huge_t *)base;
+  h->magic = KITE_HUGE_MAGIC;
+  h->user = (void *)p;
+  h->user_len = len;
+  h->off = off;
+  _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
+  _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
+  __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
+  return (void *)p;
+}
+
+kite_owned_t *_kite_huge_owned(const void *p) {
+  kite_huge_t *h = huge_header(p);
+  return h ? &h->owned : NULL;
+}
+
+size_t _kite_huge_usable(const void *p) {
+  kite_huge_t *h = huge_header(p);
+  return h ? h->user_len : 0;
+}
+
+bool _kite_huge_free(void *p) {
+  kite_huge_t *h = huge_header(p);
+  if (!h) return false;
+  h->magic = 0; /* a second free is reported; the cache keeps it mapped for a while */
+  int64_t delay = _kite_options.purge_delay_ms;
+  if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {
+    uint64_t now = _kite_os_now_ms();
+    _kite_lock(&huge_lock);
+    huge_cache_expire(false, now);
+    int slot = -1;
+    for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++) if (!huge_cache[i].h) slot = i;
+    if (slot >= 0 && huge_cache_bytes + h->user_len <= HUGE_CACHE_BYTES) {
+      huge_cache[slot].h = h;
+      huge_cache[slot].freed_ms = now;
+      __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + h->user_len, __ATOMIC_RELAXED);
+      h = NULL;
+    }
+    _kite_unlock(&huge_lock);
+    if (!h) return true;
+  }
+  huge_unmap(h);
+  return true;
+}
+
+bool _kite_huge_resize(void *p, size_t new_size) {
+  kite_huge_t *h = huge_header(p);
+  if (!h) return false;
+  size_t len = (new_size + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  if (len < new_size || len == 0) return false;
+  if (len == h->user_len) return true;
+  if (len < h->user_len) {
+    huge_trim(h, len);
+    return true;
+  }
+  if ((uintptr_t)p + len > ((uintptr_t)1 << KITE_ADDR_BITS)) return false;
+  void *q = _kite_os_remap(p, h->user_len, len, false);
+  if (q != p) return false;
+  _kite_stat_commit((int64_t)(len - h->user_len));
+  _kite_pagemap_set((uintptr_t)p, len, KITE_PM_HUGE);
+  h->user_len = len;
+  return true;
+}
+
+size_t _kite_huge_cache_release(bool force) {
+  if (!__atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) return 0;
+  _kite_lock(&huge_lock);
+  size_t r = huge_cache_expire(force, _kite_os_now_ms());
+  _kite_unlock(&huge_lock);
+  if (r) _kite_stat_add(&_kite_stats.purged, r);
+  return r;
+}
+
+kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
+  kite_page_t *pg = _kite_arena_alloc_run(order, zero);
+  if (!pg && _kite_huge_cache_release(true)) pg = _kite_arena_alloc_run(order, zero);
+  return pg;
+}
+
+void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }
+void _kite_huge_fork_parent(void) { _kite_unlock(&huge_lock); }
+void _kite_huge_fork_child(void) { _kite_lock_reinit(&huge_lock); }

@@ -1,0 +1,31 @@
+/* src/huge.h -- huge blocks: one OS mapping per block (above KITE_LARGE_MAX, or with an
+ * alignment no buddy run can give), and a small cache of freed maps.
+ *
+ * Layer: above os, pagemap and arena; below page, heap and alloc/free.
+ * Locking: huge_lock guards the cache; the page map is written with atomics, always
+ * cleared before the memory it covers goes back to the OS.
+ */
+#ifndef KITE_HUGE_H
+#define KITE_HUGE_H
+#include "types.h"
+
+/* An OS mapping for size bytes aligned to align, possibly a cached one (then *zero =
+ * false). NULL + ENOMEM. */
+void *_kite_huge_alloc(size_t size, size_t align, bool *zero);
+/* The usable size of huge block p, or 0 if p is not the start of a live huge block. */
+size_t _kite_huge_usable(const void *p);
+/* Free a huge block; returns false (and does nothing) if p is not one. */
+bool _kite_huge_free(void *p);
+/* The first-class-heap link of huge block p (NULL if p is not one). */
+kite_owned_t *_kite_huge_owned(const void *p);
+/* Resize in place (shrink, or grow if the address space after it is free). */
+bool _kite_huge_resize(void *p, size_t new_size);
+/* Unmap cached maps: all of them (force) or those older than the purge delay. Bytes. */
+size_t _kite_huge_cache_release(bool force);
+/* A run from the arenas; when the OS refuses a new arena, the huge cache is given back and
+ * the run tried once more. NULL + ENOMEM. */
+kite_page_t *_kite_run_alloc(unsigned order, bool *zero);
+void _kite_huge_fork_prepare(void);
+void _kite_huge_fork_parent(void);
+void _kite_huge_fork_child(void);
+#endif

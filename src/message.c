@@ -1,0 +1,84 @@
+/* src/message.c -- assertions, reports and the formatter (contract in message.h). */
+#include "message.h"
+#include "options.h"
+#include "stats.h"
+#include "os.h"
+
+void _kite_out_flush(kite_out_t *o) { _kite_os_write(o->fd, o->buf, o->len); o->len = 0; }
+
+void _kite_out_str(kite_out_t *o, const char *s) {
+  while (*s) { if (o->len == sizeof o->buf) _kite_out_flush(o); o->buf[o->len++] = *s++; }
+}
+
+void _kite_out_u64w(kite_out_t *o, uint64_t v, unsigned width) {
+  char t[24]; unsigned i = 0;
+  do { t[i++] = (char)('0' + v % 10); v /= 10; } while (v);
+  char s[48]; unsigned j = 0;
+  while (j + i < width && j < 24) s[j++] = ' ';
+  while (i) s[j++] = t[--i];
+  s[j] = 0;
+  _kite_out_str(o, s);
+}
+
+void _kite_out_u64(kite_out_t *o, uint64_t v) { _kite_out_u64w(o, v, 0); }
+
+void _kite_out_hex(kite_out_t *o, uint64_t v) {
+  char s[19]; s[0] = '0'; s[1] = 'x';
+  int i = 0; char t[16];
+  do { t[i++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+  int j = 2;
+  while (i) s[j++] = t[--i];
+  s[j] = 0;
+  _kite_out_str(o, s);
+}
+
+void _kite_out_bytes(kite_out_t *o, uint64_t v) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0; uint64_t scaled = v * 10;
+  while (scaled >= 10240 && u < 4) { scaled /= 1024; u++; }
+  _kite_out_u64(o, scaled / 10);
+  if (u) { _kite_out_str(o, "."); _kite_out_u64(o, scaled % 10); }
+  _kite_out_str(o, " "); _kite_out_str(o, units[u]);
+}
+
+void _kite_write_str(int fd, const char *s) {
+  kite_out_t o = {.len = 0, .fd = fd};
+  _kite_out_str(&o, s);
+  _kite_out_flush(&o);
+}
+
+void _kite_assert_fail(const char *expr, const char *file, int line) {
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: assertion failed: "); _kite_out_str(&o, expr);
+  _kite_out_str(&o, " ("); _kite_out_str(&o, file); _kite_out_str(&o, ":");
+  _kite_out_u64(&o, (uint64_t)line); _kite_out_str(&o, ")\n");
+  _kite_out_flush(&o);
+  _kite_os_abort();
+}
+
+bool _kite_check_failed(const char *what, uint64_t detail) {
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: check failed: "); _kite_out_str(&o, what);
+  _kite_out_str(&o, " ("); _kite_out_u64(&o, detail); _kite_out_str(&o, ")\n");
+  _kite_out_flush(&o);
+  return false;
+}
+
+void _kite_report_invalid(const char *what, const void *p) {
+  _kite_stat_add(&_kite_stats.invalid_frees, 1);
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
+  _kite_out_hex(&o, (uintptr_t)p);
+  _kite_out_str(&o, _kite_options.abort_on_error ? " (aborting)\n" : " (ignored)\n");
+  _kite_out_flush(&o);
+  if (_kite_options.abort_on_error) _kite_os_abort();
+}
+
+void _kite_report_oom(size_t size) {
+  if (!_kite_options.verbose) return;
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: out of memory: the OS refused memory for a request of ");
+  _kite_out_u64(&o, size);
+  _kite_out_str(&o, " bytes (NULL, errno ENOMEM)\n");
+  _kite_out_flush(&o);
+}

@@ -1,0 +1,44 @@
+/* src/message.h -- assertions, error reports and a formatter that never allocates.
+ *
+ * Layer: bottom (used by every module). Nothing here calls malloc: text is formatted into
+ * a stack buffer (kite_out_t) and written with write(2) through os.h.
+ *
+ * Assertions are graded by KITE_DEBUG and always type-checked:
+ *   kite_assert(e)            KITE_DEBUG >= 1  cheap invariants on slow paths
+ *   kite_assert_internal(e)   KITE_DEBUG >= 2  internal invariants; validators after slow ops
+ *   kite_assert_expensive(e)  KITE_DEBUG >= 3  whole-structure validators
+ *   kite_check(e)             always           conditions whose failure means corruption
+ */
+#ifndef KITE_MESSAGE_H
+#define KITE_MESSAGE_H
+#include "types.h"
+
+void _kite_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn, cold));
+#define kite_assert(e) do { if (unlikely(KITE_DEBUG >= 1 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+#define kite_assert_internal(e) do { if (unlikely(KITE_DEBUG >= 2 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+#define kite_assert_expensive(e) do { if (unlikely(KITE_DEBUG >= 3 && !(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+#define kite_check(e) do { if (unlikely(!(e))) _kite_assert_fail(#e, __FILE__, __LINE__); } while (0)
+
+/* A validator found a broken invariant: print "kite: check failed: WHAT (DETAIL)" and return
+ * false, so validators read `if (bad) return _kite_check_failed("...", x);`. */
+bool _kite_check_failed(const char *what, uint64_t detail) __attribute__((cold));
+
+/* An invalid or double free (or another misuse): counted, reported on stderr, and then
+ * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
+void _kite_report_invalid(const char *what, const void *p);
+/* With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
+void _kite_report_oom(size_t size);
+
+/* Write string s to fd (best effort; for C++ callers that have no kite_out_t). */
+void _kite_write_str(int fd, const char *s);
+
+/* The formatter: a buffer flushed to fd when full and by _kite_out_flush. */
+typedef struct { char buf[512]; size_t len; int fd; } kite_out_t;
+void _kite_out_flush(kite_out_t *o);
+void _kite_out_str(kite_out_t *o, const char *s);
+void _kite_out_u64(kite_out_t *o, uint64_t v);
+/* v right-aligned in width columns */
+void _kite_out_u64w(kite_out_t *o, uint64_t v, unsigned width);
+void _kite_out_hex(kite_out_t *o, uint64_t v);
+void _kite_out_bytes(kite_out_t *o, uint64_t v); /* "12.3 MiB" */
+#endif

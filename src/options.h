@@ -1,0 +1,31 @@
+/* src/options.h -- run-time options, read once from KITE_<NAME> environment variables.
+ *
+ * Layer: bottom. Reading uses getenv, which does not allocate; a lower layer that needs an
+ * option before the library constructor ran calls _kite_options_ensure() (cheap when read).
+ * Build-time defaults: -DKITE_DEFAULT_<NAME>=value.
+ */
+#ifndef KITE_OPTIONS_H
+#define KITE_OPTIONS_H
+#include "types.h"
+
+#ifndef KITE_DEFAULT_PURGE_DELAY_MS
+/* Default for KITE_PURGE_DELAY_MS: free runs stay committed this long (0: purge at once). */
+#define KITE_DEFAULT_PURGE_DELAY_MS 10
+#endif
+
+typedef struct kite_options_s {
+  bool show_stats;        /* KITE_SHOW_STATS (0): print statistics to stderr at exit */
+  bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
+  bool abort_on_error;    /* KITE_ABORT_ON_ERROR (0): abort after reporting an invalid free */
+  bool hugepages;         /* KITE_HUGEPAGES (0): advise transparent huge pages on arenas */
+  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): how long freed runs stay committed */
+} kite_options_t;
+extern kite_options_t _kite_options;
+
+/* 0: not read yet, 1: being read by one thread, 2: read. */
+extern int _kite_options_state;
+void _kite_options_read(void) __attribute__((cold, noinline));
+static inline void _kite_options_ensure(void) {
+  if (unlikely(__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2)) _kite_options_read();
+}
+#endif

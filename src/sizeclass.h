@@ -1,0 +1,39 @@
+/* src/sizeclass.h -- size classes: sizes, page orders, and the size -> class map.
+ *
+ * 16..128 in steps of 16 (classes 0..7), then 8 classes per power of two up to 64 KiB
+ * (classes 8..79): above 128 bytes a block wastes less than 12.5% of the request; at or
+ * below 128 bytes, less than 16 bytes. Every block is 16-byte aligned.
+ *   size(c)  = 16 (c + 1)                                          c < 8
+ *            = 2^(7 + (c-8)/8) + ((c-8) mod 8 + 1) 2^((c-8)/8 + 4)  c >= 8
+ *   order(c) = smallest k with 8 blocks in 2^k units (0 up to 8 KiB blocks)
+ * The tables are constants (sizeclass.c): nothing to initialize at start-up;
+ * _kite_sizeclass_check() recomputes them from the formulas.
+ * Layer: bottom (used by page, heap, alloc); includes only types.h.
+ */
+#ifndef KITE_SIZECLASS_H
+#define KITE_SIZECLASS_H
+#include "types.h"
+
+#define KITE_CLASSES 80
+#define KITE_DIRECT_MAX 1024                          /* malloc fast path: n <= this */
+#define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX / 16 + 1)  /* heap->direct[(n + 15) / 16] */
+#define KITE_DIRECT_CLASSES 32                          /* classes reachable from direct[] */
+/* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
+#define KITE_SINGLE_UNIT_MAX ((size_t)8192)
+
+extern const uint32_t _kite_class_size_[KITE_CLASSES]; /* block size per class */
+extern const uint8_t _kite_class_order_[KITE_CLASSES]; /* page order (log2 units) per class */
+/* direct[] slots of class c (c < KITE_DIRECT_CLASSES): slot_lo[c] .. slot_hi[c] */
+extern const uint8_t _kite_class_slot_lo_[KITE_DIRECT_CLASSES];
+extern const uint8_t _kite_class_slot_hi_[KITE_DIRECT_CLASSES];
+
+static inline unsigned _kite_class_of(size_t n) { /* n <= KITE_SMALL_MAX */
+  if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
+  size_t m = n - 1;
+  unsigned b = 63 - (unsigned)__builtin_clzll(m);
+  return 8 + (b - 7) * 8 + (unsigned)((m >> (b - 3)) & 7);
+}
+
+/* Recompute every table from the formulas above; false (with a message) on a mismatch. */
+bool _kite_sizeclass_check(void);
+#endif

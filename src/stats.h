@@ -1,0 +1,23 @@
+/* src/stats.h -- process-wide counters (atomics). Per-heap counters live in the heaps and
+ * are merged in by heap.c (_kite_heap_collect_stats); printing is in introspect.c.
+ * Layer: bottom.
+ */
+#ifndef KITE_STATS_H
+#define KITE_STATS_H
+#include "types.h"
+#include "sizeclass.h"
+
+typedef struct kite_gstats_s {
+  uint64_t issued[KITE_CLASSES]; /* small blocks handed to allocation lists */
+  uint64_t large_allocs, huge_allocs, remote_frees, invalid_frees;
+  uint64_t committed, peak_committed, purged;
+  uint64_t arenas, pages_fresh, pages_abandoned, pages_adopted;
+} kite_gstats_t;
+extern kite_gstats_t _kite_stats;
+
+/* Committed bytes changed by delta (peak_committed follows). */
+void _kite_stat_commit(int64_t delta);
+static inline void _kite_stat_add(uint64_t *counter, uint64_t n) {
+  __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+#endif
