@@ -8,7 +8,7 @@
 # visibility with only the API exported, no semantic interposition, initial-exec TLS.
 set(_kc ${PROJECT_SOURCE_DIR}/src)
 set(KITE_CORE_SOURCES ${_kc}/alloc.c ${_kc}/heap.c ${_kc}/arena.c ${_kc}/init.c ${_kc}/os/linux.c
-    ${_kc}/buddy.c)
+    ${_kc}/buddy.c ${_kc}/version.c)
 set(KITE_CORE_FLAGS -fvisibility=hidden -fno-semantic-interposition -ftls-model=initial-exec
     -fno-plt -fno-stack-protector)
 

@@ -94,7 +94,7 @@ set(KITE_FUZZ_RUNS 200000 CACHE STRING "libFuzzer -runs for each fuzzer's CTest 
 set(KITE_FUZZ_SECONDS 20 CACHE STRING "libFuzzer -max_total_time for each fuzzer's CTest run")
 
 set(_kf_src ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(_kf_inc ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+set(_kf_inc ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
 
 if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_kite.c)
   set(_kf_dbg ${KITE_DEBUG})
