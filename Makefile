@@ -22,9 +22,9 @@ build: build/.configured
 	$(CMAKE) --build build -j $(JOBS)
 
 venv: $(PY_VENV)/.ok
-$(PY_VENV)/.ok: requirements.txt
+$(PY_VENV)/.ok: requirements.txt constraints.txt
 	python3 -m venv $(PY_VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	@touch $@
 
 test-main: build venv
