@@ -61,4 +61,4 @@ deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-deb

@@ -9,7 +9,7 @@
 # Each program checks its own results and that kite served its allocations (consumer.h).
 # Exit 77 (skip) when pkg-config is missing (.ci/run installs it).
 set -euo pipefail
-build=$(realpath "$1"); src=$(realpath "$2"); given_prefix=${3:-}
+build=${1:+$(realpath "$1")}; src=$(realpath "$2"); given_prefix=${3:-}
 command -v pkg-config >/dev/null || { echo "SKIP: pkg-config is not installed"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -39,7 +39,7 @@ soname=$(objdump -p "$libdir/libkite.so.$version" | awk '$1 == "SONAME" { print 
 [ "$soname" = "libkite.so.$major" ] || fail "SONAME is '$soname', want libkite.so.$major"
 for f in include/kite.h include/kite/buddy.h include/kite/version.h bin/kite-replay bin/kite-trace \
          share/man/man3/kite.3 share/man/man1/kite-replay.1 share/man/man1/kite-trace.1; do
-  [ -e "$prefix/$f" ] || fail "missing $prefix/$f"
+  [ -e "$prefix/$f" ] || [ -e "$prefix/$f.gz" ] || fail "missing $prefix/$f"   # .gz: Debian's
 done
 # the installed tools run from the tree
 "$prefix/bin/kite-replay" --list | grep -qx kite || fail "installed kite-replay --list has no kite"
@@ -73,10 +73,16 @@ if [ -x "$tmp/cmake/app_c" ]; then
   ! objdump -p "$tmp/cmake/app_c_static" | grep -q 'NEEDED.*libkite' || fail "static app needs libkite.so"
 fi
 
-# 2: pkg-config
+# 2: pkg-config (an unpacked package says prefix=/usr: look at it through a sysroot)
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
+pc_prefix=$(pkg-config --variable=prefix kite)
+if [ "$pc_prefix" != "$prefix" ] && [ "${prefix%"$pc_prefix"}" != "$prefix" ]; then
+  export PKG_CONFIG_SYSROOT_DIR=${prefix%"$pc_prefix"}
+fi
 [ "$(pkg-config --modversion kite)" = "$version" ] || fail "pkg-config --modversion kite"
 pc_libdir=$(pkg-config --variable=libdir kite)
+sysroot=${PKG_CONFIG_SYSROOT_DIR:-}
+[ -z "$sysroot" ] || [ "${pc_libdir#"$sysroot"}" != "$pc_libdir" ] || pc_libdir=$sysroot$pc_libdir
 [ "$(realpath "$pc_libdir")" = "$(realpath "$libdir")" ] || fail "kite.pc libdir $pc_libdir, want $libdir"
 # shellcheck disable=SC2046
 cc -o "$tmp/pc_c" "$src/tests/install/app.c" $(pkg-config --cflags --libs kite) -Wl,-rpath,"$pc_libdir" \
