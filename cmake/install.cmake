@@ -96,7 +96,7 @@ add_test(NAME help COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_help.sh
          ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(help PROPERTIES LABELS "tools;package" TIMEOUT 120)
 
-add_test(NAME man COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/test_man.sh ${PROJECT_SOURCE_DIR}/man)
+add_test(NAME man COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/test_man.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(man PROPERTIES LABELS package TIMEOUT 60 SKIP_RETURN_CODE 77)
 
 add_test(NAME install COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/test_install.sh

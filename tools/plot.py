@@ -21,10 +21,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kitecommon  # noqa: E402
 
-import matplotlib
+# matplotlib.pyplot, imported by draw_all: -h and load_results work without matplotlib
+plt = None
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+def _load_pyplot():
+    global plt
+    if plt is None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+        plt = matplotlib.pyplot
 
 MARKERS = "osD^v<>pP*Xh"
 
@@ -158,6 +165,7 @@ def load_results(path):
 
 
 def draw_all(results, out_dir):
+    _load_pyplot()
     os.makedirs(out_dir, exist_ok=True)
     files = []
 

@@ -7,7 +7,11 @@ set -uo pipefail
 src=$1
 command -v groff >/dev/null || { echo "SKIP: groff is not installed"; exit 77; }
 fails=0
-for page in "$src"/man/*.[1-8]; do
+shopt -s nullglob
+pages=("$src"/man/*.[1-8])
+[ "${#pages[@]}" = 3 ] || { echo "FAIL: want kite.3, kite-replay.1, kite-trace.1 in $src/man, found ${#pages[@]} pages"; fails=$((fails + 1)); }
+for page in "${pages[@]}"; do
+  before=$fails
   err=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$page" 2>&1)
   [ -z "$err" ] || { echo "FAIL: groff warnings in $page:"; echo "$err"; fails=$((fails + 1)); }
   if command -v man >/dev/null; then
@@ -16,12 +20,16 @@ for page in "$src"/man/*.[1-8]; do
   fi
   out=$(LC_ALL=C.UTF-8 MANWIDTH=80 groff -man -Tutf8 "$page" 2>/dev/null | grep -c .)
   [ "$out" -gt 20 ] || { echo "FAIL: $page renders to $out lines"; fails=$((fails + 1)); }
-  echo "ok: $(basename "$page")"
+  [ "$fails" != "$before" ] || echo "ok: $(basename "$page")"
 done
-for v in $(grep -rhoE '"KITE_[A-Z_]+"' "$src/src" | tr -d '"' | sort -u); do
+vars=$(grep -rhoE '"KITE_[A-Z_]+"' "$src/src" | tr -d '"' | sort -u)
+[ -n "$vars" ] || { echo "FAIL: no KITE_* variable found in $src/src"; fails=$((fails + 1)); }
+for v in $vars; do
   grep -q "^\.B $v\$" "$src/man/kite.3" || { echo "FAIL: kite.3 does not describe $v"; fails=$((fails + 1)); }
 done
-for fn in $(grep -oE '\bkite_[a-z_]+\(' "$src/include/kite.h" | tr -d '(' | sort -u); do
+fns=$(grep -oE '\bkite_[a-z_]+\(' "$src/include/kite.h" | tr -d '(' | sort -u)
+[ -n "$fns" ] || { echo "FAIL: no kite_* function found in $src/include/kite.h"; fails=$((fails + 1)); }
+for fn in $fns; do
   grep -q "\b$fn\b" "$src/man/kite.3" || { echo "FAIL: kite.3 does not mention $fn"; fails=$((fails + 1)); }
 done
 [ "$fails" = 0 ]

@@ -3,7 +3,7 @@
 # usage on stdout and exit 0, and a bad option with its usage on stderr, nothing on stdout and
 # exit 2: the built binaries (workloads, kite-bench-exec, kite-replay, kite-buddy-bench,
 # kite-fastpath) and the scripts (tools/, bench/). Python scripts run with the repository's
-# .venv when it exists (plot.py needs its matplotlib; it is skipped without one).
+# .venv when it exists (none needs a package for its help).
 set -uo pipefail
 build=$(realpath "$1"); src=$(realpath "$2")
 py=$src/.venv/bin/python; [ -x "$py" ] || py=python3
@@ -36,14 +36,9 @@ for exe in "$build"/kite-wl-* "$build"/kite-bench-exec "$build"/kite-replay "$bu
   check "$(basename "$exe")" "$exe"
 done
 for s in tools/kite-trace tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
-         bench/run.py bench/seed_tables.py; do
+         tools/plot.py bench/run.py bench/seed_tables.py; do
   check "$s" "$py" "$src/$s"
 done
-if "$py" -c 'import matplotlib' 2>/dev/null; then
-  check tools/plot.py "$py" "$src/tools/plot.py"
-else
-  echo "skipped: tools/plot.py (no matplotlib for $py; make venv provides it)"
-fi
 check bench/fastpath.sh bash "$src/bench/fastpath.sh"
 # the scripts are executable themselves (the README runs them so)
 for s in tools/kite-trace tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
