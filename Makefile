@@ -4,13 +4,17 @@
 #   make bench   build, then compare kite with glibc and the installed peers (short size),
 #                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
+#   make install PREFIX=/usr/local   install the library, headers, kite.pc, the CMake package,
+#                tools and man pages (cmake --install build --prefix PREFIX)
+#   make deb     the Debian packages (libkite0, libkite-dev, kite-tools) into build-deb/, and
+#                their test (tests/install/test_deb.sh: lintian, unpack, consumer programs)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench lab venv clean
+.PHONY: all build test test-main test-asan test-tsan bench lab venv clean install deb
 
 all: build
 
@@ -22,9 +26,9 @@ build: build/.configured
 	$(CMAKE) --build build -j $(JOBS)
 
 venv: $(PY_VENV)/.ok
-$(PY_VENV)/.ok: requirements.txt
+$(PY_VENV)/.ok: requirements.txt constraints.txt
 	python3 -m venv $(PY_VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	@touch $@
 
 test-main: build venv
@@ -49,5 +53,12 @@ bench: build venv
 lab: build venv
 	$(PY) tools/lab.py
 
+PREFIX ?= /usr/local
+install: build
+	$(CMAKE) --install build --prefix $(PREFIX)
+
+deb:
+	bash tests/install/test_deb.sh $(CURDIR) build-deb
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-deb

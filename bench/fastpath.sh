@@ -7,6 +7,17 @@
 # (/usr/lib/x86_64-linux-gnu/libmimalloc.so.2) when installed. Output: a table
 #   allocator size instr/pair
 set -euo pipefail
+usage() {
+  echo "usage: bench/fastpath.sh [-h] [BUILD_DIR]"
+  echo "  instructions per malloc+free pair for glibc, kite and mimalloc (when installed),"
+  echo "  counted with callgrind; BUILD_DIR (default: build) holds kite-fastpath and libkite.so."
+  echo "  Environment: FASTPATH_N1, FASTPATH_N2 (pair counts), FASTPATH_SIZES (sizes)."
+}
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  -*) echo "fastpath.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { usage >&2; exit 2; }
 BUILD=${1:-build}
 BIN="$BUILD/kite-fastpath"
 N1=${FASTPATH_N1:-100000}

@@ -20,6 +20,7 @@
  * Any wrong result (an index handed out twice, a failed free, a wrong free-unit count) prints
  * FAILED and makes the exit status 1: a broken run is never reported as a time.
  */
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,16 +284,30 @@ int main(int argc, char **argv) {
   const char *variant = NULL;
   unsigned reps = 5;
   uint64_t ops = 2000000;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
-    else if (!strcmp(argv[i], "--variant") && i + 1 < argc) variant = argv[++i];
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = (unsigned)strtoul(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = strtoull(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "--list")) {
-      for (const lab_buddy_policy_t *const *p = lab_buddy_policies(); *p; p++) puts((*p)->name);
-      return 0;
-    } else { usage(stderr); return 2; }
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},     {"variant", required_argument, NULL, 'v'},
+      {"reps", required_argument, NULL, 'r'}, {"ops", required_argument, NULL, 'o'},
+      {"list", no_argument, NULL, 'l'},     {NULL, 0, NULL, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    char *end = NULL;
+    switch (c) {
+      case 'h': usage(stdout); return 0;
+      case 'v': variant = optarg; break;
+      case 'r': reps = (unsigned)strtoul(optarg, &end, 0); break;
+      case 'o': ops = strtoull(optarg, &end, 0); break;
+      case 'l':
+        for (const lab_buddy_policy_t *const *p = lab_buddy_policies(); *p; p++) puts((*p)->name);
+        return 0;
+      default: usage(stderr); return 2;
+    }
+    if (end && (end == optarg || *end)) {
+      fprintf(stderr, "kite-buddy-bench: '%s' is not a number\n", optarg);
+      usage(stderr);
+      return 2;
+    }
   }
+  if (optind < argc) { usage(stderr); return 2; }
   if (reps == 0) reps = 1;
   if (ops < 100) ops = 100;
 

@@ -31,8 +31,9 @@ What it does
     (first line: the exact command), results.md (tables), and, unless --no-charts, PNG
     charts: time_ratio.png, peak_rss.png, scaling.png. The markdown table is also printed.
 
-Only the standard library is needed with --no-charts and --no-progress; matplotlib draws
-the charts and tqdm shows progress (both in the project's .venv, see requirements.txt).
+Only the standard library is needed with --no-charts; matplotlib draws the charts (in the
+project's .venv, see requirements.txt). Progress is a line per run on stderr, or a bar when
+tqdm happens to be installed.
 """
 
 import argparse

@@ -41,6 +41,14 @@ if(NOT KITE_FUZZ_CC OR NOT KITE_FUZZ_OK)
 endif()
 message(STATUS "kite: fuzzers built with ${KITE_FUZZ_CC}")
 
+# Depfiles name their object by absolute path; under the old policy Ninja expects the path as
+# written in build.ninja, finds a mismatch and rebuilds every fuzz object on every build. The
+# new policy (CMake >= 3.20) has the generator translate the depfile, so a build with nothing
+# changed does no work.
+if(POLICY CMP0116)
+  cmake_policy(SET CMP0116 NEW)
+endif()
+
 # _kite_fuzz_target(NAME MAIN main.c SOURCES other.c... INCLUDES dirs... DEFINES defs...)
 # Objects are compiled one by one (header dependencies via depfiles); only the fuzzer's own
 # source is compiled with -Werror: clang may warn on other components' code where gcc does not,
@@ -86,7 +94,7 @@ set(KITE_FUZZ_RUNS 200000 CACHE STRING "libFuzzer -runs for each fuzzer's CTest 
 set(KITE_FUZZ_SECONDS 20 CACHE STRING "libFuzzer -max_total_time for each fuzzer's CTest run")
 
 set(_kf_src ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(_kf_inc ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
+set(_kf_inc ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include ${PROJECT_SOURCE_DIR}/tests)
 
 if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_kite.c)
   set(_kf_dbg ${KITE_DEBUG})

@@ -14,9 +14,6 @@
 extern "C" {
 #endif
 
-#define KITE_VERSION_MAJOR 0
-#define KITE_VERSION_MINOR 1
-
 /* The standard family, kite's own entry points. */
 void *kite_malloc(size_t size);
 void kite_free(void *p);
@@ -77,6 +74,9 @@ typedef enum kite_option_e {
 } kite_option_t;
 long kite_option_get(kite_option_t option);
 void kite_option_set(kite_option_t option, long value);
+
+/* The loaded library's version, "MAJOR.MINOR.PATCH" (compile-time: <kite/version.h>). */
+const char *kite_version(void);
 
 #ifdef __cplusplus
 }

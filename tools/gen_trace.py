@@ -19,6 +19,7 @@ Every trace ends by freeing every live id. OUT ending in .script (the default: s
 .script) gets the seed's format, anything else a kite trace. The suggested timing range is
 printed on stderr as "-r START END". Same seed, same trace.
 """
+import argparse
 import math
 import os
 import random
@@ -103,28 +104,23 @@ def from_dist(path, n, rng):
 
 
 def main(argv):
-    out, seed, max_live, max_size = None, 1, 1000, 4096
-    pos = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in ("-h", "--help"):
-            print(__doc__.strip())
-            return 0
-        if a in ("-o", "--seed", "--max-live", "--max-size") and i + 1 < len(argv):
-            v = argv[i + 1]
-            if a == "-o":
-                out = v
-            elif a == "--seed":
-                seed = int(v)
-            elif a == "--max-live":
-                max_live = int(v)
-            else:
-                max_size = int(v)
-            i += 2
-            continue
-        pos.append(a)
-        i += 1
+    ap = argparse.ArgumentParser(
+        prog="gen_trace.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [-h] {insert-delete,realloc,random} N [options]\n"
+              "       %(prog)s [-h] from-dist TRACE N [options]",
+        description=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("kind", choices=("insert-delete", "realloc", "random", "from-dist"),
+                    help=argparse.SUPPRESS)
+    ap.add_argument("args", nargs="+", help=argparse.SUPPRESS)
+    ap.add_argument("-o", dest="out", metavar="OUT", help="output file (default: stdout, .script)")
+    ap.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default 1)")
+    ap.add_argument("--max-live", type=int, default=1000, metavar="L",
+                    help="random: most ids live at once (default 1000)")
+    ap.add_argument("--max-size", type=int, default=4096, metavar="B",
+                    help="random: largest malloc size (default 4096)")
+    a = ap.parse_args(argv)
+    out, seed, max_live, max_size = a.out, a.seed, a.max_live, a.max_size
+    pos = [a.kind] + a.args
     rng = random.Random(seed)
     try:
         kind = pos[0]
@@ -143,7 +139,8 @@ def main(argv):
             else:
                 raise ValueError
     except (IndexError, ValueError):
-        print(__doc__.strip(), file=sys.stderr)
+        ap.print_usage(sys.stderr)
+        print(f"gen_trace.py: bad arguments for {pos[0]}: {' '.join(pos[1:])}", file=sys.stderr)
         return 2
     except (kitetrace.TraceError, OSError) as e:
         print(f"gen_trace: {e}", file=sys.stderr)

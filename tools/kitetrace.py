@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """kitetrace -- read, write and convert allocation traces (docs/trace-format.md).
 
 Used by tools/kite-trace (finalizing raw captures), tools/trace-convert (ltrace output,
@@ -12,6 +13,10 @@ An op is a tuple in the kite trace's own terms (TID last; ids are ints, None = "
 A .script reads as ops with TID 0: "a ID SIZE" -> m, "r ID SIZE" -> r ID ID, "f ID" -> f.
 Parsing checks what kite-replay checks (well-formed lines, ids live when freed, not live when
 allocated) and raises TraceError("FILE:LINE: message").
+
+Run as a program, it checks traces: `tools/kitetrace.py FILE...` parses each (a kite trace
+or a .script), prints "FILE: FORMAT, N ops, peak L live ids" and exits 0, or names the first
+malformed line and exits 2.
 """
 import re
 
@@ -320,3 +325,41 @@ def ltrace_to_ops(lines, name="(ltrace)"):
             except ValueError:
                 raise TraceError(f"{name}:{lineno}: cannot read the numbers in '{line[:80]}'")
     return ops
+
+
+def main(argv):
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="kitetrace.py", description=__doc__.split("\n\n", 1)[0],
+                                 epilog="Parses each FILE as kite-replay would and reports it; "
+                                        "exit 0 when all are well-formed, 2 otherwise.")
+    ap.add_argument("files", nargs="+", metavar="FILE", help="a kite trace or a .script")
+    a = ap.parse_args(argv)
+    rc = 0
+    for path in a.files:
+        try:
+            fmt, ops, _ = read_trace(path)
+        except TraceError as e:
+            print(f"kitetrace.py: {e}", file=sys.stderr)
+            rc = 2
+            continue
+        except OSError as e:
+            print(f"kitetrace.py: {path}: {e.strerror}", file=sys.stderr)
+            rc = 2
+            continue
+        live = peak = 0
+        for op in ops:
+            if op[0] in "mca":
+                live += 1
+            elif op[0] == "f" and op[1] is not None:
+                live -= 1
+            elif op[0] == "r" and op[1] is None:
+                live += 1
+            peak = max(peak, live)
+        print(f"{path}: {fmt}, {len(ops)} ops, peak {peak} live ids")
+    return rc
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))

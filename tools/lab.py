@@ -18,6 +18,7 @@ median is reported; larger N run once. A run that fails is recorded as a failure
 message, never as a time. Default N: 5k 10k 25k 50k 100k 250k 500k 1M -- the seed's range,
 sized so the whole job stays under ~10 minutes on a 2-core machine.
 """
+import argparse
 import datetime
 import json
 import math
@@ -377,41 +378,25 @@ def write_report(res, path, charts):
 
 
 def main(argv):
-    build = os.path.join(ROOT, "build")
-    out = os.path.join(ROOT, "docs")
-    ns = DEFAULT_NS
-    repeats = 3
-    peers = True
-    seed = 42
-    report_only = False
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--build":
-            build = argv[i + 1]
-            i += 1
-        elif a == "--out":
-            out = argv[i + 1]
-            i += 1
-        elif a == "--ns":
-            ns = [int(x) for x in argv[i + 1].split(",")]
-            i += 1
-        elif a == "--repeats":
-            repeats = int(argv[i + 1])
-            i += 1
-        elif a == "--no-peers":
-            peers = False
-        elif a == "--report-only":
-            report_only = True
-        elif a == "--quick":
-            ns, repeats = QUICK_NS, 1
-        elif a in ("-h", "--help"):
-            print(__doc__.strip())
-            return 0
-        else:
-            print(f"lab.py: unknown argument {a}\n{__doc__.strip()}", file=sys.stderr)
-            return 2
-        i += 1
+    ap = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), metavar="DIR",
+                    help="build folder with kite-replay and the preloads (default: build/)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs"), metavar="DIR",
+                    help="where lab.md and lab/ are written (default: docs/)")
+    ap.add_argument("--ns", type=lambda v: [int(x) for x in v.split(",")], default=DEFAULT_NS,
+                    metavar="N,N,...", help="the N of the synthetic experiments")
+    ap.add_argument("--repeats", type=int, default=3, metavar="K",
+                    help="repetitions of the runs at N <= 100,000 (default 3)")
+    ap.add_argument("--no-peers", action="store_true", help="leave out the preloaded peers")
+    ap.add_argument("--quick", action="store_true", help="small N, one repetition")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite lab.md and the charts from results.json")
+    a = ap.parse_args(argv)
+    build, out, ns, repeats = a.build, a.out, a.ns, a.repeats
+    peers, report_only, seed = not a.no_peers, a.report_only, 42
+    if a.quick:
+        ns, repeats = QUICK_NS, 1
     charts_dir = os.path.join(out, "lab")
     if report_only:  # redraw the page and charts from the last results
         import plot

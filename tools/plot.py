@@ -13,6 +13,7 @@ Charts, as the seed draws them (one line or bar per allocator):
   utilization.png              utilization of the synthetic experiments at the largest N
 Only this script filters or aggregates; results.json keeps every run.
 """
+import argparse
 import json
 import os
 import sys
@@ -20,10 +21,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kitecommon  # noqa: E402
 
-import matplotlib
+# matplotlib.pyplot, imported by draw_all: -h and load_results work without matplotlib
+plt = None
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+def _load_pyplot():
+    global plt
+    if plt is None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+        plt = matplotlib.pyplot
 
 MARKERS = "osD^v<>pP*Xh"
 
@@ -157,6 +165,7 @@ def load_results(path):
 
 
 def draw_all(results, out_dir):
+    _load_pyplot()
     os.makedirs(out_dir, exist_ok=True)
     files = []
 
@@ -181,8 +190,15 @@ def draw_all(results, out_dir):
 
 
 def main(argv):
-    res = argv[0] if argv else os.path.join("docs", "lab", "results.json")
-    out = argv[1] if len(argv) > 1 else os.path.dirname(res) or "."
+    ap = argparse.ArgumentParser(prog="plot.py", description=__doc__.split("\n\n", 1)[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", nargs="?", default=os.path.join("docs", "lab", "results.json"),
+                    metavar="RESULTS_JSON", help="tools/lab.py's raw results (default: %(default)s)")
+    ap.add_argument("out", nargs="?", metavar="OUT_DIR",
+                    help="where the PNGs go (default: the folder of RESULTS_JSON)")
+    a = ap.parse_args(argv)
+    res = a.results
+    out = a.out or os.path.dirname(res) or "."
     results = load_results(res)
     for name in draw_all(results, out):
         print(os.path.join(out, name))

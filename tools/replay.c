@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -540,7 +541,7 @@ static void *rp_vm(size_t n) {
 
 static void rp_usage(FILE *f) {
   fprintf(f,
-          "usage: kite-replay --list\n"
+          "usage: kite-replay [-h] --list\n"
           "       kite-replay [--policy NAME | --kite | --malloc] [--check] [-r START [END]]...\n"
           "                   [--json] [--heap-size BYTES] [--keep-preempted] FILE\n"
           "FILE is a kite trace (\"# kite-trace v1\" header) or a .script (a/r/f lines).\n"
@@ -592,64 +593,67 @@ static int rp_cmp_range(const void *a, const void *b) {
 int main(int argc, char **argv) {
   const char *policy = NULL;
   bool use_kite = false, use_malloc = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--list")) {
-      rp_list();
-      return 0;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      rp_usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--policy") && i + 1 < argc) {
-      policy = argv[++i];
-    } else if (!strncmp(a, "--policy=", 9)) {
-      policy = a + 9;
-    } else if (!strcmp(a, "--kite")) {
-      use_kite = true;
-    } else if (!strcmp(a, "--malloc")) {
-      use_malloc = true;
-    } else if (!strcmp(a, "--check")) {
-      rp_check = true;
-    } else if (!strcmp(a, "--keep-preempted")) {
-      rp_keep_preempted = true;
-    } else if (!strcmp(a, "--json")) {
-      rp_json = true;
-    } else if (!strcmp(a, "--heap-size") && i + 1 < argc) {
-      uint64_t v;
-      if (!rp_parse_u64(argv[++i], &v) || v == 0 || v > ((uint64_t)1 << 46)) {
-        fprintf(stderr, "kite-replay: bad --heap-size '%s'\n", argv[i]);
-        return RP_EXIT_USAGE;
+  enum { OPT_LIST = 256, OPT_POLICY, OPT_KITE, OPT_MALLOC, OPT_CHECK, OPT_KEEP, OPT_JSON, OPT_HEAP };
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},          {"list", no_argument, NULL, OPT_LIST},
+      {"policy", required_argument, NULL, OPT_POLICY}, {"kite", no_argument, NULL, OPT_KITE},
+      {"malloc", no_argument, NULL, OPT_MALLOC}, {"check", no_argument, NULL, OPT_CHECK},
+      {"keep-preempted", no_argument, NULL, OPT_KEEP}, {"json", no_argument, NULL, OPT_JSON},
+      {"heap-size", required_argument, NULL, OPT_HEAP}, {NULL, 0, NULL, 0}};
+  int c;
+  /* "-": FILE comes back in order (as option 1), so -r can tell whether a number after its
+   * START is an END or the FILE, and options may follow FILE. */
+  while ((c = getopt_long(argc, argv, "-hr:", longopts, NULL)) != -1) {
+    switch (c) {
+      case OPT_LIST: rp_list(); return 0;
+      case 'h': rp_usage(stdout); return 0;
+      case OPT_POLICY: policy = optarg; break;
+      case OPT_KITE: use_kite = true; break;
+      case OPT_MALLOC: use_malloc = true; break;
+      case OPT_CHECK: rp_check = true; break;
+      case OPT_KEEP: rp_keep_preempted = true; break;
+      case OPT_JSON: rp_json = true; break;
+      case OPT_HEAP: {
+        uint64_t v;
+        if (!rp_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 46)) {
+          fprintf(stderr, "kite-replay: bad --heap-size '%s'\n", optarg);
+          return RP_EXIT_USAGE;
+        }
+        rp_heap_size = (size_t)v;
+        break;
       }
-      rp_heap_size = (size_t)v;
-    } else if (!strcmp(a, "-r")) {
-      if (i + 1 >= argc || !rp_is_number(argv[i + 1])) {
-        fprintf(stderr, "kite-replay: -r needs START [END] line numbers\n");
-        return RP_EXIT_USAGE;
+      case 'r': {
+        if (!rp_is_number(optarg)) {
+          fprintf(stderr, "kite-replay: -r needs START [END] line numbers\n");
+          return RP_EXIT_USAGE;
+        }
+        if (rp_nranges == RP_MAX_RANGES) {
+          fprintf(stderr, "kite-replay: at most %d ranges\n", RP_MAX_RANGES);
+          return RP_EXIT_USAGE;
+        }
+        rp_range_t *r = &rp_ranges[rp_nranges++];
+        rp_parse_u64(optarg, &r->start);
+        r->end = UINT64_MAX;
+        /* END is present when the next argument is a number and a FILE still follows it (or
+         * came before). */
+        if (optind < argc && rp_is_number(argv[optind]) && (optind + 1 < argc || rp_file))
+          rp_parse_u64(argv[optind++], &r->end);
+        if (r->start < 1 || r->end < r->start) {
+          fprintf(stderr, "kite-replay: bad range -r %s: lines are 1-based and START <= END\n",
+                  argv[optind - 1]);
+          return RP_EXIT_USAGE;
+        }
+        break;
       }
-      if (rp_nranges == RP_MAX_RANGES) {
-        fprintf(stderr, "kite-replay: at most %d ranges\n", RP_MAX_RANGES);
-        return RP_EXIT_USAGE;
-      }
-      rp_range_t *r = &rp_ranges[rp_nranges++];
-      rp_parse_u64(argv[++i], &r->start);
-      r->end = UINT64_MAX;
-      /* END is present when the next argument is a number and a FILE still follows it (or
-       * came before). */
-      if (i + 1 < argc && rp_is_number(argv[i + 1]) && (i + 2 < argc || rp_file))
-        rp_parse_u64(argv[++i], &r->end);
-      if (r->start < 1 || r->end < r->start) {
-        fprintf(stderr, "kite-replay: bad range -r %s: lines are 1-based and START <= END\n", argv[i]);
-        return RP_EXIT_USAGE;
-      }
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "kite-replay: unknown option '%s'\n", a);
-      rp_usage(stderr);
-      return RP_EXIT_USAGE;
-    } else if (rp_file) {
-      fprintf(stderr, "kite-replay: more than one trace file given ('%s', '%s')\n", rp_file, a);
-      return RP_EXIT_USAGE;
-    } else {
-      rp_file = a;
+      case 1:
+        if (rp_file) {
+          fprintf(stderr, "kite-replay: more than one trace file given ('%s', '%s')\n", rp_file,
+                  optarg);
+          return RP_EXIT_USAGE;
+        }
+        rp_file = optarg;
+        break;
+      default: rp_usage(stderr); return RP_EXIT_USAGE;
     }
   }
   if (!rp_file) {

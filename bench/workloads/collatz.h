@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
   }
   if (o.size < 1) {
     fprintf(stderr, "%s: TOP must be >= 1\n", argv[0]);
-    return 64;
+    return 2;
   }
   g_top = o.size;
   g_seed = o.seed;

@@ -1,12 +1,13 @@
 /* bench/workloads/exec.c -- kite-bench-exec: run one benchmark process and report its
  * wall time, CPU time, peak RSS and exit status.
  *
- *   kite-bench-exec RESULT_FILE PRELOAD -- PROGRAM ARGS...
+ *   kite-bench-exec [-h|--help] RESULT_FILE PRELOAD -- PROGRAM ARGS...
  *
  * Forks, execs PROGRAM with LD_PRELOAD=PRELOAD in its environment (no LD_PRELOAD at all
  * when PRELOAD is empty), waits for it with wait4 and writes one line to RESULT_FILE:
  *   wall=<s> user=<s> sys=<s> maxrss_kib=<n> exited=<rc>      or  ... signaled=<sig>
- * then exits 0 (126/127 when it cannot start the program, with a message on stderr).
+ * then exits 0 (126/127 when it cannot start the program, with a message on stderr; 2 with
+ * the usage on stderr for a bad option or missing arguments).
  *
  * Why a helper rather than Python's own spawn: ru_maxrss is a high-water mark that survives
  * exec, so a child spawned straight from the runner would report at least the runner's
@@ -15,6 +16,7 @@
  * not run under the allocator being measured (the runner strips LD_PRELOAD from it).
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +30,28 @@ extern char **environ;
 
 static double tv(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }
 
+static const char usage[] =
+    "usage: kite-bench-exec [-h] RESULT_FILE PRELOAD -- PROGRAM ARGS...\n"
+    "  Runs PROGRAM with LD_PRELOAD=PRELOAD (none when PRELOAD is empty) and writes its wall\n"
+    "  time, CPU time, peak RSS and exit status as one line to RESULT_FILE.\n";
+
 int main(int argc, char **argv) {
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  int c;
+  /* "+": options end at RESULT_FILE, so PROGRAM's own options are never looked at */
+  while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(usage, stdout);
+      return 0;
+    }
+    fputs(usage, stderr);
+    return 2;
+  }
+  argv += optind - 1;
+  argc -= optind - 1;
   if (argc < 5 || strcmp(argv[3], "--") != 0) {
-    fprintf(stderr, "usage: kite-bench-exec RESULT_FILE PRELOAD -- PROGRAM ARGS...\n");
-    return 64;
+    fputs(usage, stderr);
+    return 2;
   }
   const char *result = argv[1], *preload = argv[2];
   /* the child's environment: ours minus LD_PRELOAD, plus PRELOAD if given */
@@ -45,7 +65,7 @@ int main(int argc, char **argv) {
   if (preload[0]) {
     if (snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload) >= (int)sizeof pre) {
       fprintf(stderr, "kite-bench-exec: preload path too long\n");
-      return 64;
+      return 2;
     }
     envp[k++] = pre;
   }

@@ -2,7 +2,7 @@
  *
  * A workload is one C program run under LD_PRELOAD with whichever malloc is being measured,
  * so it uses only the standard malloc family and pthreads. Every workload:
- *   - takes `-h` (usage), `-t THREADS`, `-n SIZE` (its main size knob), `-s SEED`, plus a few
+ *   - takes `-h`/`--help` (usage), `-t THREADS`, `-n SIZE` (its main size knob), `-s SEED`, plus a few
  *     options of its own (see its usage text);
  *   - draws all randomness from a seeded xorshift generator (wl_rng_t), one per thread, so a
  *     run is reproducible for a given (seed, threads) pair;
@@ -18,6 +18,7 @@
 #ifndef KITE_BENCH_WL_H
 #define KITE_BENCH_WL_H
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -136,12 +137,13 @@ static inline long wl_parse_long(const char *prog, char opt, const char *arg) {
   long v = strtol(arg, &end, 0);
   if (errno || end == arg || *end || v < 0) {
     fprintf(stderr, "%s: -%c needs a non-negative integer, got '%s' (see -h)\n", prog, opt, arg);
-    exit(64);
+    exit(2);
   }
   return v;
 }
 
-/* Parses argv into o. `usage` is printed for -h (exit 0) and on a bad option (exit 64). */
+/* Parses argv into o. `usage` is printed for -h/--help (exit 0) and, on stderr, for a bad
+ * option or argument (exit 2, the usage-error status of every kite tool). */
 static inline void wl_parse(int argc, char **argv, wl_opts_t *o, const char *extra,
                             const char *usage) {
   char spec[64] = "ht:n:s:";
@@ -151,14 +153,15 @@ static inline void wl_parse(int argc, char **argv, wl_opts_t *o, const char *ext
     spec[k++] = ':';
   }
   spec[k] = 0;
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int c;
-  while ((c = getopt(argc, argv, spec)) != -1) {
+  while ((c = getopt_long(argc, argv, spec, longopts, NULL)) != -1) {
     switch (c) {
       case 'h': fputs(usage, stdout); exit(0);
       case 't': o->threads = wl_parse_long(argv[0], 't', optarg); break;
       case 'n': o->size = wl_parse_long(argv[0], 'n', optarg); break;
       case 's': o->seed = (uint64_t)wl_parse_long(argv[0], 's', optarg); break;
-      case '?': fputs(usage, stderr); exit(64);
+      case '?': fputs(usage, stderr); exit(2);
       default:
         o->extra[c & 127] = wl_parse_long(argv[0], (char)c, optarg);
         o->extra_set[c & 127] = 1;
@@ -168,12 +171,12 @@ static inline void wl_parse(int argc, char **argv, wl_opts_t *o, const char *ext
   if (optind < argc) {
     fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
     fputs(usage, stderr);
-    exit(64);
+    exit(2);
   }
   if (o->threads < 1) o->threads = 1;
   if (o->threads > 1024) {
     fprintf(stderr, "%s: at most 1024 threads\n", argv[0]);
-    exit(64);
+    exit(2);
   }
 }
 

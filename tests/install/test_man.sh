@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# tests/install/test_man.sh SOURCE_DIR -- the man pages under man/ render without a warning
+# (groff -man -ww, and man -l when man-db is there), and kite.3 covers every KITE_* variable
+# the core reads (src/) and every function include/kite.h declares.
+# Exit 77 (skip) without groff.
+set -uo pipefail
+src=$1
+command -v groff >/dev/null || { echo "SKIP: groff is not installed"; exit 77; }
+fails=0
+shopt -s nullglob
+pages=("$src"/man/*.[1-8])
+[ "${#pages[@]}" = 3 ] || { echo "FAIL: want kite.3, kite-replay.1, kite-trace.1 in $src/man, found ${#pages[@]} pages"; fails=$((fails + 1)); }
+for page in "${pages[@]}"; do
+  before=$fails
+  err=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$page" 2>&1)
+  [ -z "$err" ] || { echo "FAIL: groff warnings in $page:"; echo "$err"; fails=$((fails + 1)); }
+  if command -v man >/dev/null; then
+    err=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l "$page" 2>&1 >/dev/null)
+    [ -z "$err" ] || { echo "FAIL: man -l warnings in $page:"; echo "$err"; fails=$((fails + 1)); }
+  fi
+  out=$(LC_ALL=C.UTF-8 MANWIDTH=80 groff -man -Tutf8 "$page" 2>/dev/null | grep -c .)
+  [ "$out" -gt 20 ] || { echo "FAIL: $page renders to $out lines"; fails=$((fails + 1)); }
+  [ "$fails" != "$before" ] || echo "ok: $(basename "$page")"
+done
+vars=$(grep -rhoE '"KITE_[A-Z_]+"' "$src/src" | tr -d '"' | sort -u)
+[ -n "$vars" ] || { echo "FAIL: no KITE_* variable found in $src/src"; fails=$((fails + 1)); }
+for v in $vars; do
+  grep -q "^\.B $v\$" "$src/man/kite.3" || { echo "FAIL: kite.3 does not describe $v"; fails=$((fails + 1)); }
+done
+fns=$(grep -oE '\bkite_[a-z_]+\(' "$src/include/kite.h" | tr -d '(' | sort -u)
+[ -n "$fns" ] || { echo "FAIL: no kite_* function found in $src/include/kite.h"; fails=$((fails + 1)); }
+for fn in $fns; do
+  grep -q "\b$fn\b" "$src/man/kite.3" || { echo "FAIL: kite.3 does not mention $fn"; fails=$((fails + 1)); }
+done
+[ "$fails" = 0 ]

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tests/tools/test_help.sh BUILD_DIR SOURCE_DIR -- every tool answers -h and --help with its
+# usage on stdout and exit 0, and a bad option with its usage on stderr, nothing on stdout and
+# exit 2: the built binaries (workloads, kite-bench-exec, kite-replay, kite-buddy-bench,
+# kite-fastpath) and the scripts (tools/, bench/). Python scripts run with the repository's
+# .venv when it exists (none needs a package for its help).
+set -uo pipefail
+build=$(realpath "$1"); src=$(realpath "$2")
+py=$src/.venv/bin/python; [ -x "$py" ] || py=python3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0 n=0
+
+check() { # name cmd...
+  local name=$1; shift
+  n=$((n + 1))
+  local rc
+  for h in -h --help; do
+    "$@" "$h" >"$tmp/out" 2>"$tmp/err"; rc=$?
+    if [ "$rc" != 0 ] || ! grep -qi '^usage:' "$tmp/out" || [ -s "$tmp/err" ]; then
+      echo "FAIL: $name $h: exit $rc (want 0), usage on stdout: $(grep -ci '^usage:' "$tmp/out"), stderr: $(head -c 300 "$tmp/err")"
+      fails=$((fails + 1))
+    fi
+  done
+  "$@" --no-such-option >"$tmp/out" 2>"$tmp/err"; rc=$?
+  if [ "$rc" != 2 ] || ! grep -qi 'usage:' "$tmp/err" || [ -s "$tmp/out" ]; then
+    echo "FAIL: $name --no-such-option: exit $rc (want 2), usage on stderr: $(grep -ci 'usage:' "$tmp/err"), stdout: $(head -c 300 "$tmp/out")"
+    fails=$((fails + 1))
+  else
+    echo "ok: $name"
+  fi
+}
+
+for exe in "$build"/kite-wl-* "$build"/kite-bench-exec "$build"/kite-replay "$build"/kite-buddy-bench \
+           "$build"/kite-fastpath; do
+  [ -x "$exe" ] || { echo "FAIL: $exe not built"; fails=$((fails + 1)); continue; }
+  check "$(basename "$exe")" "$exe"
+done
+for s in tools/kite-trace tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
+         tools/plot.py bench/run.py bench/seed_tables.py; do
+  check "$s" "$py" "$src/$s"
+done
+check bench/fastpath.sh bash "$src/bench/fastpath.sh"
+# the scripts are executable themselves (the README runs them so)
+for s in tools/kite-trace tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
+         tools/plot.py bench/run.py bench/seed_tables.py bench/fastpath.sh; do
+  [ -x "$src/$s" ] && head -1 "$src/$s" | grep -q '^#!' || { echo "FAIL: $s is not an executable script"; fails=$((fails + 1)); }
+done
+echo "$n tools checked, $fails failures"
+[ "$fails" = 0 ]
