@@ -11,6 +11,7 @@
 //! `kite_*` function of the header has no binding, `tests/abi.rs` compares the sizes and
 //! enum values the C compiler sees with the ones declared here).
 #![no_std]
+#![deny(missing_docs)]
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_int, c_long, c_void};

@@ -52,7 +52,7 @@ fn called_names(src: &str, prefix: &str) -> Vec<String> {
     let mut i = 0;
     while let Some(pos) = src[i..].find(prefix) {
         let start = i + pos;
-        let before_ok = src[..start].chars().next_back().map_or(true, |c| !is_ident(c));
+        let before_ok = src[..start].chars().next_back().is_none_or(|c| !is_ident(c));
         let len = src[start..].find(|c: char| !is_ident(c)).unwrap_or(src.len() - start);
         let name = &src[start..start + len];
         let after = src[start + len..].trim_start();

@@ -14,6 +14,8 @@
 //! The allocator core is compiled from kite's C sources by the `kite-sys` crate; it exports
 //! only the `kite_*` API, so C code in the same process keeps the system `malloc`.
 
+#![deny(missing_docs)]
+
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::Cell;
 use core::ffi::{c_long, c_void};
@@ -192,6 +194,7 @@ impl KiteOption {
 }
 
 /// The current value of `option` (booleans are 0 or 1).
+#[allow(clippy::useless_conversion)] // c_long is i64 here, i32 on 32-bit targets
 pub fn option_get(option: KiteOption) -> i64 {
     unsafe { sys::kite_option_get(option.raw()) }.into()
 }
