@@ -9,8 +9,9 @@
 //!
 //! `churn-<allocator> [THREADS [ROUNDS [KEYS]]]` (default 4 200 2000)
 //!
-//! It prints one line: `<allocator> threads=T rounds=R keys=K seconds=S checksum=C`; the
-//! checksum depends only on T, R and K, so every allocator must print the same one.
+//! It prints one line: `<allocator> threads=T rounds=R keys=K seconds=S checksum=C
+//! peak_rss_kib=M`; the checksum depends only on T, R and K, so every allocator must print
+//! the same one.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -68,6 +69,16 @@ fn worker(t: usize, rounds: usize, keys: usize, tx: mpsc::Sender<Vec<Entry>>, rx
     sum
 }
 
+/// The process's peak resident set (VmHWM in /proc/self/status), in KiB; 0 if unknown.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Run the workload with the arguments of the command line and print the result line.
 pub fn main(allocator: &str) {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -101,5 +112,8 @@ pub fn main(allocator: &str) {
     drop(txs);
     let checksum: u64 = handles.into_iter().map(|h| h.join().expect("worker panicked")).sum();
     let seconds = start.elapsed().as_secs_f64();
-    println!("{allocator} threads={threads} rounds={rounds} keys={keys} seconds={seconds:.4} checksum={checksum}");
+    println!(
+        "{allocator} threads={threads} rounds={rounds} keys={keys} seconds={seconds:.4} checksum={checksum} peak_rss_kib={}",
+        peak_rss_kib()
+    );
 }
