@@ -93,6 +93,7 @@ fn zeroed_allocations_are_zero() {
                 let p = alloc_zeroed(layout);
                 assert!(!p.is_null());
                 assert_eq!(p as usize % align, 0);
+                assert!(kite::owns(p));
                 assert!(std::slice::from_raw_parts(p, size) == &zeros[..size], "size {size} align {align}");
                 p.write_bytes(0xee, size);
                 dealloc(p, layout);
@@ -155,6 +156,7 @@ fn realloc_keeps_the_contents() {
             let q = unsafe { realloc(p, layout, n) };
             assert!(!q.is_null());
             assert_eq!(q as usize % align, 0);
+            assert!(kite::owns(q));
             let kept = layout.size().min(n);
             let got = unsafe { std::slice::from_raw_parts_mut(q, n) };
             assert!(got[..kept] == reference[..kept], "align {align}: {} -> {n}: contents lost", layout.size());
