@@ -31,10 +31,19 @@ impl Rng {
 }
 
 fn consume(batch: Vec<Entry>) -> u64 {
-    batch.iter().map(|e| e.0.len() as u64 + e.1.iter().map(|&x| x as u64).sum::<u64>()).sum()
+    batch
+        .iter()
+        .map(|e| e.0.len() as u64 + e.1.iter().map(|&x| x as u64).sum::<u64>())
+        .sum()
 }
 
-fn worker(t: usize, rounds: usize, keys: usize, tx: mpsc::Sender<Vec<Entry>>, rx: mpsc::Receiver<Vec<Entry>>) -> u64 {
+fn worker(
+    t: usize,
+    rounds: usize,
+    keys: usize,
+    tx: mpsc::Sender<Vec<Entry>>,
+    rx: mpsc::Receiver<Vec<Entry>>,
+) -> u64 {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1));
     let mut sum = 0u64;
     for r in 0..rounds {
@@ -91,7 +100,9 @@ pub fn main(allocator: &str) {
             None => default,
             Some(s) => s.parse().ok().filter(|&n| n > 0).unwrap_or_else(|| {
                 eprintln!("churn-{allocator}: not a positive number: {s}");
-                eprintln!("usage: churn-{allocator} [THREADS [ROUNDS [KEYS]]]   (default 4 200 2000)");
+                eprintln!(
+                    "usage: churn-{allocator} [THREADS [ROUNDS [KEYS]]]   (default 4 200 2000)"
+                );
                 std::process::exit(2)
             }),
         }
@@ -110,7 +121,10 @@ pub fn main(allocator: &str) {
         handles.push(thread::spawn(move || worker(t, rounds, keys, tx, rx)));
     }
     drop(txs);
-    let checksum: u64 = handles.into_iter().map(|h| h.join().expect("worker panicked")).sum();
+    let checksum: u64 = handles
+        .into_iter()
+        .map(|h| h.join().expect("worker panicked"))
+        .sum();
     let seconds = start.elapsed().as_secs_f64();
     println!(
         "{allocator} threads={threads} rounds={rounds} keys={keys} seconds={seconds:.4} checksum={checksum} peak_rss_kib={}",

@@ -7,9 +7,18 @@ use kite_sys::*;
 #[test]
 fn layouts_match_the_c_compiler() {
     unsafe {
-        assert_eq!(abi_probe::kite_sys_abi_stats_size as usize, size_of::<kite_stats_t>());
-        assert_eq!(abi_probe::kite_sys_abi_stats_align as usize, align_of::<kite_stats_t>());
-        assert_eq!(abi_probe::kite_sys_abi_option_size as usize, size_of::<kite_option_t>());
+        assert_eq!(
+            abi_probe::kite_sys_abi_stats_size as usize,
+            size_of::<kite_stats_t>()
+        );
+        assert_eq!(
+            abi_probe::kite_sys_abi_stats_align as usize,
+            align_of::<kite_stats_t>()
+        );
+        assert_eq!(
+            abi_probe::kite_sys_abi_option_size as usize,
+            size_of::<kite_option_t>()
+        );
         assert_eq!(abi_probe::kite_sys_abi_option_count, 5);
         let rust = [
             KITE_OPTION_SHOW_STATS,
@@ -56,7 +65,10 @@ fn raw_calls_reach_kite() {
 
         let mut st = kite_stats_t::default();
         kite_stats_get(&mut st);
-        assert!(st.small_allocs > 0 && st.committed > 0 && st.arenas > 0, "{st:?}");
+        assert!(
+            st.small_allocs > 0 && st.committed > 0 && st.arenas > 0,
+            "{st:?}"
+        );
     }
 }
 

@@ -52,8 +52,13 @@ fn called_names(src: &str, prefix: &str) -> Vec<String> {
     let mut i = 0;
     while let Some(pos) = src[i..].find(prefix) {
         let start = i + pos;
-        let before_ok = src[..start].chars().next_back().is_none_or(|c| !is_ident(c));
-        let len = src[start..].find(|c: char| !is_ident(c)).unwrap_or(src.len() - start);
+        let before_ok = src[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_ident(c));
+        let len = src[start..]
+            .find(|c: char| !is_ident(c))
+            .unwrap_or(src.len() - start);
         let name = &src[start..start + len];
         let after = src[start + len..].trim_start();
         if before_ok && after.starts_with('(') && !names.iter().any(|n| n == name) {
@@ -66,7 +71,9 @@ fn called_names(src: &str, prefix: &str) -> Vec<String> {
 
 /// The text between the braces that follow `opener` (e.g. "struct kite_stats_s").
 fn braced_body<'a>(src: &'a str, opener: &str) -> &'a str {
-    let at = src.find(opener).unwrap_or_else(|| panic!("`{opener}` not found"));
+    let at = src
+        .find(opener)
+        .unwrap_or_else(|| panic!("`{opener}` not found"));
     let open = at + src[at..].find('{').expect("no opening brace");
     let close = open + src[open..].find('}').expect("no closing brace");
     &src[open + 1..close]
@@ -76,11 +83,19 @@ fn braced_body<'a>(src: &'a str, opener: &str) -> &'a str {
 fn every_header_function_has_a_binding() {
     let h = header();
     let declared = called_names(&h, "kite_");
-    assert!(declared.len() >= 20, "too few kite_ functions found in kite.h: {declared:?}");
+    assert!(
+        declared.len() >= 20,
+        "too few kite_ functions found in kite.h: {declared:?}"
+    );
     let rs = bindings();
-    let missing: Vec<_> =
-        declared.iter().filter(|name| !rs.contains(&format!("pub fn {name}("))).collect();
-    assert!(missing.is_empty(), "kite.h declares functions with no binding in kite-sys/src/lib.rs: {missing:?}");
+    let missing: Vec<_> = declared
+        .iter()
+        .filter(|name| !rs.contains(&format!("pub fn {name}(")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "kite.h declares functions with no binding in kite-sys/src/lib.rs: {missing:?}"
+    );
 }
 
 #[test]
@@ -93,8 +108,14 @@ fn every_binding_is_declared_in_the_header() {
         .skip(1)
         .map(|s| s[..s.find('(').unwrap()].to_string())
         .collect();
-    let stale: Vec<_> = bound.iter().filter(|name| !declared.contains(name)).collect();
-    assert!(stale.is_empty(), "bindings with no declaration in kite.h: {stale:?}");
+    let stale: Vec<_> = bound
+        .iter()
+        .filter(|name| !declared.contains(name))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "bindings with no declaration in kite.h: {stale:?}"
+    );
 }
 
 #[test]
@@ -105,7 +126,10 @@ fn stats_fields_match() {
         .filter(|d| !d.trim().is_empty())
         .map(|d| {
             let d = d.trim();
-            assert!(d.starts_with("unsigned long long "), "kite_stats_t field of another type: {d}");
+            assert!(
+                d.starts_with("unsigned long long "),
+                "kite_stats_t field of another type: {d}"
+            );
             d.rsplit(|c: char| !is_ident(c)).next().unwrap().to_string()
         })
         .collect();
@@ -115,7 +139,10 @@ fn stats_fields_match() {
         .map(str::trim)
         .filter(|l| l.starts_with("pub "))
         .map(|l| {
-            assert!(l.ends_with(": u64,"), "kite_stats_t field that is not u64: {l}");
+            assert!(
+                l.ends_with(": u64,"),
+                "kite_stats_t field that is not u64: {l}"
+            );
             l["pub ".len()..l.find(':').unwrap()].to_string()
         })
         .collect();
@@ -130,7 +157,10 @@ fn option_constants_match() {
         .map(str::trim)
         .filter(|e| !e.is_empty())
         .map(|e| {
-            assert!(!e.contains('='), "kite.h gives an option an explicit value ({e}): teach this test");
+            assert!(
+                !e.contains('='),
+                "kite.h gives an option an explicit value ({e}): teach this test"
+            );
             e.to_string()
         })
         .collect();

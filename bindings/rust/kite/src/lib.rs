@@ -236,7 +236,10 @@ impl Heap {
     /// A new heap, or `None` when kite is out of memory.
     pub fn try_new() -> Option<Heap> {
         let raw = NonNull::new(unsafe { sys::kite_heap_new() })?;
-        Some(Heap { raw, _not_sync: PhantomData })
+        Some(Heap {
+            raw,
+            _not_sync: PhantomData,
+        })
     }
 
     /// The C heap, for calls through `kite-sys`. It stays owned by `self`.
@@ -305,7 +308,11 @@ impl Heap {
             None => std::alloc::handle_alloc_error(layout),
         };
         unsafe { p.as_ptr().write(value) };
-        HeapBox { ptr: p, _heap: PhantomData, _owns: PhantomData }
+        HeapBox {
+            ptr: p,
+            _heap: PhantomData,
+            _owns: PhantomData,
+        }
     }
 }
 
@@ -330,7 +337,11 @@ impl fmt::Debug for Heap {
 /// Free a block of a first-class heap given its layout (see `Heap::alloc_with`). kite_free
 /// takes it back from any thread.
 unsafe fn free_heap_block(ptr: *mut u8, layout: Layout) {
-    let base = if layout.align() <= MIN_ALIGN { ptr } else { (ptr as *mut *mut u8).sub(1).read() };
+    let base = if layout.align() <= MIN_ALIGN {
+        ptr
+    } else {
+        (ptr as *mut *mut u8).sub(1).read()
+    };
     sys::kite_free(base as *mut c_void)
 }
 

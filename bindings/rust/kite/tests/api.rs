@@ -12,19 +12,33 @@ fn stats_follow_allocations() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = kite::stats();
     let heap = kite::Heap::new();
-    let large = heap.alloc(Layout::from_size_align(1 << 20, 16).unwrap()).unwrap();
-    let huge = heap.alloc(Layout::from_size_align(40 << 20, 16).unwrap()).unwrap();
+    let large = heap
+        .alloc(Layout::from_size_align(1 << 20, 16).unwrap())
+        .unwrap();
+    let huge = heap
+        .alloc(Layout::from_size_align(40 << 20, 16).unwrap())
+        .unwrap();
     unsafe {
         large.as_ptr().write_bytes(1, 1 << 20);
         huge.as_ptr().write_bytes(2, 40 << 20);
     }
     for _ in 0..1000 {
-        heap.alloc(Layout::from_size_align(48, 16).unwrap()).unwrap();
+        heap.alloc(Layout::from_size_align(48, 16).unwrap())
+            .unwrap();
     }
     let during = kite::stats();
-    assert!(during.small_allocs > before.small_allocs, "{before:?} -> {during:?}");
-    assert!(during.large_allocs > before.large_allocs, "{before:?} -> {during:?}");
-    assert!(during.huge_allocs > before.huge_allocs, "{before:?} -> {during:?}");
+    assert!(
+        during.small_allocs > before.small_allocs,
+        "{before:?} -> {during:?}"
+    );
+    assert!(
+        during.large_allocs > before.large_allocs,
+        "{before:?} -> {during:?}"
+    );
+    assert!(
+        during.huge_allocs > before.huge_allocs,
+        "{before:?} -> {during:?}"
+    );
     assert!(during.committed >= 41 << 20, "{during:?}");
     assert!(during.peak_committed >= during.committed);
     assert!(during.arenas >= 1);
@@ -32,7 +46,10 @@ fn stats_follow_allocations() {
     drop(heap);
     kite::trim(); // freed runs and huge maps stay committed a while; trim ends that
     let after = kite::stats();
-    assert!(after.committed < during.committed, "{during:?} -> {after:?}");
+    assert!(
+        after.committed < during.committed,
+        "{during:?} -> {after:?}"
+    );
     assert_ne!(during, Stats::default());
 }
 
@@ -56,7 +73,10 @@ fn options_round_trip() {
         assert_eq!(kite::option_get(KiteOption::AbortOnError), 0);
         assert_eq!(kite::option_get(KiteOption::PurgeDelayMs), 10);
     }
-    let saved: Vec<i64> = KiteOption::ALL.iter().map(|&o| kite::option_get(o)).collect();
+    let saved: Vec<i64> = KiteOption::ALL
+        .iter()
+        .map(|&o| kite::option_get(o))
+        .collect();
     kite::option_set(KiteOption::PurgeDelayMs, 250);
     assert_eq!(kite::option_get(KiteOption::PurgeDelayMs), 250);
     kite::option_set(KiteOption::PurgeDelayMs, -1);
@@ -66,7 +86,10 @@ fn options_round_trip() {
     for (&o, v) in KiteOption::ALL.iter().zip(saved.clone()) {
         kite::option_set(o, v);
     }
-    let now: Vec<i64> = KiteOption::ALL.iter().map(|&o| kite::option_get(o)).collect();
+    let now: Vec<i64> = KiteOption::ALL
+        .iter()
+        .map(|&o| kite::option_get(o))
+        .collect();
     assert_eq!(now, saved);
     assert_eq!(KiteOption::HugePages.env_name(), "KITE_HUGEPAGES");
 }
@@ -76,7 +99,9 @@ fn trim_releases_free_memory() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let heap = kite::Heap::new();
     for _ in 0..64 {
-        let p = heap.alloc(Layout::from_size_align(512 << 10, 16).unwrap()).unwrap();
+        let p = heap
+            .alloc(Layout::from_size_align(512 << 10, 16).unwrap())
+            .unwrap();
         unsafe { p.as_ptr().write_bytes(1, 512 << 10) };
     }
     let before = kite::stats().purged;

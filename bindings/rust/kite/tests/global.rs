@@ -71,9 +71,15 @@ fn boxes_and_collections_are_served_by_kite() {
     assert_eq!(hm.len(), 25_000);
     assert!(bt.keys().all(|k| k[3..].parse::<u32>().unwrap() % 2 == 1));
     let after = kite::stats();
-    assert!(after.small_allocs > before.small_allocs, "{before:?} -> {after:?}");
+    assert!(
+        after.small_allocs > before.small_allocs,
+        "{before:?} -> {after:?}"
+    );
     // the 1.6 MB vector went through a large run
-    assert!(after.large_allocs > before.large_allocs, "{before:?} -> {after:?}");
+    assert!(
+        after.large_allocs > before.large_allocs,
+        "{before:?} -> {after:?}"
+    );
 }
 
 #[test]
@@ -86,7 +92,19 @@ fn zeroed_allocations_are_zero() {
         assert_eq!(v[n - 1], 0xff);
     }
     let zeros = vec![0u8; 17 << 20];
-    for size in [1usize, 15, 16, 17, 100, 1000, 4096, 65536, 65537, 1 << 20, 17 << 20] {
+    for size in [
+        1usize,
+        15,
+        16,
+        17,
+        100,
+        1000,
+        4096,
+        65536,
+        65537,
+        1 << 20,
+        17 << 20,
+    ] {
         for align in [1usize, 8, 16, 64, 4096] {
             let layout = Layout::from_size_align(size, align).unwrap();
             unsafe {
@@ -94,7 +112,10 @@ fn zeroed_allocations_are_zero() {
                 assert!(!p.is_null());
                 assert_eq!(p as usize % align, 0);
                 assert!(kite::owns(p));
-                assert!(std::slice::from_raw_parts(p, size) == &zeros[..size], "size {size} align {align}");
+                assert!(
+                    std::slice::from_raw_parts(p, size) == &zeros[..size],
+                    "size {size} align {align}"
+                );
                 p.write_bytes(0xee, size);
                 dealloc(p, layout);
             }
@@ -126,7 +147,11 @@ fn over_aligned_layouts_up_to_one_mib() {
     }
     for (p, layout, reference) in &live {
         let got = unsafe { std::slice::from_raw_parts(*p, layout.size()) };
-        assert!(got == &reference[..], "overwritten: align {}", layout.align());
+        assert!(
+            got == &reference[..],
+            "overwritten: align {}",
+            layout.align()
+        );
     }
     for (p, layout, _) in live {
         unsafe { dealloc(p, layout) };
@@ -144,13 +169,26 @@ fn over_aligned_layouts_up_to_one_mib() {
 #[test]
 fn realloc_keeps_the_contents() {
     // small -> small, small -> large (> 64 KiB), large -> huge (> 16 MiB), and back down
-    let sizes = [24usize, 100, 1000, 30_000, 70_000, 1 << 20, 20 << 20, 3 << 20, 5000, 40, 8];
+    let sizes = [
+        24usize,
+        100,
+        1000,
+        30_000,
+        70_000,
+        1 << 20,
+        20 << 20,
+        3 << 20,
+        5000,
+        40,
+        8,
+    ];
     let reference = patterned(7, 20 << 20);
     for align in [8usize, 16, 64, 4096] {
         let mut layout = Layout::from_size_align(sizes[0], align).unwrap();
         let p0 = unsafe { alloc(layout) };
         assert!(!p0.is_null());
-        unsafe { std::slice::from_raw_parts_mut(p0, layout.size()) }.copy_from_slice(&reference[..layout.size()]);
+        unsafe { std::slice::from_raw_parts_mut(p0, layout.size()) }
+            .copy_from_slice(&reference[..layout.size()]);
         let mut p = p0;
         for &n in &sizes[1..] {
             let q = unsafe { realloc(p, layout, n) };
@@ -159,7 +197,11 @@ fn realloc_keeps_the_contents() {
             assert!(kite::owns(q));
             let kept = layout.size().min(n);
             let got = unsafe { std::slice::from_raw_parts_mut(q, n) };
-            assert!(got[..kept] == reference[..kept], "align {align}: {} -> {n}: contents lost", layout.size());
+            assert!(
+                got[..kept] == reference[..kept],
+                "align {align}: {} -> {n}: contents lost",
+                layout.size()
+            );
             got[kept..].copy_from_slice(&reference[kept..n]);
             p = q;
             layout = Layout::from_size_align(n, align).unwrap();
@@ -184,7 +226,9 @@ fn threads_free_each_others_blocks() {
     // Block contents are windows of one reference buffer (checked with memcmp: fast in a
     // debug build too); the window's start depends on the sender and the round.
     let reference: std::sync::Arc<Vec<u8>> = std::sync::Arc::new(patterned(3, 210_000));
-    let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| mpsc::channel::<(usize, Box<[u8]>, String)>()).unzip();
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS)
+        .map(|_| mpsc::channel::<(usize, Box<[u8]>, String)>())
+        .unzip();
     let mut handles = Vec::new();
     for (t, rx) in rxs.into_iter().enumerate() {
         let next = txs[(t + 1) % THREADS].clone();
@@ -194,7 +238,10 @@ fn threads_free_each_others_blocks() {
             let mut received = 0usize;
             let check = |seed: usize, block: &[u8], text: &str| {
                 let start = seed % 10_000;
-                assert!(block == &reference[start..start + block.len()], "block {seed} changed");
+                assert!(
+                    block == &reference[start..start + block.len()],
+                    "block {seed} changed"
+                );
                 assert!(text.starts_with("from "));
             };
             for r in 0..ROUNDS {
@@ -202,7 +249,8 @@ fn threads_free_each_others_blocks() {
                 let seed = t * ROUNDS + r;
                 let start = seed % 10_000;
                 let block: Box<[u8]> = reference[start..start + n].into();
-                next.send((seed, block, format!("from {t} round {r}"))).unwrap();
+                next.send((seed, block, format!("from {t} round {r}")))
+                    .unwrap();
                 while let Ok((seed, block, text)) = rx.try_recv() {
                     check(seed, &block, &text);
                     received += 1;
@@ -220,5 +268,8 @@ fn threads_free_each_others_blocks() {
     let total: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(total, THREADS * ROUNDS);
     let after = kite::stats();
-    assert!(after.remote_frees > before.remote_frees, "{before:?} -> {after:?}");
+    assert!(
+        after.remote_frees > before.remote_frees,
+        "{before:?} -> {after:?}"
+    );
 }

@@ -8,7 +8,9 @@ use std::thread;
 #[test]
 fn boxes_hold_their_values() {
     let heap = Heap::new();
-    let mut boxes: Vec<HeapBox<'_, [u64; 4]>> = (0..10_000u64).map(|i| heap.boxed([i, i + 1, i + 2, i + 3])).collect();
+    let mut boxes: Vec<HeapBox<'_, [u64; 4]>> = (0..10_000u64)
+        .map(|i| heap.boxed([i, i + 1, i + 2, i + 3]))
+        .collect();
     for (i, b) in boxes.iter().enumerate() {
         let i = i as u64;
         assert_eq!(**b, [i, i + 1, i + 2, i + 3]);
@@ -49,7 +51,10 @@ fn dropping_a_box_runs_the_destructor_once() {
 fn raw_blocks_respect_layouts() {
     let heap = Heap::new();
     let mut blocks = Vec::new();
-    for (k, align) in [1usize, 8, 16, 32, 64, 256, 4096, 65536].into_iter().enumerate() {
+    for (k, align) in [1usize, 8, 16, 32, 64, 256, 4096, 65536]
+        .into_iter()
+        .enumerate()
+    {
         for size in [0usize, 1, 24, 100, 5000, 70_000] {
             let layout = Layout::from_size_align(size, align).unwrap();
             let zeroed = heap.alloc_zeroed(layout).expect("alloc_zeroed");
@@ -81,7 +86,9 @@ fn drop_gives_the_memory_back() {
     for _ in 0..20 {
         let heap = Heap::new();
         for i in 0..2000usize {
-            let p = heap.alloc(Layout::from_size_align(4096, 8).unwrap()).unwrap();
+            let p = heap
+                .alloc(Layout::from_size_align(4096, 8).unwrap())
+                .unwrap();
             unsafe { p.as_ptr().write_bytes(i as u8, 4096) };
         }
         drop(heap);
@@ -102,7 +109,9 @@ fn a_heap_moves_between_threads_and_boxes_are_freed_elsewhere() {
     })
     .join()
     .unwrap();
-    let boxes: Vec<HeapBox<'_, String>> = (0..1000).map(|i| heap.boxed(format!("value {i}"))).collect();
+    let boxes: Vec<HeapBox<'_, String>> = (0..1000)
+        .map(|i| heap.boxed(format!("value {i}")))
+        .collect();
     thread::scope(|s| {
         let mut boxes = boxes;
         let second = boxes.split_off(500);
