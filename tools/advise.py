@@ -489,12 +489,18 @@ def _svg_open(w, h, k, title):
 
 
 def hbar_chart(k, title, rows, fmt, width=540):
-    """rows: [(label, med, lo, hi, color)]; horizontal bars with min-max whiskers."""
+    """rows: [(label, med, lo, hi, color)]; horizontal bars with min-max whiskers. A bar more
+    than 4 times the median of the others is cut at the axis end (marked with a break and
+    its value), so one outlier does not flatten the rest."""
     e = html.escape
     bar_h, gap, left, top = 16, 6, 120, 30
     h = top + len(rows) * (bar_h + gap) + 28
     out = _svg_open(width, h, k, title)
-    vmax = _nice_max(max([r[3] for r in rows] + [0]), binary=fmt is fmt_bytes)
+    top_v = max([r[3] for r in rows] + [0])
+    meds = sorted(r[1] for r in rows)
+    if len(meds) >= 3 and meds[-1] > 4 * meds[len(meds) // 2]:
+        top_v = max([r[3] for r in rows if r[1] <= 4 * meds[len(meds) // 2]] + [0]) * 1.15
+    vmax = _nice_max(top_v, binary=fmt is fmt_bytes)
     plot_w = width - left - 80
     for t in range(5):
         v = vmax * t / 4
@@ -503,6 +509,10 @@ def hbar_chart(k, title, rows, fmt, width=540):
         out.append(f'<text x="{x:.1f}" y="{h - 8}" text-anchor="middle" fill="#555" font-size="10">{e(fmt(v))}</text>')
     for i, (label, med, lo, hi, color) in enumerate(rows):
         y = top + i * (bar_h + gap)
+        cut = med > vmax
+        if cut:
+            med_shown, lo, hi = med, min(lo, vmax), min(hi, vmax)
+            med = vmax
         w = plot_w * med / vmax
         weight = ' font-weight="bold"' if color == KITE_COLOR else ""
         out.append(f'<text x="{left - 6}" y="{y + bar_h - 4}" text-anchor="end" fill="#222"{weight}>{e(label)}</text>')
@@ -511,6 +521,13 @@ def hbar_chart(k, title, rows, fmt, width=540):
         ym = y + bar_h / 2
         out.append(f'<path d="M{x0:.1f},{ym - 4}v8M{x0:.1f},{ym}H{x1:.1f}M{x1:.1f},{ym - 4}v8" '
                    f'stroke="#222" stroke-width="1.2" fill="none"/>')
+        if cut:
+            xe = left + w
+            out.append(f'<path d="M{xe - 14:.1f},{y + bar_h + 1}l6,-{bar_h + 2}M{xe - 8:.1f},{y + bar_h + 1}l6,-{bar_h + 2}" '
+                       f'stroke="#ffffff" stroke-width="3"/>')
+            out.append(f'<text x="{xe - 20:.1f}" y="{y + bar_h - 4}" fill="#ffffff" font-size="11" '
+                       f'text-anchor="end" font-weight="bold">{e(fmt(med_shown))} (axis cut)</text>')
+            continue
         out.append(f'<text x="{max(x1, left + w) + 5:.1f}" y="{y + bar_h - 4}" fill="#222" font-size="11">{e(fmt(med))}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -657,9 +674,9 @@ def render(a, allocs, sites, n_sites, leaks, n_leaks, repeats, meta):
                      + _num_td(x["p99_ns"], f"{x['p99_ns']} ns")
                      + _num_td(x["fp_med"], fmt_bytes(x["fp_med"])) + _num_td(x["fp_min"], fmt_bytes(x["fp_min"]))
                      + _num_td(x["fp_max"], fmt_bytes(x["fp_max"]))
-                     + _num_td(x["util"], f"{x['util'] * 100:.1f}%") + f"<td>ok ({len(x['runs'])} runs)</td>")
+                     + _num_td(x["util"], f"{x['util'] * 100:.1f}%") + f"<td>ok ({len(x['runs'])} run{'s' if len(x['runs']) != 1 else ''})</td>")
         else:
-            cells = "<td></td>" * 10 + f"<td class=\"why\">{e(x['status'])}: {e(x['reason'])}</td>"
+            cells = f"<td colspan=\"11\" class=\"why\">{e(x['status'])}: {e(x['reason'])}</td>"
         parts.append(f'<tr class="{cls}" data-allocator="{e(x["name"])}"><td>{e(x["name"])}</td>'
                      f"<td>{kind}</td>{cells}</tr>")
     parts.append("</table>")
