@@ -211,7 +211,8 @@ def write_trace(path, ops, fmt=None, comments=()):
 
 def finalize_raw(raw_path, out_path):
     """Sort a raw capture (lines "SEQ OP ...") by sequence number into a kite trace.
-    Returns the number of ops. Incomplete last lines (a killed process) are dropped."""
+    Returns the number of ops. Incomplete last lines (a killed process) are dropped. A line's
+    allocation site (" @ PC..." after the op) becomes a "#@ ID PC..." line after it."""
     header = []
     body = []
     with open(raw_path, encoding="utf-8", errors="replace") as f:
@@ -236,7 +237,11 @@ def finalize_raw(raw_path, out_path):
         for h in header:
             f.write(h + "\n")
         for _, rest in body:
-            f.write(rest + "\n")
+            op, at, site = rest.partition(" @ ")
+            f.write(op + "\n")
+            if at:  # an allocation site (KITE_TRACE_SITES=1): "#@ ID PC..." after the op
+                t = op.split()
+                f.write(f"#@ {t[2] if t[0] == 'r' else t[1]} {site}\n")
     return len(body)
 
 

@@ -29,6 +29,16 @@
  * call fails the pointer is put back with its id.
  * A pointer the shim never saw allocated (allocated before tracing, or inherited over fork:
  * the child forgets the parent's map) is recorded as id "-".
+ *
+ * Allocation sites (KITE_TRACE_SITES=1): every allocation (and realloc) line carries, after
+ * " @", up to KT_SITE_FRAMES return addresses in hex: the caller's (__builtin_return_address)
+ * and those found by walking the saved frame pointers. The walk only reads words inside the
+ * thread's own stack ([sp, top): the main thread's top is __libc_stack_end, another thread's
+ * comes from pthread_getattr_np, asked once per thread through the untraced path), stops at
+ * the first frame pointer that does not climb, so code built without frame pointers yields
+ * fewer frames, never a fault. At exit the executable mappings (/proc/self/maps) are written
+ * as "# map" comment lines for symbolizing. tools/kitetrace.py's finalize turns the " @"
+ * suffix into a "#@ ID PC..." comment line after the op (docs/trace-format.md).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -42,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,7 +61,8 @@
 #define KT_FOREIGN UINT64_MAX
 #define KT_NSTRIPES 256
 #define KT_BUF_SIZE (64 * 1024)
-#define KT_LINE_MAX 192
+#define KT_LINE_MAX 256
+#define KT_SITE_FRAMES 4
 
 /* ---- the real functions ---- */
 
@@ -74,9 +86,13 @@ static char kt_path_template[1024];
 static _Atomic uint64_t kt_seq, kt_next_id;
 static pthread_key_t kt_key;
 static long kt_page;
+static bool kt_sites; /* KITE_TRACE_SITES=1: record allocation sites */
+static _Atomic bool kt_maps_written;
+extern void *__libc_stack_end;
 
 static __thread int kt_in KT_TLS;          /* inside the shim on this thread */
 static __thread uint32_t kt_tid KT_TLS;
+static __thread uintptr_t kt_stack_lo KT_TLS, kt_stack_hi KT_TLS; /* 0: not asked yet */
 
 /* ---- bootstrap buffer for dlsym's own allocations ---- */
 
@@ -136,6 +152,17 @@ static char *kt_put_u64(char *o, uint64_t v) {
   return o;
 }
 
+static char *kt_put_hex(char *o, uint64_t v) {
+  char tmp[16];
+  int n = 0;
+  do {
+    tmp[n++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v);
+  while (n) *o++ = tmp[--n];
+  return o;
+}
+
 static void kt_write_all(const char *p, size_t n) {
   while (n) {
     ssize_t w = write(kt_fd, p, n);
@@ -147,6 +174,70 @@ static void kt_write_all(const char *p, size_t n) {
     n -= (size_t)w;
   }
 }
+
+/* ---- allocation sites ---- */
+
+typedef struct {
+  int n;
+  uintptr_t pc[KT_SITE_FRAMES];
+} kt_site_t;
+
+/* This thread's stack bounds, asked once. A thread whose bounds cannot be known gets
+ * lo = hi = 1, which stops every walk at the first frame. */
+static void kt_stack_bounds(void) {
+  if (kt_stack_hi) return;
+  kt_stack_lo = kt_stack_hi = 1;
+  if (!kt_tid) kt_tid = (uint32_t)syscall(SYS_gettid);
+  if (kt_tid == (uint32_t)getpid()) {
+    /* the main stack: from its start down by at most the stack limit (the kernel keeps
+     * other mappings at least that far away) */
+    struct rlimit rl;
+    uintptr_t lim = (uintptr_t)8 << 20;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) lim = rl.rlim_cur;
+    kt_stack_hi = (uintptr_t)__libc_stack_end;
+    kt_stack_lo = kt_stack_hi > lim ? kt_stack_hi - lim : 1;
+    return;
+  }
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void *addr;
+  size_t size;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    kt_stack_lo = (uintptr_t)addr;
+    kt_stack_hi = (uintptr_t)addr + size;
+  }
+  pthread_attr_destroy(&attr);
+}
+
+/* Called from an interposed function (fp: its frame address, ret: its return address).
+ * Frames past the first are found through saved frame pointers ([fp] = the caller's fp,
+ * [fp + 8] = its return address), each read checked to lie in [sp, top) of this stack. */
+static __attribute__((noinline)) void kt_site_walk(kt_site_t *s, void *fp, void *ret) {
+  s->n = 0;
+  if (!kt_sites) return;
+  s->pc[s->n++] = (uintptr_t)ret;
+  kt_stack_bounds();
+  uintptr_t sp = (uintptr_t)&s, hi = kt_stack_hi;
+  if (sp < kt_stack_lo || sp >= hi) return; /* on a stack of its own (a coroutine): stop */
+  uintptr_t f = (uintptr_t)fp;
+  while (s->n < KT_SITE_FRAMES) {
+    if (f < sp || f > hi - 2 * sizeof(uintptr_t) || (f & (sizeof(uintptr_t) - 1))) break;
+    uintptr_t next = ((const uintptr_t *)f)[0];
+    if (next <= f) break; /* frames climb toward the stack top */
+    if (next > hi - 2 * sizeof(uintptr_t) || (next & (sizeof(uintptr_t) - 1))) break;
+    uintptr_t pc = ((const uintptr_t *)next)[1];
+    if (pc < 4096) break;
+    s->pc[s->n++] = pc;
+    f = next;
+  }
+}
+
+/* Each interposed function takes its site with this (the return address must be its own),
+ * on its traced path only (inside the shim, kt_in > 0, so the walk's own calls are untraced). */
+#define KT_SITE(s, traced)                                                                     \
+  kt_site_t s;                                                                                 \
+  s.n = 0;                                                                                     \
+  if (kt_sites && (traced)) kt_site_walk(&s, __builtin_frame_address(0), __builtin_return_address(0))
 
 /* ---- pointer -> id maps ---- */
 
@@ -271,8 +362,9 @@ static kt_tbuf_t *kt_buffer(void) {
   return b;
 }
 
-/* Append one raw line "SEQ OP F1 F2 ... TID\n"; KT_FOREIGN fields print as "-". */
-static void kt_emit(uint64_t seq, char op, const uint64_t *f, int nf) {
+/* Append one raw line "SEQ OP F1 F2 ... TID[ @ PC...]\n"; KT_FOREIGN fields print as "-";
+ * the site's return addresses (hex) follow " @" when site is given and not empty. */
+static void kt_emit(uint64_t seq, char op, const uint64_t *f, int nf, const kt_site_t *site) {
   kt_tbuf_t *b = kt_buffer();
   if (!b) return;
   if (!kt_tid) kt_tid = (uint32_t)syscall(SYS_gettid);
@@ -289,6 +381,14 @@ static void kt_emit(uint64_t seq, char op, const uint64_t *f, int nf) {
   }
   *o++ = ' ';
   o = kt_put_u64(o, kt_tid);
+  if (site && site->n) {
+    *o++ = ' ';
+    *o++ = '@';
+    for (int i = 0; i < site->n; i++) {
+      *o++ = ' ';
+      o = kt_put_hex(o, site->pc[i]);
+    }
+  }
   *o++ = '\n';
   b->len = (size_t)(o - b->data);
   if (atomic_load_explicit(&kt_final, memory_order_relaxed)) kt_flush_locked(b);
@@ -325,11 +425,11 @@ static uint64_t kt_forget(void *p, uint64_t *seq) {
   return id;
 }
 
-static void kt_record_alloc(char op, void *p, uint64_t a, uint64_t size) {
+static void kt_record_alloc(char op, void *p, uint64_t a, uint64_t size, const kt_site_t *site) {
   uint64_t id, seq = kt_known(p, &id);
   uint64_t f[3] = {id, a, size};
-  if (op == 'm') kt_emit(seq, op, (uint64_t[]){id, size}, 2);
-  else kt_emit(seq, op, f, 3);
+  if (op == 'm') kt_emit(seq, op, (uint64_t[]){id, size}, 2, site);
+  else kt_emit(seq, op, f, 3, site);
 }
 
 /* ---- init and exit ---- */
@@ -380,7 +480,47 @@ static void kt_open_trace(void) {
     while (h > hdr && h[-1] == ' ') h--;
   }
   *h++ = '\n';
+  if (kt_sites) {
+    static const char st[] = "# sites 4\n";
+    _Static_assert(KT_SITE_FRAMES == 4, "the header names the frame count");
+    memcpy(h, st, sizeof st - 1);
+    h += sizeof st - 1;
+  }
   kt_write_all(hdr, (size_t)(h - hdr));
+}
+
+/* At exit with sites on: the executable mappings, as "# map LINE-OF-/proc/self/maps", so the
+ * return addresses can be symbolized after the process is gone. */
+static void kt_write_maps(void) {
+  if (!kt_sites || atomic_exchange(&kt_maps_written, true)) return;
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char in[8192], out[KT_LINE_MAX * 2 + 16];
+  size_t have = 0;
+  for (;;) {
+    ssize_t r = read(fd, in + have, sizeof in - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 && have == 0) break;
+    if (r > 0) have += (size_t)r;
+    char *nl = memchr(in, '\n', have);
+    if (!nl && r > 0 && have < sizeof in) continue;
+    size_t len = nl ? (size_t)(nl - in) : have; /* a line longer than the buffer: cut */
+    /* "start-end perms offset dev inode path": keep executable mappings of a file */
+    char *sp1 = memchr(in, ' ', len);
+    bool exec = sp1 && sp1 + 4 < in + len && sp1[3] == 'x';
+    bool file = memchr(in, '/', len) != NULL;
+    if (exec && file && len <= KT_LINE_MAX * 2) {
+      memcpy(out, "# map ", 6);
+      memcpy(out + 6, in, len);
+      out[6 + len] = '\n';
+      kt_write_all(out, len + 7);
+    }
+    size_t used = nl ? len + 1 : len;
+    memmove(in, in + used, have - used);
+    have -= used;
+    if (r <= 0 && have == 0) break;
+  }
+  close(fd);
 }
 
 static void kt_atfork_prepare(void) {
@@ -418,6 +558,7 @@ static void kt_exit_flush(void) {
   kt_in++;
   atomic_store(&kt_final, true);
   kt_flush_all();
+  kt_write_maps();
   kt_in--;
 }
 
@@ -440,6 +581,8 @@ static void kt_init(void) {
   real_pvalloc = dlsym(RTLD_NEXT, "pvalloc");
   real_malloc_usable_size = dlsym(RTLD_NEXT, "malloc_usable_size");
   kt_page = sysconf(_SC_PAGESIZE);
+  const char *sites = getenv("KITE_TRACE_SITES");
+  kt_sites = sites && *sites && strcmp(sites, "0") != 0;
   const char *path = getenv("KITE_TRACE_FILE");
   if (path && *path && strlen(path) < sizeof kt_path_template && real_malloc && real_free &&
       real_calloc && real_realloc) {
@@ -473,8 +616,9 @@ static inline bool kt_passthrough(void) {
 KT_EXPORT void *malloc(size_t n) {
   if (kt_passthrough()) return real_malloc ? real_malloc(n) : kt_boot_alloc(n, 16);
   kt_in++;
+  KT_SITE(site, 1);
   void *p = real_malloc(n);
-  if (p) kt_record_alloc('m', p, 0, n);
+  if (p) kt_record_alloc('m', p, 0, n, &site);
   kt_in--;
   return p;
 }
@@ -486,8 +630,9 @@ KT_EXPORT void *calloc(size_t n, size_t size) {
     return kt_boot_alloc(n * size, 16);
   }
   kt_in++;
+  KT_SITE(site, 1);
   void *p = real_calloc(n, size);
-  if (p) kt_record_alloc('c', p, n, size);
+  if (p) kt_record_alloc('c', p, n, size, &site);
   kt_in--;
   return p;
 }
@@ -500,17 +645,17 @@ KT_EXPORT void free(void *p) {
   }
   kt_in++;
   uint64_t seq, id = kt_forget(p, &seq);
-  kt_emit(seq, 'f', &id, 1);
+  kt_emit(seq, 'f', &id, 1, NULL);
   real_free(p);
   kt_in--;
 }
 
 /* realloc and reallocarray share this; `size` is the product already checked. */
 static void *kt_realloc_common(void *p, size_t size, void *(*call)(void *, size_t, size_t),
-                               size_t a, size_t b) {
+                               size_t a, size_t b, const kt_site_t *site) {
   if (!p) {
     void *q = call(NULL, a, b);
-    if (q) kt_record_alloc('m', q, 0, size);
+    if (q) kt_record_alloc('m', q, 0, size, site);
     return q;
   }
   uint64_t old = kt_forget(p, NULL);
@@ -518,7 +663,7 @@ static void *kt_realloc_common(void *p, size_t size, void *(*call)(void *, size_
   if (!q) {
     if (size == 0 || a == 0 || b == 0) { /* realloc(p, 0) freed p */
       uint64_t seq = atomic_fetch_add_explicit(&kt_seq, 1, memory_order_relaxed);
-      kt_emit(seq, 'f', &old, 1);
+      kt_emit(seq, 'f', &old, 1, NULL);
     } else if (old != KT_FOREIGN) { /* failed: p unchanged, known again */
       kt_stripe_t *s = kt_stripe_of((uintptr_t)p);
       kt_lock(&s->lock);
@@ -529,7 +674,7 @@ static void *kt_realloc_common(void *p, size_t size, void *(*call)(void *, size_
   }
   uint64_t id, seq = kt_known(q, &id);
   uint64_t f[3] = {old, id, size};
-  kt_emit(seq, 'r', f, 3);
+  kt_emit(seq, 'r', f, 3, site);
   return q;
 }
 
@@ -549,7 +694,8 @@ KT_EXPORT void *realloc(void *p, size_t n) {
   }
   if (kt_passthrough()) return real_realloc ? real_realloc(p, n) : kt_boot_alloc(n, 16);
   kt_in++;
-  void *q = kt_realloc_common(p, n, kt_call_realloc, n, 1);
+  KT_SITE(site, 1);
+  void *q = kt_realloc_common(p, n, kt_call_realloc, n, 1, &site);
   kt_in--;
   return q;
 }
@@ -562,7 +708,8 @@ KT_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   if (!real_reallocarray || (p && kt_is_boot(p))) return realloc(p, n * size);
   if (kt_passthrough()) return real_reallocarray(p, n, size);
   kt_in++;
-  void *q = kt_realloc_common(p, n * size, kt_call_reallocarray, n, size);
+  KT_SITE(site, 1);
+  void *q = kt_realloc_common(p, n * size, kt_call_reallocarray, n, size, &site);
   kt_in--;
   return q;
 }
@@ -576,29 +723,36 @@ KT_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     return 0;
   }
   kt_in++;
+  KT_SITE(site, 1);
   int rc = real_posix_memalign(out, align, n);
-  if (rc == 0) kt_record_alloc('a', *out, align, n);
+  if (rc == 0) kt_record_alloc('a', *out, align, n, &site);
   kt_in--;
   return rc;
 }
 
 static void *kt_aligned_common(void *(*fn)(size_t, size_t), size_t align, size_t n,
-                               size_t rec_align, size_t rec_size) {
+                               size_t rec_align, size_t rec_size, const kt_site_t *site) {
   if (kt_passthrough()) return fn ? fn(align, n) : kt_boot_alloc(n, align);
   kt_in++;
   void *p = fn(align, n);
-  if (p) kt_record_alloc('a', p, rec_align, rec_size);
+  if (p) kt_record_alloc('a', p, rec_align, rec_size, site);
   kt_in--;
   return p;
 }
 
 KT_EXPORT void *aligned_alloc(size_t align, size_t n) {
   if (kt_state != 2) kt_init();
-  return kt_aligned_common(real_aligned_alloc, align, n, align, n);
+  kt_in++;
+  KT_SITE(site, kt_in == 1 && kt_tracing);
+  kt_in--;
+  return kt_aligned_common(real_aligned_alloc, align, n, align, n, &site);
 }
 KT_EXPORT void *memalign(size_t align, size_t n) {
   if (kt_state != 2) kt_init();
-  return kt_aligned_common(real_memalign, align, n, align, n);
+  kt_in++;
+  KT_SITE(site, kt_in == 1 && kt_tracing);
+  kt_in--;
+  return kt_aligned_common(real_memalign, align, n, align, n, &site);
 }
 
 static void *kt_call_valloc(size_t align, size_t n) { return real_valloc(n); }
@@ -606,13 +760,19 @@ static void *kt_call_pvalloc(size_t align, size_t n) { return real_pvalloc(n); }
 
 KT_EXPORT void *valloc(size_t n) {
   if (kt_state != 2) kt_init();
+  kt_in++;
+  KT_SITE(site, kt_in == 1 && kt_tracing);
+  kt_in--;
   return kt_aligned_common(real_valloc ? kt_call_valloc : NULL, (size_t)kt_page, n,
-                           (size_t)kt_page, n);
+                           (size_t)kt_page, n, &site);
 }
 KT_EXPORT void *pvalloc(size_t n) {
   if (kt_state != 2) kt_init();
   size_t pg = (size_t)kt_page, rounded = n ? (n + pg - 1) & ~(pg - 1) : pg;
-  return kt_aligned_common(real_pvalloc ? kt_call_pvalloc : NULL, pg, n, pg, rounded);
+  kt_in++;
+  KT_SITE(site, kt_in == 1 && kt_tracing);
+  kt_in--;
+  return kt_aligned_common(real_pvalloc ? kt_call_pvalloc : NULL, pg, n, pg, rounded, &site);
 }
 
 KT_EXPORT size_t malloc_usable_size(void *p) {
