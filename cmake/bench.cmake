@@ -17,7 +17,7 @@ endif()
 
 set(KITE_BENCH_WORKLOADS
     collatz-ivec collatz-list rnbench larson xmalloc cache-thrash cache-scratch
-    realloc large graph thread-churn churn)
+    realloc large graph thread-churn churn xfer thread-rounds phases replay)
 set(_kite_bench_targets "")
 foreach(w ${KITE_BENCH_WORKLOADS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/bench/workloads/${w}.c)
@@ -26,6 +26,9 @@ foreach(w ${KITE_BENCH_WORKLOADS})
     list(APPEND _kite_bench_targets kite-wl-${w})
   endif()
 endforeach()
+if(TARGET kite-wl-replay)
+  target_link_libraries(kite-wl-replay PRIVATE kite-trace-io)
+endif()
 
 # the runner's process launcher: measures one child's wall time, CPU and peak RSS
 add_executable(kite-bench-exec ${PROJECT_SOURCE_DIR}/bench/workloads/exec.c)
