@@ -4,13 +4,14 @@
 #   make bench   build, then compare kite with glibc and the installed peers (short size),
 #                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
+#   make bench-rss  resident memory over time per allocator (docs/benchmarks.md's RSS section)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench lab venv clean
+.PHONY: all build test test-main test-asan test-tsan bench bench-rss lab venv clean
 
 all: build
 
@@ -45,6 +46,9 @@ test: test-main test-asan test-tsan
 bench: build venv
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
+
+bench-rss: build venv
+	$(PY) bench/rss_timeline.py --docs
 
 lab: build venv
 	$(PY) tools/lab.py
