@@ -188,19 +188,19 @@ WORKLOADS = {
     "sqlite3": dict(
         desc="sqlite3 :memory: running an SQL script: build a table, index it, query, "
              "update, delete (output checked)",
-        args={"tiny": "2000", "small": "150000", "medium": "600000", "large": "2000000"},
+        args={"tiny": "2000", "small": "50000", "medium": "200000", "large": "1000000"},
         threads=None, real=True),
     "python3": dict(
         desc="python3 -I: dicts of strings, json dumps/loads, sorting (output checked)",
-        args={"tiny": "2000", "small": "120000", "medium": "500000", "large": "2000000"},
+        args={"tiny": "2000", "small": "8000", "medium": "30000", "large": "120000"},
         threads=None, real=True),
     "gcc": dict(
         desc="gcc -O2 -c of a generated C file of many functions (object file checked)",
-        args={"tiny": "5", "small": "150", "medium": "600", "large": "2000"},
+        args={"tiny": "2", "small": "10", "medium": "40", "large": "150"},
         threads=None, real=True),
     "xz": dict(
         desc="xz -T2 -1 with 1 MiB blocks compressing generated text (output checked)",
-        args={"tiny": "1", "small": "12", "medium": "48", "large": "200"},
+        args={"tiny": "1", "small": "4", "medium": "16", "large": "64"},
         threads=None, real=True),
 }
 
@@ -1142,6 +1142,7 @@ def ensure_built(build_dir, no_build):
 
 
 def main(argv=None):
+    global SHORT_S
     ap = argparse.ArgumentParser(
         prog="bench/run.py",
         description="Compare kite with glibc and the installed peers on kite's workloads.",
@@ -1165,6 +1166,10 @@ def main(argv=None):
                     help="comma-separated thread counts for every multi-thread workload "
                          "(default: each workload's own list)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per pair (default 3)")
+    ap.add_argument("--short-ms", type=float, default=SHORT_S * 1000,
+                    help="cases whose fastest median is under this many ms are start-up "
+                         "dominated: marked and left out of the geometric means (default "
+                         f"{SHORT_S * 1000:.0f}; 0 keeps every case)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds before a run is killed and reported TIMEOUT (default 60)")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"),
@@ -1201,6 +1206,9 @@ def main(argv=None):
             ap.error("--threads wants positive integers")
     if args.reps < 1:
         ap.error("--reps must be >= 1")
+    if args.short_ms < 0:
+        ap.error("--short-ms must be >= 0")
+    SHORT_S = args.short_ms / 1000
 
     allocs = discover_allocators(build_dir, args.alloc, args.install_peers)
     if args.allocs != "all":

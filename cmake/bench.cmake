@@ -47,7 +47,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_workloads.c)
             LABELS bench)
   add_dependencies(bench-workloads ${_kite_bench_targets})
   set_tests_properties(bench-workloads PROPERTIES
-    ENVIRONMENT "KITE_BENCH_BIN=${CMAKE_BINARY_DIR}" TIMEOUT 120)
+    ENVIRONMENT "KITE_BENCH_BIN=${CMAKE_BINARY_DIR};KITE_BENCH_SRC=${PROJECT_SOURCE_DIR}"
+    TIMEOUT 120)
 endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_runner.py)
