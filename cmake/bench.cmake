@@ -10,7 +10,8 @@
 # Tests (normal build only; workloads are measured, not sanitized, and the runner tests
 # use LD_PRELOAD): bench-workloads (each workload at tiny size verifies itself, -h, bad
 # options, determinism, the self-check catching a corrupting allocator) and bench-runner
-# (bench/run.py end to end on two workloads, a crashing allocator reported as such).
+# (bench/run.py end to end on two workloads, a crashing allocator reported as such), and
+# bench-rss-timeline (bench/rss_timeline.py at tiny size: its CSV, JSON and table).
 if(NOT KITE_SANITIZE STREQUAL "")
   return()
 endif()
@@ -58,4 +59,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_runner.py)
     COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_runner.py\" --build-dir \"$2\""
             sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(bench-runner PROPERTIES LABELS bench TIMEOUT 180)
+endif()
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_rss_timeline.py)
+  # bench/rss_timeline.py at tiny size: CSV, JSON and table of the RSS sampler
+  add_test(NAME bench-rss-timeline
+    COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_rss_timeline.py\" --build-dir \"$2\""
+            sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(bench-rss-timeline PROPERTIES LABELS bench TIMEOUT 120)
 endif()
