@@ -1010,7 +1010,7 @@ def charts(outdir, rows, allocs, cases):
     return files
 
 
-def write_docs(meta, md, files, outdir, args, cases):
+def write_docs(meta, md, files, outdir, args, cases, rows):
     """docs/benchmarks.md: how the run was made, the workloads, the tables, the charts.
     A hand-written section between the NOTES markers of an existing page is kept."""
     page = os.path.join(ROOT, "docs", "benchmarks.md")
@@ -1039,8 +1039,13 @@ def write_docs(meta, md, files, outdir, args, cases):
              "(`bench/workloads/`, built as `build/kite-wl-<name>`) started once per run with "
              "the allocator under test in `LD_PRELOAD` (glibc: no preload). Within each "
              "repetition every workload runs with every allocator in turn (round robin), so "
-             "drifts of the machine hit all allocators alike; the tables give the median "
-             "over the repetitions. Wall and CPU time and peak RSS are those of the workload "
+             "drifts of the machine hit all allocators alike, and the allocator order rotates "
+             "by one at every repetition; the tables give the median over the repetitions "
+             "with half its min-max range (±, in percent), the charts the min..max as "
+             "whiskers. Cases whose fastest median is under "
+             f"{SHORT_S * 1000:.0f} ms are start-up dominated: marked †, left out of the "
+             "geometric means. \"Best peer\" is the fastest allocator that is neither glibc "
+             "nor a build of kite (kite, kite-secure). Wall and CPU time and peak RSS are those of the workload "
              "process alone (`build/kite-bench-exec` forks it and reads `wait4`'s resource "
              "usage). A run that crashes, fails or whose self-check fails is shown as such "
              "(`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. Raw results, with the "
@@ -1114,8 +1119,9 @@ def write_readme_table(meta, rows, names, cases):
         return
     m = meta["machine"]
     block = ("<!-- bench-table -->\n"
-             f"Wall time, median of {meta['reps']} interleaved runs at `make bench`'s default "
-             f"size (`{meta['size']}`), ratio to glibc in parentheses, lower is better; "
+             f"Wall time, median of {meta['reps']} interleaved runs at size `{meta['size']}`"
+             + (" (`make bench`'s default)" if meta["size"] == "small" else "")
+             + ", ratio to glibc in parentheses, lower is better; "
              f"{m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, {m['libc']}; "
              f"{meta['date']}; kite at `{meta.get('kite_commit') or '?'}`; † start-up "
              "dominated, left out of the geometric mean:\n\n"
@@ -1335,7 +1341,7 @@ def main(argv=None):
                   file=sys.stderr)
     if args.docs:
         args.allocs_ok = active
-        write_docs(meta, md, files, outdir, args, cases)
+        write_docs(meta, md, files, outdir, args, cases, rows)
     print(md)
     print(f"{total} runs in {elapsed:.0f} s; results in {os.path.relpath(outdir)}/"
           + (f"; charts: {', '.join(os.path.relpath(p) for p in files)}" if files else ""))

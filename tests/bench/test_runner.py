@@ -347,10 +347,54 @@ def main():
                 st = rows[(p, "wrong")]["status"]
                 check(st == "WRONG" or st.startswith(("FAIL", "CRASH")), f"{p} wrong: {st}")
 
+    def docs_and_readme_blocks():
+        """--docs rewrites docs/benchmarks.md keeping the sections other tools write, and the
+        README's bench-table block, keeping its markers and the text around them."""
+        import run
+        with open(os.path.join(out, "results.json")) as f:
+            j = json.load(f)
+        root = os.path.join(tmp, "root")
+        os.makedirs(os.path.join(root, "docs"))
+        with open(os.path.join(root, "README.md"), "w") as f:
+            f.write("before\n<!-- bench-table -->\nold table\n<!-- /bench-table -->\nafter\n")
+        kept = ("<!-- notes -->\nhand notes\n<!-- /notes -->",
+                "<!-- fastpath-table -->\n| fast | 1 |\n<!-- /fastpath-table -->",
+                "<!-- rss-timeline -->\nrss table\n<!-- /rss-timeline -->")
+        with open(os.path.join(root, "docs", "benchmarks.md"), "w") as f:
+            f.write("# old\n\n" + "\n\nstale text\n\n".join(kept) + "\n")
+        names = [a["name"] for a in j["allocators"] if a["status"] == "ok"]
+        cases = [dict(label=l, workload=l.split()[0], threads=2 if " " in l else None)
+                 for l in dict.fromkeys(r["label"] for r in j["rows"])]
+
+        class A:
+            allocs_ok = [a for a in j["allocators"] if a["status"] == "ok"]
+        keep, keep_short = run.ROOT, run.SHORT_S
+        try:
+            run.ROOT, run.SHORT_S = root, 0.0
+            run.write_docs(j["meta"], "RESULTS-TABLE\n", [], out, A, cases, j["rows"])
+        finally:
+            run.ROOT, run.SHORT_S = keep, keep_short
+        with open(os.path.join(root, "docs", "benchmarks.md")) as f:
+            page = f.read()
+        for k in kept:
+            check(page.count(k) == 1, f"kept once: {k[:30]}")
+        check("RESULTS-TABLE" in page and "stale text" not in page and "# old" not in page,
+              "page regenerated")
+        check(page.index("<!-- fastpath-table -->") < page.index("<!-- rss-timeline -->")
+              < page.index("## Workloads"), "sections in order")
+        with open(os.path.join(root, "README.md")) as f:
+            readme = f.read()
+        check(readme.startswith("before\n<!-- bench-table -->\nWall time, median of 2 interleaved "
+                               "runs at size `tiny`, ratio")
+              and readme.endswith("<!-- /bench-table -->\nafter\n")
+              and "old table" not in readme and "| churn " in readme
+              and "| **geometric mean** |" in readme and " ±" not in readme,
+              f"README block: {readme}")
+
     return run_tests((runner_exits_zero, csv_is_well_formed, spread_and_rotation,
                       json_matches_csv, markdown_table, charts_written, verdicts,
                       list_and_errors, replay_reported, kite_secure_and_mimalloc3,
-                      real_programs))
+                      real_programs, docs_and_readme_blocks))
 
 
 if __name__ == "__main__":
