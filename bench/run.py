@@ -88,7 +88,7 @@ WORKLOADS = {
         threads=[4]),
     "rnbench": dict(
         desc="seed 004: per-thread slots, random alloc/free of 16..1024 bytes",
-        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 3500000",
+        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 2500000",
               "medium": "-n 100000 -i 8000000", "large": "-n 100000 -i 30000000"},
         threads=[1, 2, 4]),
     "rnbench-seed": dict(
@@ -100,7 +100,7 @@ WORKLOADS = {
         threads=[1, 2, 4, 8]),
     "larson": dict(
         desc="server-like churn, slot arrays handed to the next thread each epoch",
-        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 1000000",
+        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 800000",
               "medium": "-n 1000 -e 10 -i 2500000", "large": "-n 4000 -e 20 -i 5000000"},
         threads=[1, 2, 4]),
     "xmalloc": dict(
@@ -139,7 +139,7 @@ WORKLOADS = {
     "large-5-25m": dict(
         desc="one thread, blocks of 5..25 MiB (uniform), up to 20 live, every page touched",
         program="large",
-        args={"tiny": "-n 4 -l 3 -a 5242880 -m 8388608", "small": "-n 30 -l 20 -a 5242880 "
+        args={"tiny": "-n 4 -l 3 -a 5242880 -m 8388608", "small": "-n 20 -l 20 -a 5242880 "
               "-m 26214400", "medium": "-n 150 -l 20 -a 5242880 -m 26214400",
               "large": "-n 600 -l 20 -a 5242880 -m 26214400"},
         threads=None),
@@ -151,7 +151,7 @@ WORKLOADS = {
     "graph-teardown": dict(
         desc="single thread: a pointer graph built, then freed in random order (no walk)",
         program="graph",
-        args={"tiny": "-n 5000 -r 1 -w 0", "small": "-n 300000 -r 1 -w 0",
+        args={"tiny": "-n 5000 -r 1 -w 0", "small": "-n 200000 -r 1 -w 0",
               "medium": "-n 1000000 -r 1 -w 0", "large": "-n 2000000 -r 2 -w 0"},
         threads=None),
     "thread-churn": dict(
@@ -200,7 +200,7 @@ WORKLOADS = {
         threads=None, real=True),
     "xz": dict(
         desc="xz -T2 -1 with 1 MiB blocks compressing generated text (output checked)",
-        args={"tiny": "1", "small": "4", "medium": "16", "large": "64"},
+        args={"tiny": "1", "small": "3", "medium": "16", "large": "64"},
         threads=None, real=True),
 }
 
