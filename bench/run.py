@@ -903,7 +903,7 @@ def write_csv(path, meta, rows):
                         num(r["wall_q3_s"]), int(r["label"] in short)])
 
 
-def charts(outdir, rows, allocs, cases):
+def charts(outdir, rows, allocs, cases, size=None):
     """PNG charts (matplotlib, Agg). Returns the list of files written."""
     import matplotlib
     matplotlib.use("Agg")
@@ -922,43 +922,50 @@ def charts(outdir, rows, allocs, cases):
     width = 0.8 / max(1, len(names))
 
     def grouped(metric, ylabel, title, fname, log, ref=None, err=None):
-        fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(labels) + 3), 5))
-        for i, n in enumerate(names):
-            xs, ys, lo, hi = [], [], [], []
-            for j, lab in enumerate(labels):
-                r = by[(lab, n)]
-                x = j + (i - (len(names) - 1) / 2) * width
-                v = metric(r)
-                if r["status"] != "ok":
-                    ax.text(x, ref if ref is not None else (1 if log else 0), "X", ha="center", va="bottom", color=col[n],
-                            fontsize=9, fontweight="bold")
-                elif v is not None:
-                    xs.append(x)
-                    ys.append(v)
-                    a, b = err(r) if err else (v, v)
-                    lo.append(max(0.0, v - a))
-                    hi.append(max(0.0, b - v))
-            if ref is not None:  # bars grow up or down from the reference (ratio 1)
-                ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
-            else:
-                ax.bar(xs, ys, width, label=n, color=col[n])
-            if err and xs:  # the min..max of the repetitions
-                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black", elinewidth=0.7,
-                            capsize=1.5)
-        if ref is not None:
-            ax.axhline(ref, color="black", lw=0.8, ls="--")
-        if log:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-            # label only the 2s and 5s between the decades: enough to read, not a smear
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
-                lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
-        ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30, ha="right")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.legend(ncol=min(6, len(names)), fontsize=8)
-        ax.grid(axis="y", alpha=0.3, which="both")
+        per_row = 17  # cases per panel: a long suite gets several panels, one above the other
+        chunks = [labels[k:k + per_row] for k in range(0, len(labels), per_row)] or [[]]
+        fig, axes = plt.subplots(len(chunks), 1, squeeze=False, figsize=(
+            max(8, 0.9 * min(len(labels), per_row) + 3), 4.6 * len(chunks) + 0.4))
+        for ax, chunk in zip(axes[:, 0], chunks):
+            for i, n in enumerate(names):
+                xs, ys, lo, hi = [], [], [], []
+                for j, lab in enumerate(chunk):
+                    r = by[(lab, n)]
+                    x = j + (i - (len(names) - 1) / 2) * width
+                    v = metric(r)
+                    if r["status"] != "ok":
+                        ax.text(x, ref if ref is not None else (1 if log else 0), "X",
+                                ha="center", va="bottom", color=col[n], fontsize=9,
+                                fontweight="bold")
+                    elif v is not None:
+                        xs.append(x)
+                        ys.append(v)
+                        a, b = err(r) if err else (v, v)
+                        lo.append(max(0.0, v - a))
+                        hi.append(max(0.0, b - v))
+                if ref is not None:  # bars grow up or down from the reference (ratio 1)
+                    ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
+                else:
+                    ax.bar(xs, ys, width, label=n, color=col[n])
+                if err and xs:  # the min..max of the repetitions
+                    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black",
+                                elinewidth=0.7, capsize=1.5)
+            if ref is not None:
+                ax.axhline(ref, color="black", lw=0.8, ls="--")
+            if log:
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(
+                    matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                # label only the 2s and 5s between the decades: enough to read, not a smear
+                ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                    lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
+            ax.set_xticks(range(len(chunk)))
+            ax.set_xticklabels(chunk, rotation=30, ha="right")
+            ax.set_xlim(-0.6, max(len(chunk), per_row if len(chunks) > 1 else 0) - 0.4)
+            ax.set_ylabel(ylabel)
+            ax.grid(axis="y", alpha=0.3, which="both")
+        axes[0, 0].set_title(title)
+        axes[0, 0].legend(ncol=min(8, len(names)), fontsize=8)
         fig.tight_layout()
         p = os.path.join(outdir, fname)
         fig.savefig(p, dpi=110)
@@ -979,11 +986,19 @@ def charts(outdir, rows, allocs, cases):
     for c in cases:
         if c["threads"] is not None:
             multi.setdefault(c["workload"], []).append(c)
-    multi = {w: cs for w, cs in multi.items() if len(cs) > 1}
+    # only workloads whose per-thread work is the same at every thread count (no
+    # thread_args at this size), else the curve would not mean what the title says
+    multi = {w: cs for w, cs in multi.items() if len(cs) > 1
+             and not (size and WORKLOADS.get(w, {}).get("thread_args", {}).get(size))}
     if multi:
         n = len(multi)
-        fig, axes = plt.subplots(1, n, figsize=(4.5 * n + 1, 4), squeeze=False)
-        for ax, (w, cs) in zip(axes[0], multi.items()):
+        ncol = min(n, 3)
+        nrow = (n + ncol - 1) // ncol
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol + 1, 3.8 * nrow + 0.6),
+                                 squeeze=False)
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        for ax, (w, cs) in zip(axes.flat, multi.items()):
             for a in names:
                 rs = [(c["threads"], by[(c["label"], a)]) for c in cs
                       if by[(c["label"], a)]["status"] == "ok"]
@@ -1335,7 +1350,7 @@ def main(argv=None):
         cdir = os.path.abspath(args.charts_dir or outdir)
         os.makedirs(cdir, exist_ok=True)
         try:
-            files = charts(cdir, rows, active, cases)
+            files = charts(cdir, rows, active, cases, args.size)
         except ImportError as e:
             print(f"charts skipped: {e} (use the project's .venv, or --no-charts)",
                   file=sys.stderr)
