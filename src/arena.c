@@ -291,11 +291,6 @@ void _kite_arena_free_run(kite_page_t *head) {
   if (hook) hook();
 }
 
-void _kite_arena_free_run_purged(kite_page_t *head) {
-  _kite_os_decommit(_kite_page_start(head), (size_t)KITE_UNIT_SIZE << head->order);
-  free_run(head, false, 0);
-}
-
 /* ---- purging (caller holds purge_lock) ---- */
 
 /* Decommit [i, j) of a: reserved while the OS call runs without the slot lock. Entered and

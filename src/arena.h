@@ -23,9 +23,6 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
 /* Give a run back (head descriptor). It stays committed for reuse until the decay purges
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
-/* Give a run back decommitted at once (memory that is not expected back soon: the pages of
- * an exiting thread). */
-void _kite_arena_free_run_purged(kite_page_t *head);
 /* force: decommit every free run and unmap every empty arena (waits for a purge in
  * progress); else one decay step (skipped if another thread is purging). Returns the
  * number of bytes decommitted plus those of the arenas unmapped. */

@@ -184,7 +184,11 @@ bool _kite_huge_free(void *p) {
       h = NULL;
     }
     _kite_unlock(&huge_lock);
-    if (!h) return true;
+    if (!h) {
+      void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+      if (hook) hook(); /* the background purger expires it */
+      return true;
+    }
   }
   huge_unmap(h);
   return true;
@@ -217,6 +221,8 @@ size_t _kite_huge_cache_release(bool force) {
   if (r) _kite_stat_add(&_kite_stats.purged, r);
   return r;
 }
+
+size_t _kite_huge_cache_bytes(void) { return __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED); }
 
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   kite_page_t *pg = _kite_arena_alloc_run(order, zero);

@@ -33,6 +33,7 @@
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units, purge
  *   huge                  blocks with their own OS mapping, the huge cache
+ *   purger                the optional background purger thread (KITE_BACKGROUND)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
  *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
  *   alloc / free          the public entry points (fast paths first)
