@@ -1,6 +1,9 @@
 /* src/arena.c -- arenas, runs of units and purging (contract in arena.h).
  *
- * Arena layout (KITE_ARENA_SIZE bytes, aligned to its size):
+ * Arena layout (KITE_ARENA_SIZE bytes, aligned to its size; only [0, mapped_units) is
+ * mapped: a new arena maps KITE_ARENA_FIRST_UNITS and doubles (MAP_FIXED_NOREPLACE) when
+ * no arena has room, so address space follows use; the unmapped rest is reserved in the
+ * buddy heap, and an arena whose neighbour took that space just stays smaller):
  *   [0, 128 KiB)            kite_page_t pages[1024], one descriptor per unit
  *   [128 KiB, +256)         kite_arena_t header
  *   [.., ..)                the buddy heap's metadata
@@ -50,6 +53,11 @@
 #define KITE_ARENA_MAX 16384
 #endif
 #define AVAIL_WORDS (KITE_ARENA_MAX / 64)
+#ifndef KITE_ARENA_FIRST_UNITS
+/* Units of a new arena mapped at first (16 = 1 MiB): the arena grows by doubling as it
+ * fills, so a small program reserves a few MiB of address space, not 64. */
+#define KITE_ARENA_FIRST_UNITS 16
+#endif
 #define DECAY_BANDS 16
 
 /* Per-unit state owned by the slot lock lives here, not in the descriptors (which the
@@ -60,6 +68,8 @@ typedef struct kite_arena_s {
   uint32_t slot;
   uint32_t meta_units;
   uint32_t dirty_free;                 /* units with is_free && dirty */
+  uint32_t mapped_units;               /* [0, mapped_units) is mapped; the rest reserved */
+  bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
@@ -76,6 +86,7 @@ typedef struct {
 static arena_slot_t slots[KITE_ARENA_MAX];
 static uint64_t avail[KITE_LARGE_MAX_ORDER + 1][AVAIL_WORDS]; /* atomic words */
 static uint64_t taken[AVAIL_WORDS];  /* slot has an arena; guarded by table_lock */
+static uint64_t growable[AVAIL_WORDS]; /* atomic: slot's arena is not all mapped (may grow) */
 static uint32_t slots_hi;            /* 1 + highest slot ever used (atomic) */
 static uint32_t arena_count;         /* guarded by table_lock */
 static kite_lock_t table_lock = KITE_LOCK_INIT;
@@ -132,23 +143,30 @@ static int avail_find(unsigned k, uint32_t from) {
  * the table lock only to register it. false + ENOMEM on failure. */
 static bool arena_new(void) {
   size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
-  void *base = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE,
+  uint32_t meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  uint32_t first = KITE_ARENA_FIRST_UNITS;
+  while (first < 2 * meta_units && first < KITE_ARENA_UNITS) first *= 2;
+  if (first > KITE_ARENA_UNITS) first = KITE_ARENA_UNITS;
+  size_t first_bytes = (size_t)first << KITE_UNIT_SHIFT;
+  void *base = _kite_os_map_aligned(first_bytes, KITE_ARENA_SIZE,
                                     (void *)__atomic_load_n(&arena_hint, __ATOMIC_RELAXED));
   if (!base) return false;
   if ((uintptr_t)base >> KITE_ADDR_BITS) { /* outside the page map: cannot be ours */
-    _kite_os_unmap(base, KITE_ARENA_SIZE);
+    _kite_os_unmap(base, first_bytes);
     errno = ENOMEM;
     return false;
   }
-  if (_kite_options.hugepages) _kite_os_advise_huge(base, KITE_ARENA_SIZE);
+  if (_kite_options.hugepages) _kite_os_advise_huge(base, first_bytes);
   kite_arena_t *a = (kite_arena_t *)((uint8_t *)base + ARENA_HDR_OFF);
   a->magic = KITE_ARENA_MAGIC;
-  a->meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  a->meta_units = meta_units;
+  a->mapped_units = first;
   kite_check(kite_buddy_init(&a->buddy, (uint8_t *)base + ARENA_BUDDY_OFF, meta, KITE_ARENA_UNITS) == 0);
   kite_check(kite_buddy_reserve(a->buddy, 0, a->meta_units) == 0);
+  kite_check(kite_buddy_reserve(a->buddy, first, KITE_ARENA_UNITS - first) == 0);
   kite_page_t *pages = arena_pages(a);
   for (uint32_t i = 0; i < a->meta_units; i++) pages[i].kind = KITE_KIND_META;
-  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS; i++) a->is_free[i] = 1;
+  for (uint32_t i = a->meta_units; i < first; i++) a->is_free[i] = 1;
   _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_ARENA);
   __atomic_store_n(&arena_hint, (uintptr_t)base + KITE_ARENA_SIZE, __ATOMIC_RELAXED);
 
@@ -164,12 +182,13 @@ static bool arena_new(void) {
     _kite_lock(&slots[slot].lock);
     __atomic_store_n(&slots[slot].arena, a, __ATOMIC_RELEASE);
     avail_update(a);
+    if (first < KITE_ARENA_UNITS) __atomic_fetch_or(&growable[slot >> 6], (uint64_t)1 << (slot & 63), __ATOMIC_RELEASE);
     _kite_unlock(&slots[slot].lock);
   }
   _kite_unlock(&table_lock);
   if (slot < 0) { /* the table is full */
     _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_NONE);
-    _kite_os_unmap(base, KITE_ARENA_SIZE);
+    _kite_os_unmap(base, first_bytes);
     errno = ENOMEM;
     return false;
   }
@@ -177,6 +196,50 @@ static bool arena_new(void) {
   _kite_stat_commit((int64_t)(a->meta_units * KITE_UNIT_SIZE));
   __atomic_fetch_add(&_kite_stats.arenas, 1, __ATOMIC_RELAXED);
   return true;
+}
+
+/* Map more of a partly mapped arena: double it. The OS call runs without the lock, the
+ * new units reserved meanwhile (they are until the end). If the address space after it is
+ * taken or refused, the arena stays as it is and is no longer grown. */
+static bool arena_grow(uint32_t slot) {
+  arena_slot_t *s = &slots[slot];
+  uint64_t bit = (uint64_t)1 << (slot & 63);
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  if (!a || a->growing || a->mapped_units >= KITE_ARENA_UNITS) {
+    _kite_unlock(&s->lock);
+    return false;
+  }
+  a->growing = true;
+  uint32_t old = a->mapped_units, now = old * 2 > KITE_ARENA_UNITS ? KITE_ARENA_UNITS : old * 2;
+  _kite_unlock(&s->lock);
+  uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
+  size_t len = (size_t)(now - old) << KITE_UNIT_SHIFT;
+  bool ok = _kite_os_map_at(at, len);
+  if (ok && _kite_options.hugepages) _kite_os_advise_huge(at, len);
+  _kite_lock(&s->lock);
+  if (ok) {
+    kite_check(kite_buddy_unreserve(a->buddy, old, now - old) == 0);
+    for (uint32_t u = old; u < now; u++) a->is_free[u] = 1;
+    a->mapped_units = now;
+    avail_update(a);
+  }
+  if (!ok || now == KITE_ARENA_UNITS) __atomic_fetch_and(&growable[slot >> 6], ~bit, __ATOMIC_RELEASE);
+  a->growing = false;
+  _kite_unlock(&s->lock);
+  return ok;
+}
+
+/* The first slot at or after `from` whose arena may grow; -1 if none. (A bit per slot: on
+ * the path that found no arena with space, before mapping a new one.) */
+static int growable_find(uint32_t from) {
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    uint32_t s = (from + i) % hi;
+    uint64_t m = __atomic_load_n(&growable[s >> 6], __ATOMIC_ACQUIRE) >> (s & 63);
+    if (m & 1) return (int)s;
+  }
+  return -1;
 }
 
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
@@ -223,6 +286,8 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
     if (a) break;
     /* other threads took the space of the arenas this thread mapped three times over */
     if (round == 3) { errno = ENOMEM; return NULL; }
+    int g = growable_find(tls_slot);
+    if (g >= 0 && arena_grow((uint32_t)g)) { round--; continue; } /* grown: not a new arena */
     if (!arena_new()) return NULL; /* errno = ENOMEM */
   }
   kite_page_t *head = arena_pages(a) + idx;
@@ -266,7 +331,7 @@ static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
   kite_check(rc == 0);
   avail_update(a);
   _kite_unlock(&s->lock);
-  if (dirty) __atomic_fetch_add(&dirty_free_units, n, __ATOMIC_RELAXED);
+  if (dirty) __atomic_fetch_add(&dirty_free_units, n, __ATOMIC_SEQ_CST); /* see purger.c */
   else {
     _kite_stat_commit(-(int64_t)((size_t)n << KITE_UNIT_SHIFT));
     __atomic_fetch_add(&_kite_stats.purged, (size_t)n << KITE_UNIT_SHIFT, __ATOMIC_RELAXED);
@@ -351,7 +416,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty
     i = j;
   }
 done:
-  *empty = a->dirty_free == 0 && kite_buddy_free_units(a->buddy) == KITE_ARENA_UNITS - a->meta_units;
+  *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   _kite_unlock(&s->lock);
   return purged;
 }
@@ -362,10 +427,13 @@ static size_t arena_unmap(uint32_t slot) {
   _kite_lock(&table_lock);
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  bool empty = a && a->dirty_free == 0 && kite_buddy_free_units(a->buddy) == KITE_ARENA_UNITS - a->meta_units;
+  bool empty = a && a->dirty_free == 0 && !a->growing &&
+               kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
+  size_t mapped = empty ? (size_t)a->mapped_units << KITE_UNIT_SHIFT : 0;
   if (empty) {
     __atomic_store_n(&s->arena, NULL, __ATOMIC_RELEASE);
     avail_clear(slot);
+    __atomic_fetch_and(&growable[slot >> 6], ~((uint64_t)1 << (slot & 63)), __ATOMIC_RELEASE);
     taken[slot >> 6] &= ~((uint64_t)1 << (slot & 63));
     arena_count--;
   }
@@ -376,10 +444,10 @@ static size_t arena_unmap(uint32_t slot) {
   uintptr_t base = (uintptr_t)arena_pages(a);
   uint32_t meta = a->meta_units;
   _kite_pagemap_set(base, KITE_ARENA_SIZE, KITE_PM_NONE);
-  _kite_os_unmap((void *)base, KITE_ARENA_SIZE);
+  _kite_os_unmap((void *)base, mapped); /* only what is ours: the rest may be another map */
   _kite_stat_commit(-(int64_t)((size_t)meta * KITE_UNIT_SIZE));
   __atomic_fetch_sub(&_kite_stats.arenas, 1, __ATOMIC_RELAXED);
-  return KITE_ARENA_SIZE;
+  return mapped;
 }
 
 static size_t purge_all(bool force, uint64_t now) {
@@ -410,7 +478,7 @@ size_t _kite_arena_purge(bool force) {
 }
 
 size_t _kite_arena_dirty_bytes(void) {
-  return __atomic_load_n(&dirty_free_units, __ATOMIC_RELAXED) << KITE_UNIT_SHIFT;
+  return __atomic_load_n(&dirty_free_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;
 }
 
 size_t _kite_arena_count(void) { return __atomic_load_n(&arena_count, __ATOMIC_RELAXED); }

@@ -27,7 +27,7 @@ void _kite_arena_free_run(kite_page_t *head);
  * progress); else one decay step (skipped if another thread is purging). Returns the
  * number of bytes decommitted plus those of the arenas unmapped. */
 size_t _kite_arena_purge(bool force);
-/* Bytes in free runs that are still committed (a relaxed snapshot). */
+/* Bytes in free runs that are still committed (a sequentially consistent load). */
 size_t _kite_arena_dirty_bytes(void);
 /* Arenas mapped now. */
 size_t _kite_arena_count(void);

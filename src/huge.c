@@ -180,7 +180,7 @@ bool _kite_huge_free(void *p) {
     if (slot >= 0 && huge_cache_bytes + h->user_len <= HUGE_CACHE_BYTES) {
       huge_cache[slot].h = h;
       huge_cache[slot].freed_ms = now;
-      __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + h->user_len, __ATOMIC_RELAXED);
+      __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + h->user_len, __ATOMIC_SEQ_CST); /* purger.c */
       h = NULL;
     }
     _kite_unlock(&huge_lock);
@@ -222,7 +222,7 @@ size_t _kite_huge_cache_release(bool force) {
   return r;
 }
 
-size_t _kite_huge_cache_bytes(void) { return __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED); }
+size_t _kite_huge_cache_bytes(void) { return __atomic_load_n(&huge_cache_bytes, __ATOMIC_SEQ_CST); }
 
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   kite_page_t *pg = _kite_arena_alloc_run(order, zero);

@@ -4,9 +4,10 @@
  * retried: a free must not pay for pthread_create again and again). A free that left
  * memory behind calls wake(): if state is 0 it claims the start (0 -> 1) and creates the
  * thread. The thread, when it finds nothing to purge, stores 0, then looks once more: if
- * something arrived in between it claims the start back and goes on, else it exits. With
- * sequentially consistent stores and loads on both sides (the free's counter update, the
- * fence in wake; the thread's store of 0 and its second look) either the free sees 0 and
+ * something arrived in between it claims the start back and goes on, else it exits. All
+ * four accesses are sequentially consistent (the free's update of the dirty counter or of
+ * the huge cache bytes, its load of state; the thread's store of 0 and its second look,
+ * through _kite_arena_dirty_bytes / _kite_huge_cache_bytes), so either the free sees 0 and
  * starts a thread, or the thread sees the new memory: nothing is left without a purger.
  */
 #define _GNU_SOURCE
@@ -68,7 +69,6 @@ static void purger_start(void) {
 
 /* The hook: a free left committed free memory behind. */
 static void wake(void) {
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_options.purge_delay_ms > 0) purger_start();
 }
 
