@@ -5,6 +5,7 @@
 #include <kite.h>
 #include "heap.h"
 #include "options.h"
+#include "purger.h"
 #include "stats.h"
 #include "message.h"
 
@@ -62,6 +63,7 @@ KITE_API long kite_option_get(kite_option_t option) {
   case KITE_OPTION_ABORT_ON_ERROR: return _kite_options.abort_on_error;
   case KITE_OPTION_PURGE_DELAY_MS: return (long)_kite_options.purge_delay_ms;
   case KITE_OPTION_HUGEPAGES: return _kite_options.hugepages;
+  case KITE_OPTION_BACKGROUND: return _kite_options.background;
   }
   return -1;
 }
@@ -74,5 +76,9 @@ KITE_API void kite_option_set(kite_option_t option, long value) {
   case KITE_OPTION_ABORT_ON_ERROR: _kite_options.abort_on_error = value != 0; break;
   case KITE_OPTION_PURGE_DELAY_MS: _kite_options.purge_delay_ms = value; break;
   case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value != 0; break;
+  case KITE_OPTION_BACKGROUND:
+    _kite_options.background = value != 0;
+    _kite_purger_enable(value != 0);
+    break;
   }
 }
