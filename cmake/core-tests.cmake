@@ -2,14 +2,14 @@
 # tests/integration, tests/programs). Included after cmake/core.cmake.
 #
 # Which tests run where:
-#   normal build   core_api (kite_* API via kite-noover), core_api_override (plain names,
+#   normal build   core_api (kite_* API via kite-noover-debug: KITE_DEBUG=3, validators on), core_api_override (plain names,
 #                  linked with libkite.so), core_model, core_model_override, core_cxx,
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override,
 #                  core_misuse, core_misuse_override, core_programs
-#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover
-#   TSan           core_stress and core_threads (reduced) via kite-noover
+#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
+#   TSan           core_stress and core_threads (reduced) via kite-noover-debug
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
 # label `core-tests`; run them with `ctest -L core-tests`.
 set(_ct ${PROJECT_SOURCE_DIR}/tests)
@@ -20,15 +20,15 @@ endfunction()
 
 if(TARGET kite-noover)
   if(NOT KITE_SANITIZE STREQUAL "thread")
-    kite_test(core_api SOURCES ${_ct}/api/test_api.c LIBS kite-noover)
+    kite_test(core_api SOURCES ${_ct}/api/test_api.c LIBS kite-noover-debug)
     _kite_ct_props(core_api 120)
-    kite_test(core_model SOURCES ${_ct}/api/test_model.c LIBS kite-noover)
+    kite_test(core_model SOURCES ${_ct}/api/test_model.c LIBS kite-noover-debug)
     _kite_ct_props(core_model 120)
     if(KITE_SANITIZE STREQUAL "address")
       set_tests_properties(core_model PROPERTIES ENVIRONMENT "KITE_MODEL_OPS=60000")
     endif()
   endif()
-  kite_test(core_stress SOURCES ${_ct}/stress/test_stress.c LIBS kite-noover)
+  kite_test(core_stress SOURCES ${_ct}/stress/test_stress.c LIBS kite-noover-debug)
   _kite_ct_props(core_stress 300)
   # KITE_STRESS_SIZE: live threads, threads per round, operations per thread, rounds
   if(KITE_SANITIZE STREQUAL "address")
@@ -36,7 +36,7 @@ if(TARGET kite-noover)
   elseif(KITE_SANITIZE STREQUAL "thread")
     set_tests_properties(core_stress PROPERTIES ENVIRONMENT "KITE_STRESS_SIZE=8 16 2000 2")
   endif()
-  kite_test(core_threads SOURCES ${_ct}/stress/test_threads.c LIBS kite-noover)
+  kite_test(core_threads SOURCES ${_ct}/stress/test_threads.c LIBS kite-noover-debug)
   _kite_ct_props(core_threads 300)
   if(KITE_SANITIZE STREQUAL "address")
     set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=3")
@@ -44,15 +44,15 @@ if(TARGET kite-noover)
     set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=2")
   endif()
   if(KITE_SANITIZE STREQUAL "")
-    kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover)
+    kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover-debug)
     _kite_ct_props(core_fork 180)
-    kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover)
+    kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover-debug)
     _kite_ct_props(core_oom 120)
     # the same stress with immediate purging of freed pages (decommit on every free)
     add_test(NAME core_stress_purge0 COMMAND core_stress 8 16 6000 2)
     _kite_ct_props(core_stress_purge0 300)
     set_tests_properties(core_stress_purge0 PROPERTIES ENVIRONMENT "KITE_PURGE_DELAY_MS=0")
-    kite_test(core_misuse SOURCES ${_ct}/integration/test_misuse.c LIBS kite-noover)
+    kite_test(core_misuse SOURCES ${_ct}/integration/test_misuse.c LIBS kite-noover-debug)
     _kite_ct_props(core_misuse 120)
   endif()
 endif()

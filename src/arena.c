@@ -46,6 +46,9 @@ static uintptr_t arena_hint;
 static uint64_t last_purge_ms;
 static size_t dirty_free_units;
 
+static bool arena_check(kite_arena_t *a);
+static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool is_free);
+
 static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
   return (kite_arena_t *)(((uintptr_t)pg & ~(uintptr_t)KITE_ARENA_MASK) + ARENA_HDR_OFF);
 }
@@ -110,6 +113,8 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
     d->kind = KITE_KIND_META;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
+  kite_assert_internal(arena_check_run(a, (uint32_t)idx, order, false));
+  kite_assert_expensive(arena_check(a));
   _kite_unlock(&arena_lock);
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
   head->order = (uint8_t)order;
@@ -169,6 +174,8 @@ void _kite_arena_free_run(kite_page_t *head) {
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);
   if (delay > 0 && dirty_free_units && now - last_purge_ms >= (uint64_t)delay) purge_locked(false, now);
+  kite_assert_internal(arena_check_run(a, idx, order, true));
+  kite_assert_expensive(arena_check(a));
   _kite_unlock(&arena_lock);
   if (delay == 0) {
     _kite_stat_commit(-(int64_t)((size_t)n << KITE_UNIT_SHIFT));
@@ -187,3 +194,82 @@ void _kite_arena_fork_prepare(void) { _kite_lock(&arena_lock); }
 void _kite_arena_fork_parent(void) { _kite_unlock(&arena_lock); }
 void _kite_arena_fork_child(void) { _kite_lock_reinit(&arena_lock); }
 
+
+
+/* ---- validators (contracts in arena.h). Caller holds arena_lock. ----
+ * What is read: the buddy heap, is_free and dirty (the lock's), and of the descriptors only
+ * what the lock guards: FREE units (nobody else writes them), head_off, and the META kind
+ * of the metadata units. The kinds of units in use belong to their pages' owners. */
+
+/* The run of 2^order units at idx, just allocated (is_free false: every unit META, in use,
+ * head_off its distance, the buddy heap's block of that order) or just freed. */
+static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool is_free) {
+  kite_page_t *pages = arena_pages(a);
+  int bo = kite_buddy_block_order(a->buddy, idx);
+  if (is_free ? bo >= 0 : bo != (int)order) return _kite_check_failed("arena: run disagrees with the buddy heap", idx);
+  for (uint32_t i = 0; i < (1u << order); i++) {
+    kite_page_t *d = pages + idx + i;
+    if (a->is_free[idx + i] != is_free) return _kite_check_failed("arena: is_free of a run", idx + i);
+    if (is_free ? (d->kind != KITE_KIND_FREE || d->head_off != 0) : (d->kind != KITE_KIND_META || d->head_off != i))
+      return _kite_check_failed("arena: descriptor of a run", idx + i);
+  }
+  return true;
+}
+
+/* One arena: magic, buddy metadata (kite_buddy_check), meta units reserved and META,
+ * is_free agrees with the buddy heap unit by unit (free units are FREE, every run in use is
+ * an allocated buddy block whose units carry their head_off). Adds its free dirty units to
+ * *dirty. */
+static bool arena_check_one(kite_arena_t *a, size_t *dirty) {
+  if (a->magic != KITE_ARENA_MAGIC) return _kite_check_failed("arena: magic", (uintptr_t)a);
+  int rc = kite_buddy_check(a->buddy);
+  if (rc != 0) return _kite_check_failed("arena: buddy heap metadata (kite_buddy_check)", (uint64_t)-rc);
+  size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
+  if (a->meta_units != (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT))
+    return _kite_check_failed("arena: meta_units", a->meta_units);
+  kite_page_t *pages = arena_pages(a);
+  for (uint32_t u = 0; u < a->meta_units; u++)
+    if (a->is_free[u] || pages[u].kind != KITE_KIND_META) return _kite_check_failed("arena: metadata unit", u);
+  uint64_t nfree = 0;
+  uint32_t u = a->meta_units;
+  while (u < KITE_ARENA_UNITS) {
+    if (a->is_free[u]) {
+      if (pages[u].kind != KITE_KIND_FREE || pages[u].head_off != 0) return _kite_check_failed("arena: free unit's descriptor", u);
+      if (kite_buddy_block_order(a->buddy, u) >= 0) return _kite_check_failed("arena: free unit is allocated in the buddy heap", u);
+      nfree++;
+      if (a->dirty[u]) (*dirty)++;
+      u++;
+      continue;
+    }
+    int order = kite_buddy_block_order(a->buddy, u);
+    if (order < 0 || order > KITE_LARGE_MAX_ORDER || u + (1u << order) > KITE_ARENA_UNITS)
+      return _kite_check_failed("arena: unit in use does not start a buddy block", u);
+    for (uint32_t i = 0; i < (1u << order); i++)
+      if (a->is_free[u + i] || pages[u + i].head_off != i) return _kite_check_failed("arena: unit of a run in use", u + i);
+    u += 1u << order;
+  }
+  if (nfree != kite_buddy_free_units(a->buddy)) return _kite_check_failed("arena: free units != the buddy heap's", nfree);
+  return true;
+}
+
+static bool arena_check(kite_arena_t *a) {
+  size_t dirty = 0;
+  return arena_check_one(a, &dirty);
+}
+
+bool _kite_arena_check(void) {
+  bool ok = true;
+  size_t dirty = 0, n = 0, slots_arena;
+  _kite_lock(&arena_lock);
+  for (kite_arena_t *a = arena_list; a && ok; a = a->next, n++) {
+    uintptr_t base = (uintptr_t)arena_pages(a);
+    if (_kite_pagemap_kind(base) != KITE_PM_ARENA) ok = _kite_check_failed("page map: a live arena's slot is not ARENA", base);
+    else ok = arena_check_one(a, &dirty);
+  }
+  /* every ARENA slot is one of the arenas (all found above, with their magic): counts agree */
+  if (ok && !_kite_pagemap_check(&slots_arena, NULL)) ok = false;
+  if (ok && slots_arena != n) ok = _kite_check_failed("page map: ARENA slots != arenas", slots_arena);
+  if (ok && dirty != dirty_free_units) ok = _kite_check_failed("arena: dirty free units", dirty_free_units);
+  _kite_unlock(&arena_lock);
+  return ok;
+}

@@ -36,6 +36,7 @@ KITE_API void kite_free(void *p) {
     if (likely(KITE_LOAD_RELAXED(pg->heap) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
+      if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
@@ -73,6 +74,7 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
     }
   }
   if (own) {
+    if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
     b->key = (uintptr_t)pg;
     b->next = pg->local_free;
     pg->local_free = b;
@@ -159,7 +161,10 @@ KITE_API bool kite_owns(const void *p) {
   kite_page_t *pg = _kite_lookup(p, &huge);
   if (!pg) return huge != 0;
   if (pg->kind == KITE_KIND_SMALL) {
-    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == _kite_heap_tls && _kite_page_has_free_local(pg, p)) return false;
+    /* the owner can look into every list; another thread cannot read the owner's lists
+     * and goes by the key (a free block carries its page's address, as free() decides) */
+    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return ((const kite_block_t *)p)->key != (uintptr_t)pg;
+    if (_kite_page_has_free_local(pg, p) || _kite_page_has_free_remote(pg, p)) return false;
   }
   return true;
 }

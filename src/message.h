@@ -8,6 +8,8 @@
  *   kite_assert_internal(e)   KITE_DEBUG >= 2  internal invariants; validators after slow ops
  *   kite_assert_expensive(e)  KITE_DEBUG >= 3  whole-structure validators
  *   kite_check(e)             always           conditions whose failure means corruption
+ * (The public int kite_check(void) of kite.h, which runs the validators, is defined as
+ * (kite_check) in introspect.c; kite.h is included before this header.)
  */
 #ifndef KITE_MESSAGE_H
 #define KITE_MESSAGE_H

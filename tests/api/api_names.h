@@ -52,6 +52,10 @@
 
 #endif
 
+/* Run a test, then kite_check(): every structure of kite must be sound after each phase
+ * (in the override variant too: kite_check is part of libkite.so's API). */
+#define RUN_CHECKED(name) do { RUN(name); expect_int_eq(kite_check(), 1); } while (0)
+
 /* A value the optimizer cannot see through. */
 static inline size_t test_opaque(size_t x) {
   volatile size_t v = x;

@@ -327,12 +327,12 @@ int main(int argc, char **argv) {
   if (scale < 1 || scale > 10) scale = 10;
   test_rng_init(0x7717ull);
   fprintf(stderr, "variant: %s, scale %d\n", A_VARIANT, scale);
-  RUN(tls_destructors);
-  RUN(tls_late_destructors);
-  RUN(free_only_thread);
-  RUN(detached);
-  RUN(dead_owner_reuse);
-  RUN(many_short);
-  RUN(producer_consumer);
+  RUN_CHECKED(tls_destructors);
+  RUN_CHECKED(tls_late_destructors);
+  RUN_CHECKED(free_only_thread);
+  RUN_CHECKED(detached);
+  RUN_CHECKED(dead_owner_reuse);
+  RUN_CHECKED(many_short);
+  RUN_CHECKED(producer_consumer);
   return test_main_end();
 }
