@@ -33,7 +33,7 @@ KITE_API void kite_free(void *p) {
     kite_heap_t *h = _kite_heap_tls;
     uint64_t off = u & (KITE_UNIT_SIZE - 1);
     /* owner, block start, carved (a pointer into the uncarved tail is not a block yet) */
-    if (likely(KITE_LOAD_RELAXED(pg->heap) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
+    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
       if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
