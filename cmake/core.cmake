@@ -12,7 +12,7 @@ set(_kc ${PROJECT_SOURCE_DIR}/src)
 # One concept a file, listed bottom-up (src/types.h names the layers; docs/design.md draws them).
 set(KITE_CORE_SOURCES
     ${_kc}/os/linux.c
-    ${_kc}/message.c ${_kc}/options.c ${_kc}/stats.c ${_kc}/sizeclass.c
+    ${_kc}/message.c ${_kc}/sizeclass.c ${_kc}/stats.c ${_kc}/options.c ${_kc}/report.c
     ${_kc}/buddy.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/page.c ${_kc}/heap.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/override.c
@@ -68,4 +68,15 @@ endif()
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   target_compile_options(kite-fastpath PRIVATE -O2 -fno-builtin-malloc -fno-builtin-free)
+endif()
+
+# The layers: every include of src/ goes downward, no cycles, docs/design.md's picture is
+# current (tools/layers.py --check); and the tool's own failure modes (tests/tools/test_layers.py).
+find_program(KITE_PYTHON3 python3)
+if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
+  add_test(NAME tools_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/layers.py --check
+           --root ${PROJECT_SOURCE_DIR})
+  add_test(NAME test_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_layers.py
+           ${PROJECT_SOURCE_DIR})
+  set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 60)
 endif()
