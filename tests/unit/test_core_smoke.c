@@ -121,7 +121,7 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static int bad_blocks;
 
 #ifdef __SANITIZE_THREAD__
-#define WORKER_OPS 4000 /* TSan is ~20x slower */
+#define WORKER_OPS 2000 /* TSan is ~20x slower */
 #else
 #define WORKER_OPS 20000
 #endif
