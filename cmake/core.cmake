@@ -2,21 +2,25 @@
 #   kite         SHARED  build/libkite.so: overrides the malloc family and C++ operators
 #   kite-static  STATIC  build/libkite.a: the same, for linking (self-contained: the buddy
 #                        page heap is compiled in)
-#   kite-noover  STATIC  only the kite_* API, KITE_DEBUG=${KITE_DEBUG}: what the sanitizer
-#                        builds and unit tests use
+#   kite-noover  STATIC  only the kite_* API, KITE_DEBUG=${KITE_DEBUG}: what the tools link
+#   kite-noover-debug STATIC  the same with KITE_DEBUG=${KITE_TEST_DEBUG} (validators after
+#                        every slow-path operation, fill patterns) and KITE_TEST_HOOKS:
+#                        what the core's tests link, in every build (sanitizers included)
 # Release flags for kite/kite-static (benchmarks measure the real thing): -O2, hidden
 # visibility with only the API exported, no semantic interposition, initial-exec TLS.
 set(_kc ${PROJECT_SOURCE_DIR}/src)
 # One concept a file, listed bottom-up (src/types.h names the layers; docs/design.md draws them).
 set(KITE_CORE_SOURCES
     ${_kc}/os/linux.c
-    ${_kc}/message.c ${_kc}/options.c ${_kc}/stats.c ${_kc}/sizeclass.c
+    ${_kc}/message.c ${_kc}/sizeclass.c ${_kc}/stats.c ${_kc}/options.c ${_kc}/report.c
     ${_kc}/buddy.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/purger.c ${_kc}/page.c ${_kc}/heap.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/override.c
     ${_kc}/init.c ${_kc}/version.c)
 set(KITE_CORE_FLAGS -fvisibility=hidden -fno-semantic-interposition -ftls-model=initial-exec
     -fno-plt -fno-stack-protector)
+
+set(KITE_TEST_DEBUG 3 CACHE STRING "KITE_DEBUG level of kite-noover-debug, the library the core's tests link")
 
 function(_kite_core_target name type override debug)
   set(srcs ${KITE_CORE_SOURCES})
@@ -34,6 +38,8 @@ function(_kite_core_target name type override debug)
 endfunction()
 
 _kite_core_target(kite-noover STATIC 0 ${KITE_DEBUG})
+_kite_core_target(kite-noover-debug STATIC 0 ${KITE_TEST_DEBUG})
+target_compile_definitions(kite-noover-debug PUBLIC KITE_TEST_HOOKS=1 KITE_TEST_DEBUG=${KITE_TEST_DEBUG})
 
 if(KITE_SANITIZE STREQUAL "")
   _kite_core_target(kite SHARED 1 0)
@@ -47,12 +53,30 @@ endif()
 # The core's own quick smoke test (the full suites are in core-tests.cmake).
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
   kite_test(test_core_smoke SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c
-            LIBS kite-noover LABELS core unit)
+            LIBS kite-noover-debug LABELS core unit)
   target_include_directories(test_core_smoke PRIVATE ${_kc})
+  # a KITE_* integer longer than a long saturates at +-2^62 (no signed overflow)
+  add_test(NAME core_option_saturates COMMAND test_core_smoke option-value 4611686018427387904)
+  add_test(NAME core_option_saturates_neg COMMAND test_core_smoke option-value -4611686018427387904)
+  set_tests_properties(core_option_saturates PROPERTIES LABELS "core;unit"
+                       ENVIRONMENT "KITE_PURGE_DELAY_MS=123456789012345678901234567890")
+  set_tests_properties(core_option_saturates_neg PROPERTIES LABELS "core;unit"
+                       ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   target_compile_options(kite-fastpath PRIVATE -O2 -fno-builtin-malloc -fno-builtin-free)
+endif()
+
+# The layers: every include of src/ goes downward, no cycles, docs/design.md's picture is
+# current (tools/layers.py --check); and the tool's own failure modes (tests/tools/test_layers.py).
+find_program(KITE_PYTHON3 python3)
+if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
+  add_test(NAME tools_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/layers.py --check
+           --root ${PROJECT_SOURCE_DIR})
+  add_test(NAME test_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_layers.py
+           ${PROJECT_SOURCE_DIR})
+  set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 60)
 endif()

@@ -63,6 +63,15 @@ typedef struct kite_stats_s {
 } kite_stats_t;
 void kite_stats_get(kite_stats_t *out);
 
+/* Validate kite's structures (the calling thread's heap with every page and free list in
+ * it, abandoned pages, the huge cache, every arena with its buddy heap, the page map, the
+ * size-class tables): 1 when all are sound, else 0 after one "kite: check failed: ..." line
+ * per broken invariant on stderr. Takes kite's locks one at a time; other threads may keep
+ * allocating (their own heaps are not read). Costs a walk of every arena: for tests and
+ * debugging. Builds with KITE_DEBUG >= 2 run the same validators after each slow-path
+ * operation (see docs/design.md). */
+int kite_check(void);
+
 /* Options: read from the environment (KITE_<NAME>) at start-up; these change them at run
  * time (plain stores: set them before starting threads). See docs/design.md for the table. */
 typedef enum kite_option_e {

@@ -35,6 +35,7 @@ KITE_API void *kite_malloc(size_t n) {
       pg->free = b->next;
       b->key = 0;
       pg->used++;
+      if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
       return b;
     }
   }

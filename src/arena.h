@@ -38,4 +38,11 @@ extern void (*_kite_arena_dirty_hook)(void);
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
 void _kite_arena_fork_child(void);
+
+/* ---- validators ----
+ * Every arena (takes the arena lock): magic, the buddy heap's metadata, meta units, is_free
+ * and dirty against the buddy heap and the descriptors; and the page map: every live
+ * arena's slot says ARENA and there are no other ARENA slots. (KITE_DEBUG >= 2 checks the
+ * run after each alloc/free, >= 3 its whole arena.) */
+bool _kite_arena_check(void);
 #endif

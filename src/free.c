@@ -22,6 +22,9 @@
 #include "pagemap.h"
 #include "message.h"
 
+#if defined(__SANITIZE_THREAD__)
+void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
+#endif
 static KITE_NOINLINE void free_generic(void *p);
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 
@@ -33,14 +36,21 @@ KITE_API void kite_free(void *p) {
     kite_heap_t *h = _kite_heap_tls;
     uint64_t off = u & (KITE_UNIT_SIZE - 1);
     /* owner, block start, carved (a pointer into the uncarved tail is not a block yet) */
-    if (likely(KITE_LOAD_RELAXED(pg->heap) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
+    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
+      if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
-      /* one read-modify-write and its flags (gcc emits load, sub, store, test) */
+#if defined(__x86_64__)
+      /* one read-modify-write and its flags (gcc emits load, sub, store, test). The same in
+       * sanitizer builds: ASan checks no metadata access of kite's anyway (its maps are not
+       * poisoned); TSan does not see inside asm, so the access is announced to it (used is
+       * owner-only: a report would be a real race). */
+#if defined(__SANITIZE_THREAD__)
+      __tsan_write4(&pg->used);
+#endif
       __asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(pg->used) : : "cc" : slow);
       return;
     slow:
@@ -73,6 +83,7 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
     }
   }
   if (own) {
+    if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
     b->key = (uintptr_t)pg;
     b->next = pg->local_free;
     pg->local_free = b;
@@ -159,7 +170,10 @@ KITE_API bool kite_owns(const void *p) {
   kite_page_t *pg = _kite_lookup(p, &huge);
   if (!pg) return huge != 0;
   if (pg->kind == KITE_KIND_SMALL) {
-    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == _kite_heap_tls && _kite_page_has_free_local(pg, p)) return false;
+    /* the owner can look into every list; another thread cannot read the owner's lists
+     * and goes by the key (a free block carries its page's address, as free() decides) */
+    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return ((const kite_block_t *)p)->key != (uintptr_t)pg;
+    if (_kite_page_has_free_local(pg, p) || _kite_page_has_free_remote(pg, p)) return false;
   }
   return true;
 }

@@ -74,6 +74,8 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
   if (cls >= KITE_DIRECT_CLASSES) return;
   kite_page_t *pg = first ? first : &_kite_page_empty;
   for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++) h->direct[s] = pg;
+  kite_assert_internal(_kite_heap_check_class(h, cls, 0));
+  kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
 
 /* ---- small pages ---- */
@@ -89,6 +91,7 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
 
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
+  kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
@@ -116,6 +119,7 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   }
   _kite_page_init_small(pg, h, cls);
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
+  kite_assert_internal(_kite_page_check(pg, true, 0));
   return pg;
 }
 
@@ -161,6 +165,7 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
     __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
     _kite_stat_add(&_kite_stats.pages_adopted, 1);
     page_collect(h, pg, true);
+    kite_assert_internal(_kite_page_check(pg, true, 0) && pg->cls == cls);
     if (pg->free || pg->capacity < pg->reserved) {
       q_push_front(&h->queue[cls], pg);
       return pg;
@@ -253,6 +258,7 @@ static void heap_abandon(kite_heap_t *h) {
         pg->used &= ~KITE_PAGE_IN_FULL;
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
+        kite_assert_internal(_kite_page_check(pg, true, 0));
         __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         _kite_lock(&heap_lock);
         pg->next = abandoned[c];
@@ -531,3 +537,80 @@ void _kite_heap_collect_stats(kite_gstats_t *out) {
 void _kite_heap_fork_prepare(void) { _kite_lock(&heap_lock); }
 void _kite_heap_fork_parent(void) { _kite_unlock(&heap_lock); }
 void _kite_heap_fork_child(void) { _kite_lock_reinit(&heap_lock); }
+
+
+/* ---- validators (contracts in heap.h) ---- */
+
+/* Walk queue q of class cls: links (first/last, next/prev agree, which also rules out
+ * cycles), every page owned by h, of class cls, IN_FULL set exactly on the full list;
+ * each page checked with its lists when depth >= 2. *n = pages. */
+static bool check_queue(const kite_heap_t *h, const kite_pageq_t *q, unsigned cls, bool full, int depth, uint32_t *n) {
+  uint32_t k = 0;
+  kite_page_t *prev = NULL;
+  for (kite_page_t *pg = q->first; pg; prev = pg, pg = pg->next) {
+    if (pg->prev != prev) return _kite_check_failed("heap: queue link prev != previous page", (uintptr_t)pg);
+    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h) return _kite_check_failed("heap: queued page of another heap", (uintptr_t)pg);
+    if (pg->cls != cls) return _kite_check_failed("heap: page in the queue of another class", pg->cls);
+    if (((pg->used & KITE_PAGE_IN_FULL) != 0) != full) return _kite_check_failed("heap: full bit disagrees with the list", (uintptr_t)pg);
+    if (!_kite_page_check(pg, depth >= 2, pg == h->pinned[cls] ? 1 : 0)) return false;
+    k++;
+  }
+  if (q->last != prev) return _kite_check_failed("heap: queue last is not the last page", cls);
+  *n = k;
+  return true;
+}
+
+bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
+  kite_page_t *first = h->queue[cls].first;
+  if (h->pinned[cls] != first) return _kite_check_failed("heap: pinned page is not the queue's first", cls);
+  if (first && (first->used & ~KITE_PAGE_IN_FULL) < 1) return _kite_check_failed("heap: pinned page without its +1", cls);
+  if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
+  if (cls < KITE_DIRECT_CLASSES)
+    for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++)
+      if (h->direct[s] != (first ? first : &_kite_page_empty)) return _kite_check_failed("heap: direct slot is not the queue's first page", s);
+  if (depth < 1) return true;
+  uint32_t n;
+  if (!check_queue(h, &h->queue[cls], cls, false, depth, &n) || !check_queue(h, &h->full[cls], cls, true, depth, &n)) return false;
+  if (n != h->full_count[cls]) return _kite_check_failed("heap: full_count", h->full_count[cls]);
+  return true;
+}
+
+bool _kite_heap_check(const kite_heap_t *h) {
+  if (h == &_kite_heap_empty) {
+    for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++)
+      if (h->direct[s] != &_kite_page_empty) return _kite_check_failed("heap: the empty heap has a page", s);
+    return _kite_page_empty.free == NULL || _kite_check_failed("heap: the empty page has a block", 0);
+  }
+  for (unsigned c = 0; c < KITE_CLASSES; c++)
+    if (!_kite_heap_check_class(h, c, 2)) return false;
+  uint32_t n = 0;
+  for (kite_page_t *pg = h->cache; pg; pg = pg->next, n++) {
+    if (n >= KITE_HEAP_CACHE_MAX) return _kite_check_failed("heap: page cache longer than its bound", n);
+    if (pg->kind != KITE_KIND_META || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+      return _kite_check_failed("heap: cached page is not an unowned single unit", (uintptr_t)pg);
+  }
+  if (n != h->cache_count) return _kite_check_failed("heap: cache_count", h->cache_count);
+  return true;
+}
+
+bool _kite_heap_check_all(void) {
+  if (!_kite_heap_check(_kite_heap_tls)) return false;
+  bool ok = true;
+  _kite_lock(&heap_lock);
+  /* abandoned pages: nobody owns them, and nobody collects them while heap_lock is held */
+  for (unsigned c = 0; c < KITE_CLASSES && ok; c++) {
+    kite_page_t *slow = abandoned[c];
+    uint64_t k = 0;
+    for (kite_page_t *pg = abandoned[c]; pg && ok; pg = pg->next, k++) {
+      if (k && (k & 1) == 0) {
+        slow = slow->next;
+        if (slow == pg) { ok = _kite_check_failed("heap: abandoned list has a cycle", c); break; }
+      }
+      if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->cls != c)
+        ok = _kite_check_failed("heap: abandoned page owned or of another class", (uintptr_t)pg);
+      else ok = _kite_page_check(pg, true, 0);
+    }
+  }
+  _kite_unlock(&heap_lock);
+  return ok;
+}

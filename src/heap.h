@@ -61,4 +61,16 @@ void _kite_heap_collect_stats(kite_gstats_t *out);
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);
+
+/* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
+ * Class cls of heap h (the caller is h's thread): pinned == queue first with its +1, the
+ * direct[] slots of the class point at it (or at the empty page); depth >= 1 also walks the
+ * queue and the full list (links, owner, class, IN_FULL bits, full_count, each page's
+ * geometry); depth >= 2 checks every page's free lists too. */
+bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth);
+/* Every class of h at depth 2 and its page cache. */
+bool _kite_heap_check(const kite_heap_t *h);
+/* The calling thread's heap, and every abandoned page (takes heap_lock). Other threads'
+ * heaps are not read: only their threads may. */
+bool _kite_heap_check_all(void);
 #endif

@@ -27,6 +27,8 @@ typedef struct kite_huge_s {
   kite_owned_t owned;
 } kite_huge_t;
 
+static bool huge_check_block(const kite_huge_t *h, bool live);
+
 static kite_huge_t *huge_header(const void *p) {
   uintptr_t u = (uintptr_t)p;
   if (u < KITE_OS_PAGE || (u & (KITE_OS_PAGE - 1))) return NULL;
@@ -78,17 +80,26 @@ static size_t huge_cache_expire(bool force, uint64_t now) {
   return r;
 }
 
-/* Trim the user part of h to len bytes (len <= user_len, multiples of 4 KiB). */
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_huge_trimmed)(void *gone, size_t len);
+#endif
+
+/* Trim the user part of h to len bytes (len <= user_len, multiples of 4 KiB). The slots
+ * wholly past the new end read NONE before the tail is unmapped: once it is, another thread
+ * may map an arena or huge block there and set them. */
 static void huge_trim(kite_huge_t *h, size_t len) {
   uintptr_t base = (uintptr_t)h;
   size_t old = h->user_len;
   if (len == old) return;
-  _kite_os_unmap((uint8_t *)h->user + len, old - len);
   h->user_len = len;
   uintptr_t first_gone = ((base + h->off + len - 1) >> KITE_ARENA_SHIFT) + 1;
   uintptr_t last = (base + h->off + old - 1) >> KITE_ARENA_SHIFT;
   for (uintptr_t i = first_gone; i <= last; i++)
     if (i < KITE_PAGEMAP_SIZE) __atomic_store_n(&_kite_pagemap[i], KITE_PM_NONE, __ATOMIC_RELEASE);
+  _kite_os_unmap((uint8_t *)h->user + len, old - len);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_huge_trimmed) _kite_test_hook_huge_trimmed((uint8_t *)h->user + len, old - len);
+#endif
   _kite_stat_commit(-(int64_t)(old - len));
 }
 
@@ -121,6 +132,8 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
       c->magic = KITE_HUGE_MAGIC;
       *zero = false;
       __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
+      kite_assert_internal(huge_check_block(c, true));
+      kite_assert_expensive(_kite_huge_check());
       return c->user;
     }
   }
@@ -153,6 +166,8 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
+  kite_assert_internal(huge_check_block(h, true));
+  kite_assert_expensive(_kite_huge_check());
   return (void *)p;
 }
 
@@ -184,6 +199,7 @@ bool _kite_huge_free(void *p) {
       h = NULL;
     }
     _kite_unlock(&huge_lock);
+    kite_assert_expensive(_kite_huge_check());
     if (!h) {
       void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
       if (hook) hook(); /* the background purger expires it */
@@ -234,3 +250,40 @@ kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
 void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }
 void _kite_huge_fork_parent(void) { _kite_unlock(&huge_lock); }
 void _kite_huge_fork_child(void) { _kite_lock_reinit(&huge_lock); }
+
+
+/* ---- validators (contract in huge.h) ---- */
+
+/* Huge block h: header fields (magic when live, 0 when cached), user = base + off, off and
+ * user_len multiples of 4 KiB, and every page-map slot of [base, user + user_len) says HUGE. */
+static bool huge_check_block(const kite_huge_t *h, bool live) {
+  uintptr_t base = (uintptr_t)h;
+  if (base & KITE_ARENA_MASK) return _kite_check_failed("huge: header not at a 64 MiB boundary", base);
+  if (h->magic != (live ? KITE_HUGE_MAGIC : 0)) return _kite_check_failed("huge: magic", base);
+  if ((uintptr_t)h->user != base + h->off || h->off < KITE_OS_PAGE || (h->off & (KITE_OS_PAGE - 1)) ||
+      h->user_len == 0 || (h->user_len & (KITE_OS_PAGE - 1)))
+    return _kite_check_failed("huge: layout (user, off, user_len)", base);
+  for (uintptr_t u = base; u < base + h->off + h->user_len; u += KITE_ARENA_SIZE)
+    if (_kite_pagemap_kind(u) != KITE_PM_HUGE) return _kite_check_failed("huge: page-map slot is not HUGE", u);
+  if (_kite_pagemap_kind(base + h->off + h->user_len - 1) != KITE_PM_HUGE) return _kite_check_failed("huge: last page-map slot", base);
+  return true;
+}
+
+bool _kite_huge_check(void) {
+  bool ok = true;
+  size_t bytes = 0;
+  _kite_lock(&huge_lock);
+  for (int i = 0; i < HUGE_CACHE_SLOTS && ok; i++) {
+    kite_huge_t *h = huge_cache[i].h;
+    if (!h) continue;
+    for (int j = 0; j < i; j++)
+      if (huge_cache[j].h == h) ok = _kite_check_failed("huge cache: a map in two slots", (uintptr_t)h);
+    if (ok && h->off != KITE_OS_PAGE) ok = _kite_check_failed("huge cache: a map with an alignment gap", (uintptr_t)h);
+    if (ok) ok = huge_check_block(h, false);
+    bytes += h->user_len;
+  }
+  if (ok && bytes != huge_cache_bytes) ok = _kite_check_failed("huge cache: bytes total", huge_cache_bytes);
+  if (ok && bytes > HUGE_CACHE_BYTES) ok = _kite_check_failed("huge cache: over its byte bound", bytes);
+  _kite_unlock(&huge_lock);
+  return ok;
+}

@@ -30,4 +30,14 @@ kite_page_t *_kite_run_alloc(unsigned order, bool *zero);
 void _kite_huge_fork_prepare(void);
 void _kite_huge_fork_parent(void);
 void _kite_huge_fork_child(void);
+
+/* ---- validators ----
+ * The huge cache (takes huge_lock): each cached map once, without an alignment gap, header
+ * magic cleared, layout sound and its page-map slots HUGE; the bytes total matches and stays
+ * within its bound. (KITE_DEBUG >= 2 also checks each block it hands out.) */
+bool _kite_huge_check(void);
+#ifdef KITE_TEST_HOOKS
+/* Test builds: called by huge_trim right after it unmapped the tail [gone, gone+len). */
+extern void (*_kite_test_hook_huge_trimmed)(void *gone, size_t len);
+#endif
 #endif

@@ -1,9 +1,12 @@
-/* src/introspect.c -- the statistics and options API (kite_stats_*, kite_option_*).
+/* src/introspect.c -- the statistics and options API (kite_stats_*, kite_option_*), and
+ * kite_check (every validator).
  * Layer: top (beside alloc/free). Nothing here allocates: text goes through message.h's
  * formatter.
  */
 #include <kite.h>
 #include "heap.h"
+#include "huge.h"
+#include "arena.h"
 #include "options.h"
 #include "purger.h"
 #include "stats.h"
@@ -81,4 +84,18 @@ KITE_API void kite_option_set(kite_option_t option, long value) {
     _kite_purger_enable(value != 0);
     break;
   }
+}
+
+/* Every validator, each under the lock that guards its structure (heap_lock, the huge cache
+ * lock, the arena lock, one at a time): the size-class tables, the calling thread's heap and
+ * every page in it (with their free lists), the abandoned pages, the huge cache, every arena
+ * (buddy heap, units, descriptors of free units) and the page map. Other threads' heaps
+ * and pages are not read beyond what the arena lock guards. (The name in parentheses: the
+ * message.h assertion macro kite_check(e) must not expand here.) */
+KITE_API int (kite_check)(void) {
+  bool ok = _kite_sizeclass_check();
+  ok = _kite_heap_check_all() && ok;
+  ok = _kite_huge_check() && ok;
+  ok = _kite_arena_check() && ok;
+  return ok;
 }

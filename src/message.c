@@ -1,7 +1,6 @@
-/* src/message.c -- assertions, reports and the formatter (contract in message.h). */
+/* src/message.c -- assertions, validator failures and the formatter (contract in
+ * message.h). The misuse reports, which count and read options, are in report.c. */
 #include "message.h"
-#include "options.h"
-#include "stats.h"
 #include "os.h"
 
 void _kite_out_flush(kite_out_t *o) { _kite_os_write(o->fd, o->buf, o->len); o->len = 0; }
@@ -62,23 +61,4 @@ bool _kite_check_failed(const char *what, uint64_t detail) {
   _kite_out_str(&o, " ("); _kite_out_u64(&o, detail); _kite_out_str(&o, ")\n");
   _kite_out_flush(&o);
   return false;
-}
-
-void _kite_report_invalid(const char *what, const void *p) {
-  _kite_stat_add(&_kite_stats.invalid_frees, 1);
-  kite_out_t o = {.len = 0, .fd = 2};
-  _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
-  _kite_out_hex(&o, (uintptr_t)p);
-  _kite_out_str(&o, _kite_options.abort_on_error ? " (aborting)\n" : " (ignored)\n");
-  _kite_out_flush(&o);
-  if (_kite_options.abort_on_error) _kite_os_abort();
-}
-
-void _kite_report_oom(size_t size) {
-  if (!_kite_options.verbose) return;
-  kite_out_t o = {.len = 0, .fd = 2};
-  _kite_out_str(&o, "kite: out of memory: the OS refused memory for a request of ");
-  _kite_out_u64(&o, size);
-  _kite_out_str(&o, " bytes (NULL, errno ENOMEM)\n");
-  _kite_out_flush(&o);
 }

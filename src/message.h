@@ -8,6 +8,8 @@
  *   kite_assert_internal(e)   KITE_DEBUG >= 2  internal invariants; validators after slow ops
  *   kite_assert_expensive(e)  KITE_DEBUG >= 3  whole-structure validators
  *   kite_check(e)             always           conditions whose failure means corruption
+ * (The public int kite_check(void) of kite.h, which runs the validators, is defined as
+ * (kite_check) in introspect.c; kite.h is included before this header.)
  */
 #ifndef KITE_MESSAGE_H
 #define KITE_MESSAGE_H
@@ -23,10 +25,10 @@ void _kite_assert_fail(const char *expr, const char *file, int line) __attribute
  * false, so validators read `if (bad) return _kite_check_failed("...", x);`. */
 bool _kite_check_failed(const char *what, uint64_t detail) __attribute__((cold));
 
-/* An invalid or double free (or another misuse): counted, reported on stderr, and then
+/* (report.c) An invalid or double free (or another misuse): counted, reported on stderr, and then
  * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
 void _kite_report_invalid(const char *what, const void *p);
-/* With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
+/* (report.c) With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
 void _kite_report_oom(size_t size);
 
 /* Write string s to fd (best effort; for C++ callers that have no kite_out_t). */

@@ -19,8 +19,8 @@ static int64_t env_int(const char *name, int64_t dflt) {
   const int64_t lim = (int64_t)1 << 62;
   if (*v == '-') { neg = 1; v++; }
   while (*v >= '0' && *v <= '9') {
-    r = r * 10 + (*v++ - '0');
-    if (r > lim) r = lim;
+    int d = *v++ - '0';
+    r = r > (lim - d) / 10 ? lim : r * 10 + d; /* lim * 10 would overflow */
   }
   return neg ? -r : r;
 }

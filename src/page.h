@@ -27,12 +27,15 @@
 #define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
 
+void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
+
 /* Pop a block of the allocation list (non-empty). Owner only. */
 static inline void *_kite_page_pop(kite_page_t *pg) {
   kite_block_t *b = pg->free;
   pg->free = b->next;
   b->key = 0;
   pg->used++;
+  if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
   return b;
 }
 
@@ -62,3 +65,18 @@ bool _kite_page_has_free_local(const kite_page_t *pg, const void *b);
  * owner collects them). */
 bool _kite_page_has_free_remote(const kite_page_t *pg, const void *b);
 #endif
+
+/* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
+ * Check small page pg: geometry (kind, class, block size, div_magic, reserved, capacity,
+ * carved_end). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
+ * every node of free, local_free and thread_free is a carved block start of pg carrying
+ * key == pg, the lists are disjoint and acyclic, thread_free's count matches its list, and
+ * used (less its full bit) == capacity - |free| - |local_free| + bias, bias the pinned
+ * page's +1 (0 or 1; -1 when the caller does not know: either). */
+bool _kite_page_check(const kite_page_t *pg, bool lists, int bias);
+/* KITE_DEBUG >= 3 fill patterns: carved and freed blocks hold 0x55 beyond their free-list
+ * words (bytes 16..block_size); a block handed out is checked (a changed byte is a write
+ * after free: reported, then abort) and filled with 0xAA. */
+#define KITE_FILL_FREE 0x55
+#define KITE_FILL_FRESH 0xAA
+void _kite_block_fill_free(const kite_page_t *pg, void *b);

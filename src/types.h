@@ -28,8 +28,8 @@
  * Which file owns what (each module's header states its invariants and locks; the layers,
  * bottom up, with arrows only downward -- docs/design.md draws them from the sources):
  *   os.h / os/linux.c     the only system calls
- *   message, options, stats, sizeclass   the bottom: reports and formatting, KITE_* options,
- *                         counters, size-class tables
+ *   message, options, stats, sizeclass, report   the bottom: assertions and formatting,
+ *                         KITE_* options, counters, size-class tables, misuse reports
  *   buddy (kite/buddy.h)  the buddy page heap inside each arena
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units, purge

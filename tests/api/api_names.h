@@ -52,6 +52,19 @@
 
 #endif
 
+/* Run a test, then kite_check(): every structure of kite must be sound after each phase
+ * (in the override variant too: kite_check is part of libkite.so's API). */
+#define RUN_CHECKED(name) do { if (test_selected(#name)) { RUN(name); expect_int_eq(kite_check(), 1); } } while (0)
+/* KITE_TEST_ONLY=name,name,...: run only these tests (a sanitizer build's subset). */
+static inline int test_selected(const char *name) {
+  const char *only = getenv("KITE_TEST_ONLY");
+  if (!only || !*only) return 1;
+  size_t n = strlen(name);
+  for (const char *s = only; (s = strstr(s, name)) != NULL; s += n)
+    if ((s == only || s[-1] == ',') && (s[n] == 0 || s[n] == ',')) return 1;
+  return 0;
+}
+
 /* A value the optimizer cannot see through. */
 static inline size_t test_opaque(size_t x) {
   volatile size_t v = x;

@@ -234,7 +234,9 @@ int main(int argc, char **argv) {
   size_t rss_first = 0, rss_max = 0, com_first = 0, com_max = 0;
   for (int round = 0; round < rounds; round++) {
     run_round(live, total, round);
+    expect_int_eq(kite_check(), 1); /* every thread of the round has been joined */
     A_trim(0);
+    expect_int_eq(kite_check(), 1);
     size_t rss = test_rss_bytes(), com = test_kite_committed();
     fprintf(stderr, "round %d: rss %zu KiB, kite committed %zu KiB, allocs %lu, remote frees %lu\n",
             round, rss >> 10, com >> 10, (unsigned long)atomic_load(&n_alloc),

@@ -1,11 +1,27 @@
-/* tests/unit/test_core_smoke.c -- the core author's quick smoke test (kite-noover):
- * every size range, alignment, realloc, calloc, cross-thread frees and thread exit.
+/* tests/unit/test_core_smoke.c -- the core author's quick smoke test (kite-noover-debug):
+ * every size range, alignment, realloc, calloc, cross-thread frees and thread exit, with
+ * kite_check() after each test; and what needs the test build's internals: the huge-trim
+ * ordering (a test hook between unmap and return), the KITE_DEBUG=3 fill patterns.
+ *   test_core_smoke                 the tests
+ *   test_core_smoke option-value N  exit 0 iff kite_option_get(PURGE_DELAY_MS) == N (run
+ *                                   with KITE_PURGE_DELAY_MS set by CTest)
  * The full conformance and stress suites live in tests/api and tests/stress. */
+#define _GNU_SOURCE
 #include "test.h"
 #include <kite.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+#ifdef KITE_TEST_HOOKS
+#include "huge.h"
+#include "pagemap.h"
+#include "types.h"
+#endif
 
 TEST(sizes) {
   static const size_t sizes[] = {0, 1, 8, 16, 17, 100, 128, 129, 1000, 1024, 1025, 5000, 8192, 9000,
@@ -105,7 +121,7 @@ static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static int bad_blocks;
 
 #ifdef __SANITIZE_THREAD__
-#define WORKER_OPS 4000 /* TSan is ~20x slower */
+#define WORKER_OPS 2000 /* TSan is ~20x slower */
 #else
 #define WORKER_OPS 20000
 #endif
@@ -148,16 +164,33 @@ TEST(threads) {
 }
 
 /* malloc_trim gives back the calling thread's empty pages: the same blocks come back
- * (reused) and nothing breaks; a page still holding a live block is kept. */
+ * (reused: the arena hands out the lowest free units again) and nothing breaks; a page still
+ * holding a live block is kept. */
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
 TEST(trim) {
   void *keep = kite_malloc(48);
   void *blocks[3000];
+  static uintptr_t first[3000];
+  kite_stats_t s0, s1;
+  kite_malloc_trim(0); /* release empty pages that earlier tests' threads abandoned */
   for (int i = 0; i < 3000; i++) blocks[i] = kite_malloc(200);
+  for (int i = 0; i < 3000; i++) first[i] = (uintptr_t)blocks[i];
+  qsort(first, 3000, sizeof first[0], cmp_ptr);
   for (int i = 0; i < 3000; i++) kite_free(blocks[i]);
   expect_int_eq(kite_malloc_trim(0), 1);
   expect_true(kite_owns(keep));
   test_fill(keep, 48, 3);
+  kite_stats_get(&s0);
   for (int i = 0; i < 3000; i++) blocks[i] = kite_malloc(200);
+  kite_stats_get(&s1);
+  int reused = 0;
+  for (int i = 0; i < 3000; i++)
+    reused += bsearch(&blocks[i], first, 3000, sizeof first[0], cmp_ptr) != NULL;
+  expect_int_eq(reused, 3000);                       /* the very same blocks */
+  expect_uint_eq(s1.arenas, s0.arenas);              /* no new arena */
   for (int i = 0; i < 3000; i++) { test_fill(blocks[i], 200, (uint64_t)i); }
   int bad = 0;
   for (int i = 0; i < 3000; i++) bad += !test_verify(blocks[i], 200, (uint64_t)i);
@@ -226,15 +259,120 @@ TEST(heaps) {
   }
 }
 
-int main(void) {
+#ifdef KITE_TEST_HOOKS
+/* huge_trim (realloc shrinking a huge block) must clear the page-map slots of the tail
+ * before unmapping it: once the tail is unmapped, another thread may map an arena or a huge
+ * block there and mark its slot. The hook runs right after the unmap and plays that thread:
+ * it maps a whole 64 MiB slot of the hole and marks it, as arena_new does. The mark must
+ * survive the trim. */
+#define MiB ((size_t)1 << 20)
+static void *hole_map;
+static void trim_hook(void *gone, size_t len) {
+  uintptr_t slot = ((uintptr_t)gone + KITE_ARENA_SIZE - 1) & ~(uintptr_t)KITE_ARENA_MASK;
+  if (slot + KITE_ARENA_SIZE > (uintptr_t)gone + len) return;
+  void *m = mmap((void *)slot, KITE_ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m == MAP_FAILED) return;
+  if (m != (void *)slot) { munmap(m, KITE_ARENA_SIZE); return; }
+  hole_map = m;
+  _kite_pagemap_set(slot, KITE_ARENA_SIZE, KITE_PM_HUGE);
+}
+TEST(huge_trim_order) {
+  unsigned char *p = kite_malloc(200 * MiB);
+  assert_true(p != NULL);
+  p[0] = 1;
+  _kite_test_hook_huge_trimmed = trim_hook;
+  unsigned char *q = kite_realloc(p, 110 * MiB); /* shrinks in place: huge_trim */
+  _kite_test_hook_huge_trimmed = NULL;
+  expect_ptr_eq(q, p);
+  assert_true(hole_map != NULL); /* the hook found the hole and mapped into it */
+  expect_int_eq(_kite_pagemap_kind((uintptr_t)hole_map), KITE_PM_HUGE);
+  _kite_pagemap_set((uintptr_t)hole_map, KITE_ARENA_SIZE, KITE_PM_NONE);
+  munmap(hole_map, KITE_ARENA_SIZE);
+  hole_map = NULL;
+  expect_int_eq(q[0], 1);
+  kite_free(q);
+}
+#endif
+
+#if defined(KITE_TEST_DEBUG) && KITE_TEST_DEBUG >= 3
+/* KITE_DEBUG=3: blocks handed out are filled with 0xAA; a byte written into a free block is
+ * found when the block is handed out again: reported, and the process aborts. */
+TEST(fill_patterns) {
+  for (size_t n = 16; n <= 4096; n *= 2) {
+    unsigned char *p = kite_malloc(n);
+    assert_true(p != NULL);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += p[i] != 0xAA;
+    expect_uint_eq(bad, 0);
+    kite_free(p);
+  }
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 2);
+    volatile unsigned char *p = kite_malloc(100);
+    kite_free((void *)p);
+    p[50] = 1;                  /* write after free */
+    /* allocate until the block comes back (it is checked when handed out) */
+    for (int i = 0; i < 100000; i++)
+      if (kite_malloc(100) == (void *)p) _exit(0); /* not reached when the write is found */
+    _exit(3);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+}
+#endif
+
+#ifdef KITE_TEST_HOOKS
+/* The validators find what they are for: a free block whose key was overwritten, and a page
+ * whose used count is off by one, make kite_check() report 0 (and 1 again once repaired). */
+TEST(check_finds_corruption) {
+  void *keep = kite_malloc(64), *p = kite_malloc(64);
+  assert_true(keep && p);
+  kite_free(p);
+  kite_block_t *b = p;
+  kite_page_t *pg = _kite_unit_of((uintptr_t)p);
+  uintptr_t key = b->key;
+  fprintf(stderr, "(two check failures expected)\n");
+  b->key = 0;
+  expect_int_eq(kite_check(), 0);
+  b->key = key;
+  expect_int_eq(kite_check(), 1);
+  pg->used++;
+  expect_int_eq(kite_check(), 0);
+  pg->used--;
+  expect_int_eq(kite_check(), 1);
+  kite_free(keep);
+}
+#endif
+
+#define RUN_CHECKED(name) do { RUN(name); expect_int_eq(kite_check(), 1); } while (0)
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "option-value") == 0) {
+    long want = strtol(argv[2], NULL, 0), got = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+    fprintf(stderr, "KITE_PURGE_DELAY_MS=%s: option %ld, expected %ld\n", getenv("KITE_PURGE_DELAY_MS"), got, want);
+    return got == want ? 0 : 1;
+  }
   test_rng_init(1);
-  RUN(sizes);
-  RUN(many_small);
-  RUN(aligned);
-  RUN(realloc_calloc);
-  RUN(threads);
-  RUN(trim);
-  RUN(stats_options);
-  RUN(heaps);
+  expect_int_eq(kite_check(), 1);
+  RUN_CHECKED(sizes);
+  RUN_CHECKED(many_small);
+  RUN_CHECKED(aligned);
+  RUN_CHECKED(realloc_calloc);
+  RUN_CHECKED(threads);
+  RUN_CHECKED(trim);
+  RUN_CHECKED(stats_options);
+  RUN_CHECKED(heaps);
+#ifdef KITE_TEST_HOOKS
+  RUN_CHECKED(huge_trim_order);
+  RUN_CHECKED(check_finds_corruption);
+#endif
+#if defined(KITE_TEST_DEBUG) && KITE_TEST_DEBUG >= 3
+  RUN_CHECKED(fill_patterns);
+#endif
   return test_main_end();
 }

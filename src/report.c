@@ -1,0 +1,26 @@
+/* src/report.c -- reports of misuse and of memory refused (declared in message.h): they
+ * count in the statistics and read options, so they sit above message, options and stats
+ * (message.c itself needs only os.h; the size classes' validator reports through it). */
+#include "message.h"
+#include "options.h"
+#include "stats.h"
+#include "os.h"
+
+void _kite_report_invalid(const char *what, const void *p) {
+  _kite_stat_add(&_kite_stats.invalid_frees, 1);
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
+  _kite_out_hex(&o, (uintptr_t)p);
+  _kite_out_str(&o, _kite_options.abort_on_error ? " (aborting)\n" : " (ignored)\n");
+  _kite_out_flush(&o);
+  if (_kite_options.abort_on_error) _kite_os_abort();
+}
+
+void _kite_report_oom(size_t size) {
+  if (!_kite_options.verbose) return;
+  kite_out_t o = {.len = 0, .fd = 2};
+  _kite_out_str(&o, "kite: out of memory: the OS refused memory for a request of ");
+  _kite_out_u64(&o, size);
+  _kite_out_str(&o, " bytes (NULL, errno ENOMEM)\n");
+  _kite_out_flush(&o);
+}
