@@ -10,7 +10,7 @@ set(_kc ${PROJECT_SOURCE_DIR}/src)
 # One concept a file, listed bottom-up (src/types.h names the layers; docs/design.md draws them).
 set(KITE_CORE_SOURCES
     ${_kc}/os/linux.c
-    ${_kc}/message.c ${_kc}/options.c ${_kc}/stats.c ${_kc}/sizeclass.c
+    ${_kc}/message.c ${_kc}/options.c ${_kc}/stats.c ${_kc}/sizeclass.c ${_kc}/secret.c
     ${_kc}/buddy.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/page.c ${_kc}/heap.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/override.c
