@@ -10,7 +10,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench lab venv clean
+.PHONY: all build test test-main test-asan test-tsan bench lab security venv clean
 
 all: build
 
@@ -51,3 +51,8 @@ lab: build venv
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# the security matrix: every misuse case of tests/security/ under kite and each installed
+# allocator (scudo from libclang-rt-14-dev included) -> docs/security.md
+security: build venv
+	$(PY) tools/security_matrix.py --docs
