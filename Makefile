@@ -66,3 +66,8 @@ deb:
 
 clean:
 	rm -rf build build-asan build-tsan build-deb
+
+# the security matrix: every misuse case of tests/security/ under kite and each installed
+# allocator (scudo from libclang-rt-14-dev included) -> docs/security.md
+security: build venv
+	$(PY) tools/security_matrix.py --docs

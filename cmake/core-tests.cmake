@@ -78,6 +78,8 @@ if(TARGET kite-noover)
     add_test(NAME core_stress_purge0 COMMAND core_stress 8 16 6000 2)
     _kite_ct_props(core_stress_purge0 300)
     set_tests_properties(core_stress_purge0 PROPERTIES ENVIRONMENT "KITE_PURGE_DELAY_MS=0")
+    kite_test(core_options SOURCES ${_ct}/integration/test_options.c LIBS kite-noover)
+    _kite_ct_props(core_options 120)
   endif()
 endif()
 

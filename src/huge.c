@@ -4,6 +4,12 @@
  * base + off, off = 4 KiB for align <= 4 KiB, else min(align, 64 MiB). When off > 4 KiB the
  * gap after the header page is unmapped. Every 64 MiB slot the region touches is marked
  * KITE_PM_HUGE; the header of a huge block p is at align_down(p - 1, 64 MiB).
+ *
+ * The header is authenticated: mac is a keyed checksum (secret.h) of the fields that decide
+ * what free and realloc unmap (user, user_len, off, and the header's own address). A write
+ * into the header page -- an underflow from a neighbour -- cannot produce a matching mac, so
+ * a header whose magic and user pointer match but whose mac does not is reported as heap
+ * corruption and the process aborts, before anything is unmapped.
  */
 #include "huge.h"
 #include "arena.h"
@@ -11,6 +17,7 @@
 #include "options.h"
 #include "stats.h"
 #include "message.h"
+#include "secret.h"
 #include "os.h"
 #include <errno.h>
 
@@ -24,10 +31,19 @@ typedef struct kite_huge_s {
   void *user;
   size_t user_len; /* mapped bytes at user (multiple of 4 KiB) */
   size_t off;
+  uint64_t mac;    /* huge_mac(h) while the header is live or cached */
   kite_owned_t owned;
 } kite_huge_t;
 
 static bool huge_check_block(const kite_huge_t *h, bool live);
+static uint64_t huge_mac(const kite_huge_t *h) {
+  return _kite_mac3((uint64_t)(uintptr_t)h->user ^ ((uint64_t)h->off << 47), h->user_len, (uint64_t)(uintptr_t)h);
+}
+static void huge_seal(kite_huge_t *h) { h->mac = huge_mac(h); }
+/* A header about to be trusted (freed, resized, unmapped from the cache) must verify. */
+static void huge_verify(const kite_huge_t *h) {
+  if (unlikely(h->mac != huge_mac(h))) _kite_report_corruption("huge block header does not match its checksum", h->user);
+}
 
 static kite_huge_t *huge_header(const void *p) {
   uintptr_t u = (uintptr_t)p;
@@ -36,6 +52,7 @@ static kite_huge_t *huge_header(const void *p) {
   if (_kite_pagemap_kind(base) != KITE_PM_HUGE) return NULL;
   kite_huge_t *h = (kite_huge_t *)base;
   if (h->magic != KITE_HUGE_MAGIC || h->user != p) return NULL;
+  huge_verify(h);
   return h;
 }
 
@@ -73,6 +90,7 @@ static size_t huge_cache_expire(bool force, uint64_t now) {
     kite_huge_t *h = huge_cache[i].h;
     if (!h || !(force || (delay >= 0 && now - huge_cache[i].freed_ms >= (uint64_t)delay))) continue;
     huge_cache[i].h = NULL;
+    huge_verify(h);
     __atomic_store_n(&huge_cache_bytes, huge_cache_bytes - h->user_len, __ATOMIC_RELAXED);
     r += h->user_len + KITE_OS_PAGE;
     huge_unmap(h);
@@ -114,6 +132,7 @@ static kite_huge_t *huge_cache_take(size_t len) {
   if (best >= 0) {
     h = huge_cache[best].h;
     huge_cache[best].h = NULL;
+    huge_verify(h);
     __atomic_store_n(&huge_cache_bytes, huge_cache_bytes - h->user_len, __ATOMIC_RELAXED);
   }
   _kite_unlock(&huge_lock);
@@ -130,6 +149,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
     if (c) {
       huge_trim(c, len);
       c->magic = KITE_HUGE_MAGIC;
+      huge_seal(c);
       *zero = false;
       __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
       kite_assert_internal(huge_check_block(c, true));
@@ -141,11 +161,11 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   size_t extra = align > KITE_ARENA_SIZE ? align - KITE_ARENA_SIZE : 0;
   if (extra >= ((size_t)1 << KITE_ADDR_BITS)) { errno = ENOMEM; return NULL; }
   size_t total = off + len + extra;
-  uint8_t *raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
+  uint8_t *raw = _kite_os_map_backed(total, KITE_ARENA_SIZE);
   if (!raw) { /* the OS refused: give back cached huge maps and empty arenas, retry */
     _kite_huge_cache_release(true);
     if (_kite_arena_count() > 0) _kite_arena_purge(true);
-    raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
+    raw = _kite_os_map_backed(total, KITE_ARENA_SIZE);
   }
   if (!raw) return NULL;
   uintptr_t p = ((uintptr_t)raw + off + align - 1) & ~(uintptr_t)(align - 1);
@@ -163,6 +183,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   h->user = (void *)p;
   h->user_len = len;
   h->off = off;
+  huge_seal(h);
   _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
@@ -218,6 +239,7 @@ bool _kite_huge_resize(void *p, size_t new_size) {
   if (len == h->user_len) return true;
   if (len < h->user_len) {
     huge_trim(h, len);
+    huge_seal(h);
     return true;
   }
   if ((uintptr_t)p + len > ((uintptr_t)1 << KITE_ADDR_BITS)) return false;
@@ -226,6 +248,7 @@ bool _kite_huge_resize(void *p, size_t new_size) {
   _kite_stat_commit((int64_t)(len - h->user_len));
   _kite_pagemap_set((uintptr_t)p, len, KITE_PM_HUGE);
   h->user_len = len;
+  huge_seal(h);
   return true;
 }
 

@@ -17,10 +17,11 @@
 #include "arena.h"
 #include "options.h"
 #include "purger.h"
+#include "message.h"
 #include "os.h"
 #include <pthread.h>
 
-static int stats_fd = 2;
+static int stats_fd = -1; /* duplicate of the start-up stderr for the exit statistics */
 static int process_init_done;
 
 static void fork_prepare(void) {
@@ -56,5 +57,7 @@ void _kite_process_init(void) {
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }
 
 __attribute__((destructor)) static void kite_dtor(void) {
-  if (_kite_options.show_stats) kite_stats_print(stats_fd);
+  /* no duplicate (fd 2 was closed at start-up, or KITE_SHOW_STATS was set later through
+   * kite_option_set): kite's message stream, which is nowhere if fd 2 changed */
+  if (_kite_options.show_stats) kite_stats_print(stats_fd >= 0 ? stats_fd : KITE_MSG_FD);
 }

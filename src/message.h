@@ -25,14 +25,31 @@ void _kite_assert_fail(const char *expr, const char *file, int line) __attribute
  * false, so validators read `if (bad) return _kite_check_failed("...", x);`. */
 bool _kite_check_failed(const char *what, uint64_t detail) __attribute__((cold));
 
+/* Where messages go: the stderr the process had at start-up. _kite_message_init() (run by
+ * the constructor, or by the first message) records what fd 2 is; a message is written
+ * only while fd 2 is still that file, so a program that started with fd 2 closed, or
+ * later put another file at fd 2, never finds kite's text in its own data. */
+void _kite_message_init(void);
+
+/* Heap corruption (a checksum or an encoded link that does not verify): reported with the
+ * address, then the process aborts whatever the options say: corruption is never ignored. */
+void _kite_report_corruption(const char *what, const void *p) __attribute__((noreturn, cold));
+
 /* (report.c) An invalid or double free (or another misuse): counted, reported on stderr, and then
  * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
 void _kite_report_invalid(const char *what, const void *p);
 /* (report.c) With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
 void _kite_report_oom(size_t size);
 
-/* Write string s to fd (best effort; for C++ callers that have no kite_out_t). */
+/* Write string s to fd (best effort; for C++ callers that have no kite_out_t). fd 2 means
+ * "kite's message stream" (see _kite_message_init). */
 void _kite_write_str(int fd, const char *s);
+/* The fd messages go to (2), or -1 when fd 2 is no longer the start-up stderr. */
+int _kite_message_fd(void);
+
+/* kite_out_t.fd value meaning "kite's message stream" (fd 2 while it is the start-up
+ * stderr, else nowhere). */
+#define KITE_MSG_FD (-2)
 
 /* The formatter: a buffer flushed to fd when full and by _kite_out_flush. */
 typedef struct { char buf[512]; size_t len; int fd; } kite_out_t;

@@ -1,6 +1,7 @@
 /* src/options.h -- run-time options, read once from KITE_<NAME> environment variables.
  *
- * Layer: bottom. Reading uses getenv, which does not allocate; a lower layer that needs an
+ * Layer: bottom. Reading uses secure_getenv (ignored in setuid/setgid programs), which
+ * does not allocate; parsing is strict (options.c); a lower layer that needs an
  * option before the library constructor ran calls _kite_options_ensure() (cheap when read).
  * Build-time defaults: -DKITE_DEFAULT_<NAME>=value.
  */

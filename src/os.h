@@ -17,6 +17,9 @@ void *_kite_os_map_aligned(size_t size, size_t align, void *hint);
 /* Map [p, p+size) read/write, zero filled, exactly there and only if nothing is mapped
  * there (p and size multiples of 4 KiB). false if it cannot (errno unchanged). */
 bool _kite_os_map_at(void *p, size_t size);
+/* The same, but charged to the kernel's commit limit (no MAP_NORESERVE): a size the machine
+ * could never back is refused with ENOMEM, as glibc's malloc refuses it. For huge blocks. */
+void *_kite_os_map_backed(size_t size, size_t align);
 /* Unmap a range returned by _kite_os_map_aligned (or a page-aligned part of it). */
 void _kite_os_unmap(void *p, size_t size);
 /* Give the pages of [p, p+size) back to the OS; they read as zero afterwards. */
@@ -28,6 +31,11 @@ void _kite_os_write(int fd, const char *buf, size_t len);
 /* dup(fd) with close-on-exec, at a high number (>= 100) so the program's own fd numbering
  * is not disturbed; -1 on failure. */
 int _kite_os_dup_cloexec(int fd);
+/* Fill buf with n random bytes from the kernel (getrandom); falls back to a mix of clocks
+ * and addresses when the kernel has none to give. */
+void _kite_os_random(void *buf, size_t n);
+/* Identity (device, inode) of what fd refers to; false if fd is not open. */
+bool _kite_os_fd_identity(int fd, uint64_t id[2]);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
 /* Terminate the process immediately (SIGABRT). */

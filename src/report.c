@@ -8,7 +8,7 @@
 
 void _kite_report_invalid(const char *what, const void *p) {
   _kite_stat_add(&_kite_stats.invalid_frees, 1);
-  kite_out_t o = {.len = 0, .fd = 2};
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
   _kite_out_hex(&o, (uintptr_t)p);
   _kite_out_str(&o, _kite_options.abort_on_error ? " (aborting)\n" : " (ignored)\n");
@@ -18,7 +18,7 @@ void _kite_report_invalid(const char *what, const void *p) {
 
 void _kite_report_oom(size_t size) {
   if (!_kite_options.verbose) return;
-  kite_out_t o = {.len = 0, .fd = 2};
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   _kite_out_str(&o, "kite: out of memory: the OS refused memory for a request of ");
   _kite_out_u64(&o, size);
   _kite_out_str(&o, " bytes (NULL, errno ENOMEM)\n");

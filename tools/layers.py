@@ -28,6 +28,7 @@ LAYERS = [
         "stats": ["stats.h", "stats.c"],
         "sizeclass": ["sizeclass.h", "sizeclass.c"],
         "report": ["report.c"],  # declared in message.h
+        "secret": ["secret.h", "secret.c"],
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),

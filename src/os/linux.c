@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,20 +20,30 @@
 #define MAP_NORESERVE 0
 #endif
 
-static void *os_mmap(void *hint, size_t size) {
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+static void *os_mmap(void *hint, size_t size, int extra_flags) {
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
+static void *map_aligned(size_t size, size_t align, void *hint, int noreserve);
+
 void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
+  return map_aligned(size, align, hint, MAP_NORESERVE);
+}
+
+void *_kite_os_map_backed(size_t size, size_t align) {
+  return map_aligned(size, align, NULL, 0);
+}
+
+static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
   int saved = errno;
   if (size == 0 || size + align < size) { errno = ENOMEM; return NULL; }
   if (hint) {
-    void *p = os_mmap(hint, size);
+    void *p = os_mmap(hint, size, noreserve);
     if (p == hint) { errno = saved; return p; }
     if (p) munmap(p, size);
   }
-  void *p = os_mmap(NULL, size + align);
+  void *p = os_mmap(NULL, size + align, noreserve);
   if (p) {
     uintptr_t u = (uintptr_t)p, a = (u + align - 1) & ~(uintptr_t)(align - 1);
     if (a > u) munmap(p, a - u);
@@ -42,7 +54,7 @@ void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
   }
   /* Tight address space: map exactly size, and if it is not aligned, retry at the aligned
    * addresses just below and just above it (usually free: the kernel placed p there). */
-  p = os_mmap(NULL, size);
+  p = os_mmap(NULL, size, noreserve);
   if (p && ((uintptr_t)p & (align - 1)) == 0) { errno = saved; return p; }
   if (p) {
     uintptr_t u = (uintptr_t)p;
@@ -50,7 +62,7 @@ void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
     uintptr_t tries[2] = {u & ~(uintptr_t)(align - 1), (u + align - 1) & ~(uintptr_t)(align - 1)};
     for (int i = 0; i < 2; i++) {
       if (tries[i] == 0) continue;
-      void *q = os_mmap((void *)tries[i], size);
+      void *q = os_mmap((void *)tries[i], size, noreserve);
       if (q == (void *)tries[i]) { errno = saved; return q; }
       if (q) munmap(q, size);
     }
@@ -127,4 +139,36 @@ int _kite_os_dup_cloexec(int fd) {
   int r = fcntl(fd, F_DUPFD_CLOEXEC, 100);
   errno = saved;
   return r;
+}
+
+void _kite_os_random(void *buf, size_t n) {
+  int saved = errno;
+  uint8_t *b = buf;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(b + got, n - got, GRND_NONBLOCK);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  if (got < n) { /* no entropy yet (early boot) or no getrandom: clocks and addresses */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)(uintptr_t)&ts ^
+                 ((uint64_t)(uintptr_t)buf << 17) ^ (uint64_t)getpid();
+    for (; got < n; got++) {
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      b[got] ^= (uint8_t)(x >> 24);
+    }
+  }
+  errno = saved;
+}
+
+bool _kite_os_fd_identity(int fd, uint64_t id[2]) {
+  int saved = errno;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  errno = saved;
+  if (ok) { id[0] = (uint64_t)st.st_dev; id[1] = (uint64_t)st.st_ino; }
+  return ok;
 }

@@ -1,0 +1,28 @@
+# cmake/security.cmake -- the misuse programs of tests/security/ (one standalone program per
+# case, standard malloc API only, run under each allocator by tools/security_matrix.py) and
+# the test that kite keeps its promises on them. `make security` writes docs/security.md.
+set(_ks ${PROJECT_SOURCE_DIR}/tests/security)
+if(KITE_SANITIZE STREQUAL "" AND EXISTS ${_ks}/sec.h)
+  foreach(c race_double_free uaf_write_link overflow_into_free double_free_key uaf_remote
+            huge_header closed_stderr impossible_sizes realloc_freed layout)
+    add_executable(sec-${c} ${_ks}/${c}.c)
+    # the misuse must reach the allocator as written: no builtin malloc folding
+    target_compile_options(sec-${c} PRIVATE -O1 -fno-builtin -Wno-free-nonheap-object
+                           -Wno-use-after-free -Wno-alloc-size-larger-than)
+    target_link_libraries(sec-${c} PRIVATE Threads::Threads)
+  endforeach()
+  add_executable(sec-impossible_new ${_ks}/impossible_new.cpp)
+  target_compile_options(sec-impossible_new PRIVATE -O1 -Wno-alloc-size-larger-than)
+  if(TARGET kite-static)
+    # setuid case: a setuid program ignores LD_PRELOAD paths, so kite is linked in
+    add_executable(sec-setuid_kite ${_ks}/layout.c)
+    target_link_libraries(sec-setuid_kite PRIVATE kite-static Threads::Threads)
+  endif()
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_FOUND AND TARGET kite)
+    add_test(NAME security_kite
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/security_matrix.py
+                     --build-dir ${CMAKE_BINARY_DIR} --check kite)
+    set_tests_properties(security_kite PROPERTIES LABELS security TIMEOUT 600)
+  endif()
+endif()

@@ -1,0 +1,18 @@
+/* src/secret.c -- the process's secrets (contract in secret.h). */
+#include "secret.h"
+#include "os.h"
+
+uint64_t _kite_secret_[4];
+int _kite_secret_ready_;
+
+void _kite_secret_init(void) {
+  static int claimed;
+  if (__atomic_exchange_n(&claimed, 1, __ATOMIC_ACQ_REL)) {
+    while (!__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE)) { /* another thread draws them */ }
+    return;
+  }
+  uint64_t s[4];
+  _kite_os_random(s, sizeof s);
+  for (int i = 0; i < 4; i++) _kite_secret_[i] = s[i] | 1; /* never zero */
+  __atomic_store_n(&_kite_secret_ready_, 1, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,31 @@
+/* src/secret.h -- per-process secrets for hardening (keyed checksums, encoded links),
+ * drawn from the kernel's random source once, on first use. A forked child keeps its
+ * parent's secrets (its heap is a copy of the parent's, encoded with them).
+ * Layer: bottom.
+ */
+#ifndef KITE_SECRET_H
+#define KITE_SECRET_H
+#include "types.h"
+
+extern uint64_t _kite_secret_[4];
+extern int _kite_secret_ready_;
+void _kite_secret_init(void) __attribute__((cold, noinline));
+
+/* Secret word i (0..3). */
+static inline uint64_t _kite_secret(unsigned i) {
+  if (unlikely(!__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE))) _kite_secret_init();
+  return _kite_secret_[i & 3];
+}
+
+/* A keyed 64-bit checksum of three words: without the secret, a matching value cannot be
+ * computed for chosen words (the multiply-xorshift rounds mix every input bit). */
+static inline uint64_t _kite_mac3(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t x = _kite_secret(0) ^ a;
+  x = (x ^ (x >> 31)) * 0x9e3779b97f4a7c15ull;
+  x ^= b + _kite_secret(1);
+  x = (x ^ (x >> 29)) * 0xbf58476d1ce4e5b9ull;
+  x ^= c ^ _kite_secret(2);
+  x = (x ^ (x >> 32)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 29) ^ _kite_secret(3);
+}
+#endif
