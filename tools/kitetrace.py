@@ -9,13 +9,18 @@ An op is a tuple in the kite trace's own terms (TID last; ids are ints, None = "
     ('a', ID, ALIGN, SIZE, TID)   aligned allocation
     ('r', OLD, NEW, SIZE, TID)    realloc; OLD None = a pointer never seen allocated
     ('f', ID, TID)                free; ID None = a pointer never seen allocated
-A .script reads as ops with TID 0: "a ID SIZE" -> m, "r ID SIZE" -> r ID ID, "f ID" -> f.
+A .script reads as ops with TID 0: "a ID SIZE" -> m, "r ID SIZE" -> r ID ID, "f ID" -> f,
+with the workshop's slot semantics (docs/trace-format.md): "f" of a NULL slot is dropped,
+"r" of one is an m, "a" of a live id gives the new block a fresh kite id.
 Parsing checks what kite-replay checks (well-formed lines, ids live when freed, not live when
 allocated) and raises TraceError("FILE:LINE: message").
 """
 import re
 
 HEADER = "# kite-trace v1"
+# A .script's "a ID" on a live ID leaves the old block unreachable; the new block gets the
+# kite id REBIND_BASE + n (n = 1, 2 ...), far above any id a script uses.
+REBIND_BASE = 10 ** 12
 RAW_HEADER = "# kite-trace v1 raw"
 
 
@@ -63,6 +68,8 @@ def parse_lines(lines, name="(trace)", fmt=None):
     ops = []
     comments = []
     live = {}  # id -> line that allocated it
+    slot = {}  # .script: script id -> kite id of the block its slot holds (absent: NULL)
+    rebinds = 0
     for lineno, raw in enumerate(lines, 1):
         toks = raw.split()
         where = f"{name}:{lineno}"
@@ -107,16 +114,34 @@ def parse_lines(lines, name="(trace)", fmt=None):
             del live[i]
 
         if fmt == "script":
+            # The workshop's semantics: an id is a slot holding a pointer. "a" on a live id
+            # leaves the old block allocated and unreachable (the new block gets a kite id of
+            # its own); "f" on a NULL slot is free(NULL), which a kite trace does not record;
+            # "r" on a NULL slot is realloc(NULL, n), a malloc.
+            sid = vals[0]
             if op == "a":
-                alloc(vals[0])
-                ops.append(("m", vals[0], vals[1], 0))
+                if sid in slot or sid in live:  # live: a block this id once leaked
+                    rebinds += 1
+                    kid = REBIND_BASE + rebinds
+                else:
+                    kid = sid
+                slot[sid] = kid
+                live[kid] = lineno
+                ops.append(("m", kid, vals[1], 0))
             elif op == "f":
-                release(vals[0], "free")
-                ops.append(("f", vals[0], 0))
+                kid = slot.pop(sid, None)
+                if kid is not None:
+                    del live[kid]
+                    ops.append(("f", kid, 0))
             else:
-                release(vals[0], "realloc")
-                alloc(vals[0])
-                ops.append(("r", vals[0], vals[0], vals[1], 0))
+                kid = slot.get(sid)
+                if kid is None:
+                    slot[sid] = kid = sid if sid not in live else REBIND_BASE + rebinds + 1
+                    rebinds += kid != sid
+                    live[kid] = lineno
+                    ops.append(("m", kid, vals[1], 0))
+                else:
+                    ops.append(("r", kid, kid, vals[1], 0))
             continue
         if op in "mca":
             if op == "a" and (vals[1] == 0 or vals[1] & (vals[1] - 1)):

@@ -390,7 +390,13 @@ static void rp_run(void) {
       break;
     }
     case KT_FREE: {
-      if (op->slot == KT_NO_SLOT) continue; /* a pointer allocated before tracing: skipped */
+      if (op->slot == KT_NO_SLOT) {
+        if (!(op->flags & KT_OP_NULL)) continue; /* a pointer allocated before tracing: skipped */
+        if (timed) t0 = rp_now(); /* a .script "f" of a NULL slot: free(NULL) */
+        rp_be.free(NULL);
+        if (timed) t1 = rp_now();
+        break;
+      }
       rp_block_t *b = &rp_blocks[op->slot];
       if (rp_check && b->ptr) {
         uint64_t bad = rp_verify(b->ptr, b->size, b->tag);
