@@ -275,21 +275,38 @@ def _lt_ptr(s):
     return int(s, 16) if s.startswith("0x") else int(s)
 
 
+# A request above this many bytes is not one a program made but an argument ltrace misread
+# (it has printed a 179 GB malloc from a 64-bit register it decoded wrongly).
+LTRACE_MAX_SIZE = 1 << 36
+
+
 def ltrace_to_ops(lines, name="(ltrace)"):
     """Convert `ltrace -e malloc+free+realloc+calloc` output (with or without -f) into ops.
     Lines that are not malloc-family calls are ignored; calls split into <unfinished ...> and
-    <... resumed> are joined per process. Each traced process has its own pointer map."""
+    <... resumed> are joined per process. Each traced process has its own pointer map.
+    Impossible records raise TraceError("NAME:LINE: ..."): a size above LTRACE_MAX_SIZE, an
+    address returned while the same process still holds it live."""
     ops = []
     ptr_id = {}       # (pid, pointer) -> id
-    pending = {}      # (pid, fn) -> args
+    pending = {}      # (pid, fn) -> (args, line of the call)
     next_id = 0
+    where = name
 
     def new_id(pid, p):
         nonlocal next_id
+        if (pid, p) in ptr_id:
+            raise TraceError(f"{where}: address {p:#x} returned again while still live "
+                             f"(block {ptr_id[(pid, p)]}): not a possible record")
         i = next_id
         next_id += 1
         ptr_id[(pid, p)] = i
         return i
+
+    def size(fn, n):
+        if n > LTRACE_MAX_SIZE:
+            raise TraceError(f"{where}: {fn} of {n} bytes (over {LTRACE_MAX_SIZE >> 30} GiB): "
+                             "not a possible request (a misread argument?)")
+        return n
 
     def emit(pid, fn, args, ret):
         if fn == "free":
@@ -300,12 +317,14 @@ def ltrace_to_ops(lines, name="(ltrace)"):
         r = _lt_ptr(ret)
         if fn == "malloc":
             if r:
-                ops.append(("m", new_id(pid, r), int(args[0], 0), pid))
+                ops.append(("m", new_id(pid, r), size(fn, int(args[0], 0)), pid))
         elif fn == "calloc":
             if r:
-                ops.append(("c", new_id(pid, r), int(args[0], 0), int(args[1], 0), pid))
+                c, n = int(args[0], 0), int(args[1], 0)
+                size(fn, c * n)
+                ops.append(("c", new_id(pid, r), c, n, pid))
         else:
-            p, n = _lt_ptr(args[0]), int(args[1], 0)
+            p, n = _lt_ptr(args[0]), size(fn, int(args[1], 0))
             if not p:
                 if r:
                     ops.append(("m", new_id(pid, r), n, pid))
@@ -318,6 +337,7 @@ def ltrace_to_ops(lines, name="(ltrace)"):
 
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\n")
+        where = f"{name}:{lineno}"
         m = _LT_CALL.match(line)
         if m:
             pid = int(m.group("pid") or m.group("pid2") or 0)

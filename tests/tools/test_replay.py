@@ -346,6 +346,28 @@ def test_ltrace_converter():
     out = os.path.join(TMP, "f.script")
     eq(run([os.path.join(TOOLS, "trace-convert"), src, out]).returncode, 0, "ltrace -f convert")
     eq(open(out).read(), "a 0 16\na 1 32\nf 1\nf 0\n", "per-process pointers")
+    # impossible records are refused with their line number, exit 2, nothing written
+    conv = os.path.join(TOOLS, "trace-convert")
+    for text, line, msg in [
+            ("1 a->malloc(8) = 0x10\n1 a->malloc(179012345678) = 0x20\n", 2,
+             "malloc of 179012345678 bytes (over 64 GiB): not a possible request"),
+            ("1 a->calloc(100000000, 100000) = 0x20\n", 1, "calloc of 10000000000000 bytes"),
+            ("1 a->malloc(8) = 0x10\n1 a->free(0x30) = <void>\n1 a->malloc(16) = 0x10\n", 3,
+             "address 0x10 returned again while still live (block 0)"),
+            ("1 a->malloc(8) = 0x10\n1 a->realloc(0x40, 99) = 0x10\n", 2,
+             "address 0x10 returned again while still live"),
+            ("1 a->realloc(0, 99999999999999) = 0x10\n", 1, "realloc of 99999999999999 bytes")]:
+        src = write("bad.ltrace", text)
+        bad_out = os.path.join(TMP, "bad-lt.trace")
+        if os.path.exists(bad_out):
+            os.unlink(bad_out)
+        r = run([conv, "--from", "ltrace", src, bad_out])
+        eq(r.returncode, 2, f"impossible ltrace record refused: {text!r}")
+        check(r.stderr.startswith(f"trace-convert: {src}:{line}: ") and msg in r.stderr, r.stderr)
+        check(not os.path.exists(bad_out), "nothing written for a refused input")
+    # the same address again after its free is fine
+    src = write("ok.ltrace", "1 a->malloc(8) = 0x10\n1 a->free(0x10) = <void>\n1 a->malloc(16) = 0x10\n")
+    eq(run([conv, "--from", "ltrace", src, os.path.join(TMP, "ok-lt.trace")]).returncode, 0, "address reuse after free")
 
 
 def capture(out, cmd, extra=()):
