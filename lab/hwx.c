@@ -12,15 +12,14 @@
  *    walking the whole list, restarting from the head after every merge;
  *  - realloc is malloc, copy, free (a block that already fits is kept).
  *
- * The lab's heap is a region handed to init, so "mapping" is done by a page pool over it:
- * pages come from the region's unused tail (the break) or from holes left by unmapped
- * mappings (first fit, address order; a hole at the break lowers it), as mmap would reuse
- * them. Small pages are never given back, as in the seeds.
+ * The lab's heap is a region handed to init, so "mapping" is done by the page pool of
+ * ds/pages.h over it (holes that unmapped mappings leave are reused first fit, as mmap
+ * would). Small pages are never given back, as in the seeds.
  *
  * Blocks: [size word][payload]; header_size 8, 8-byte aligned payloads (the seeds' granule),
  * sizes in 8-byte steps, smallest block 16 bytes (size + the free list's next pointer).
  * The size word of a mapping's block carries HWX_BIG (bit 0). A free block is
- * {size, next}; a hole is {next hole, bytes} in its first 16 bytes.
+ * {size, next}.
  *
  * Invariants (validate): the free list is strictly increasing in address, every element a
  * small block found by the linear scan, no two free blocks touch; holes increasing, page
@@ -37,8 +36,9 @@
 #include <string.h>
 
 #include "policy.h"
+#include "ds/pages.h"
 
-#define HWX_PAGE ((size_t)4096)
+#define HWX_PAGE LAB_PAGE
 #define HWX_HDR ((size_t)8)
 #define HWX_MIN ((size_t)16)
 #define HWX_BIG ((size_t)1)
@@ -48,15 +48,8 @@ typedef struct hwx_free_s {
   struct hwx_free_s *next;
 } hwx_free_t;
 
-typedef struct hwx_hole_s {
-  struct hwx_hole_s *next;
-  size_t bytes;
-} hwx_hole_t;
-
 static pthread_mutex_t hwx_lock = PTHREAD_MUTEX_INITIALIZER;
 static hwx_free_t *hwx_head;  /* free list, address order */
-static hwx_hole_t *hwx_holes; /* unmapped runs below the break, address order */
-static char *hwx_lo, *hwx_brk, *hwx_end;
 
 #define HWX_FAIL(...)                           \
   do {                                          \
@@ -67,55 +60,6 @@ static char *hwx_lo, *hwx_brk, *hwx_end;
   } while (0)
 
 static inline size_t hwx_size(const void *blk) { return *(const size_t *)blk & ~HWX_BIG; }
-
-/* ---- the page pool ("mmap" / "munmap" over the region) ---- */
-
-static char *hwx_map(size_t bytes) {
-  hwx_hole_t **pp = &hwx_holes;
-  for (hwx_hole_t *h = hwx_holes; h; pp = &h->next, h = h->next) {
-    if (h->bytes < bytes) continue;
-    if (h->bytes == bytes) {
-      *pp = h->next;
-    } else {
-      hwx_hole_t *rest = (hwx_hole_t *)((char *)h + bytes);
-      rest->next = h->next;
-      rest->bytes = h->bytes - bytes;
-      *pp = rest;
-    }
-    return (char *)h;
-  }
-  if ((size_t)(hwx_end - hwx_brk) < bytes) return NULL;
-  char *p = hwx_brk;
-  hwx_brk += bytes;
-  return p;
-}
-
-static void hwx_unmap(char *p, size_t bytes) {
-  hwx_hole_t *prev = NULL, *h = hwx_holes;
-  while (h && (char *)h < p) prev = h, h = h->next;
-  hwx_hole_t *n = (hwx_hole_t *)p;
-  n->bytes = bytes;
-  n->next = h;
-  if (h && p + bytes == (char *)h) { /* join the hole above */
-    n->bytes += h->bytes;
-    n->next = h->next;
-  }
-  if (prev && (char *)prev + prev->bytes == p) { /* join the hole below */
-    prev->bytes += n->bytes;
-    prev->next = n->next;
-    n = prev;
-  } else if (prev) {
-    prev->next = n;
-  } else {
-    hwx_holes = n;
-  }
-  if ((char *)n + n->bytes == hwx_brk) { /* the highest hole: give it back to the break */
-    hwx_brk = (char *)n;
-    hwx_hole_t **pp = &hwx_holes;
-    while (*pp != n) pp = &(*pp)->next;
-    *pp = NULL;
-  }
-}
 
 /* ---- the free list ---- */
 
@@ -161,7 +105,7 @@ static void *hwx_malloc_locked(size_t n) {
   if (need < HWX_MIN) need = HWX_MIN;
   if (need > HWX_PAGE) { /* a mapping of its own */
     size_t bytes = (need + HWX_PAGE - 1) & ~(HWX_PAGE - 1);
-    char *m = hwx_map(bytes);
+    char *m = lab_pages_map(bytes);
     if (!m) return NULL;
     *(size_t *)m = bytes | HWX_BIG;
     return m + HWX_HDR;
@@ -169,7 +113,7 @@ static void *hwx_malloc_locked(size_t n) {
   for (;;) {
     void *p = hwx_take(need);
     if (p) return p;
-    hwx_free_t *page = (hwx_free_t *)hwx_map(HWX_PAGE);
+    hwx_free_t *page = (hwx_free_t *)lab_pages_map(HWX_PAGE);
     if (!page) return NULL;
     page->size = HWX_PAGE;
     hwx_insert(page);
@@ -179,7 +123,7 @@ static void *hwx_malloc_locked(size_t n) {
 static void hwx_free_locked(void *p) {
   char *blk = (char *)p - HWX_HDR;
   size_t w = *(size_t *)blk;
-  if (w & HWX_BIG) hwx_unmap(blk, w & ~HWX_BIG);
+  if (w & HWX_BIG) lab_pages_unmap(blk, w & ~HWX_BIG);
   else hwx_insert((hwx_free_t *)blk);
 }
 
@@ -224,77 +168,39 @@ static bool hwx_init(void *start, size_t size) {
   if (!start || e < s) return false;
   uintptr_t lo = (s + 7) & ~(uintptr_t)7;
   if (lo >= e || e - lo < HWX_MIN) return false;
-  hwx_lo = hwx_brk = (char *)lo;
-  hwx_end = (char *)lo + ((e - lo) & ~(uintptr_t)7);
+  lab_pages_init((char *)lo, (char *)lo + ((e - lo) & ~(uintptr_t)7));
   hwx_head = NULL;
-  hwx_holes = NULL;
   return true;
 }
 
 /* ---- walk and validate: one linear scan of [lo, brk) ---- */
 
-typedef struct {
-  lab_walk_fn cb;
-  void *ctx;
-  size_t count;
-  char *run; /* start of the pending free run, or NULL */
-} hwx_walker_t;
-
-static void hwx_emit(hwx_walker_t *w, char *start, char *end, bool is_free) {
-  if (is_free) {
-    if (!w->run) w->run = start;
-    return;
-  }
-  if (w->run) {
-    if (w->cb) w->cb(w->ctx, w->run + HWX_HDR, (size_t)(start - w->run) - HWX_HDR, true);
-    w->count++;
-    w->run = NULL;
-  }
-  if (w->cb) w->cb(w->ctx, start + HWX_HDR, (size_t)(end - start) - HWX_HDR, false);
-  w->count++;
-}
-
 static size_t hwx_walk(lab_walk_fn cb, void *ctx) {
-  hwx_walker_t w = {cb, ctx, 0, NULL};
+  lab_pages_walker_t w = {cb, ctx, 0, NULL};
   hwx_free_t *f = hwx_head;
-  hwx_hole_t *h = hwx_holes;
-  for (char *x = hwx_brk > hwx_lo ? hwx_lo : hwx_end; x < hwx_brk;) {
+  lab_hole_t *h = lab_pg.holes;
+  for (char *x = lab_pg.lo; x < lab_pg.brk;) {
     if ((char *)h == x) {
-      hwx_emit(&w, x, x + h->bytes, true);
+      lab_pages_emit(&w, x, x + h->bytes, true, HWX_HDR);
       x += h->bytes;
       h = h->next;
       continue;
     }
     size_t size = hwx_size(x);
     while (f && (char *)f < x) f = f->next;
-    hwx_emit(&w, x, x + size, (char *)f == x);
+    lab_pages_emit(&w, x, x + size, (char *)f == x, HWX_HDR);
     x += size;
   }
-  if (!w.run) w.run = hwx_brk;
-  if (hwx_end - w.run >= (ptrdiff_t)HWX_HDR) { /* the free run reaching the region's end */
-    if (cb) cb(ctx, w.run + HWX_HDR, (size_t)(hwx_end - w.run) - HWX_HDR, true);
-    w.count++;
-  }
-  return w.count;
+  return lab_pages_walk_end(&w, HWX_HDR);
 }
 
 static bool hwx_validate(void) {
-  if (!hwx_lo) HWX_FAIL("not initialised");
-  if (hwx_brk < hwx_lo || hwx_brk > hwx_end || ((uintptr_t)hwx_brk & 7))
-    HWX_FAIL("break %p outside [%p, %p]", (void *)hwx_brk, (void *)hwx_lo, (void *)hwx_end);
-  size_t limit = (size_t)(hwx_end - hwx_lo) / HWX_MIN + 1, n = 0;
-  for (hwx_hole_t *h = hwx_holes; h; h = h->next) {
-    if ((char *)h < hwx_lo || (char *)h >= hwx_brk || !h->bytes || h->bytes % HWX_PAGE ||
-        h->bytes > (size_t)(hwx_brk - (char *)h))
-      HWX_FAIL("hole %p of %zu bytes", (void *)h, h->bytes);
-    if ((char *)h + h->bytes == hwx_brk) HWX_FAIL("hole %p touches the break", (void *)h);
-    if (h->next && (char *)h->next <= (char *)h + h->bytes)
-      HWX_FAIL("holes %p and %p out of order or touching", (void *)h, (void *)h->next);
-    if (++n > limit) HWX_FAIL("hole list has a cycle");
-  }
+  if (!lab_pg.lo) HWX_FAIL("not initialised");
+  if (!lab_pages_check("hwx")) return false;
+  size_t limit = (size_t)(lab_pg.end - lab_pg.lo) / HWX_MIN + 1;
   size_t listed = 0;
   for (hwx_free_t *f = hwx_head; f; f = f->next) {
-    if ((char *)f < hwx_lo || (char *)f >= hwx_brk) HWX_FAIL("free list holds %p, outside the heap", (void *)f);
+    if ((char *)f < lab_pg.lo || (char *)f >= lab_pg.brk) HWX_FAIL("free list holds %p, outside the heap", (void *)f);
     if (f->size & HWX_BIG || f->size < HWX_MIN || f->size & 7) HWX_FAIL("free block %p has size %zu", (void *)f, f->size);
     if (f->next && f->next <= f) HWX_FAIL("free list out of address order at %p", (void *)f);
     if (f->next && (char *)f + f->size == (char *)f->next)
@@ -303,15 +209,15 @@ static bool hwx_validate(void) {
   }
   size_t found = 0;
   hwx_free_t *f = hwx_head;
-  hwx_hole_t *h = hwx_holes;
-  for (char *x = hwx_lo; x < hwx_brk;) {
+  lab_hole_t *h = lab_pg.holes;
+  for (char *x = lab_pg.lo; x < lab_pg.brk;) {
     if ((char *)h == x) {
       x += h->bytes;
       h = h->next;
       continue;
     }
     size_t w = *(size_t *)x, size = w & ~HWX_BIG;
-    if (size < HWX_MIN || (size & 7) || size > (size_t)(hwx_brk - x) || ((w & HWX_BIG) && size % HWX_PAGE))
+    if (size < HWX_MIN || (size & 7) || size > (size_t)(lab_pg.brk - x) || ((w & HWX_BIG) && size % HWX_PAGE))
       HWX_FAIL("block %p has size word %zx", (void *)x, w);
     while (f && (char *)f < x) f = f->next;
     if ((char *)f == x) {

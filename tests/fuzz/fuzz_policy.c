@@ -118,8 +118,8 @@ FZ_NOCOV static size_t check_heap(const char *what, size_t heap_size, size_t nli
  * headers, footers, minimum block sizes and rounding. */
 FZ_NOCOV static void check_no_fit(size_t n, const char *what) {
   size_t slack = 64 + 2 * P->alignment;
-  if (strcmp(P->name, "hwx") == 0) {
-    /* The seeds' hwx: its walk reports free space and unmapped space as one run, small
+  if (strcmp(P->name, "hwx") == 0 || strcmp(P->name, "pow2") == 0) {
+    /* The seeds' hwx and pow2: the walk reports free space and unmapped space as one run, small
      * blocks come from whole 4 KiB pages, and a larger request needs a run of unmapped pages
      * that small pages never return to. */
     if (n + 8 > 4096) return;
