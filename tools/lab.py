@@ -118,6 +118,27 @@ def generate(kind, n, seed, work):
     return path, (int(toks[1]), int(toks[2]))
 
 
+PEAK_N = 50000  # the seed's picture: the tree at the peak of 50,000 insert-delete requests
+PEAK_POLICIES = ("rbtree_linked", "seglist")
+
+
+def peaks(replay, work, seed):
+    """The free structure at the heap's peak of insert-delete PEAK_N (after the N frees, line
+    3N): each policy's free blocks by capacity, from `kite-replay --free-at`."""
+    path, rng = generate("insert-delete", PEAK_N, seed, work)
+    line = rng[0] + PEAK_N - 1
+    out = {"n": PEAK_N, "line": line, "policies": {}}
+    for pol in PEAK_POLICIES:
+        r = subprocess.run([replay, "--policy", pol, "--free-at", str(line), "-r", "1", "1", path],
+                           capture_output=True, text=True, timeout=300)
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 0 or not lines or not lines[0].startswith("free-at"):
+            continue
+        sizes = [[int(a), int(b)] for a, b in (x.split() for x in lines[1:])]
+        out["policies"][pol] = {"blocks": sum(c for _, c in sizes), "sizes": sizes}
+    return out
+
+
 def machine():
     m = kitecommon.machine_info()
     m["python"] = platform.python_version()
@@ -419,7 +440,11 @@ def fidelity(res):
                  "clock() over whole ranges"))
     rows.append(("000 interval plots of a real trace", "trace-intervals.png (above)",
                  "drawn" if res.get("intervals") else "not drawn", "cargo build interval and response plots"))
-    rows.append(("000 the tree picture at the heap's peak (peaks tool)", "none yet", "-", "50k insert-delete tree"))
+    pk = (res.get("peaks") or {}).get("policies", {}).get("rbtree_linked")
+    rows.append(("000 the tree picture at the heap's peak (peaks tool)", "peak-free.png (above), "
+                 "`kite-replay --free-at LINE`",
+                 f"insert-delete 50k: {pk['blocks']:,} free blocks, {len(pk['sizes'])} tree nodes" if pk else "not drawn",
+                 "50k insert-delete red-black tree, \"notice how many duplicates\""))
     L = ["## Fidelity to the seeds\n",
          "Each item of the seeds, the lab's equivalent, and what it measures here beside the "
          "seed's own figure (different machines: compare shapes and ratios, not seconds).\n",
@@ -551,6 +576,25 @@ def write_report(res, path, charts):
             L.append(f"- {r['allocator']} on {r.get('experiment', r.get('trace'))} "
                      f"{r.get('n', '')}: {r['error']}")
         L.append("")
+    pk = res.get("peaks")
+    if pk and pk.get("policies"):
+        L.append("### The free structure at the heap's peak\n")
+        L.append(f"As the seed's picture of its tree after 50,000 insert-delete requests: the free "
+                 f"blocks each policy holds at line {pk['line']:,} of insert-delete {pk['n']:,} (after "
+                 f"the {pk['n']:,} frees, before the mallocs), from `kite-replay --free-at` (the "
+                 "policy's own heap walk).\n")
+        for pol, d in pk["policies"].items():
+            k = len(d["sizes"])
+            if pol == "seglist":
+                L.append(f"- `{pol}`: {d['blocks']:,} free blocks in its 17 unsorted lists; the "
+                         "picture shows how long each list is, which a first-fit search walks.")
+            else:
+                L.append(f"- `{pol}`: {d['blocks']:,} free blocks but only {k} distinct sizes: a tree "
+                         f"of {k} nodes, the other {d['blocks'] - k:,} blocks on duplicate lists (the "
+                         "seed's case for duplicate lists).")
+        L.append("")
+        if "peak-free.png" in charts:
+            L.append("![peak-free.png](lab/peak-free.png)\n")
     if res.get("intervals"):
         L.append("### Over time, on one real trace\n")
         L.append(f"`{res['intervals']['trace']}` cut into {len(res['intervals']['ranges'])} equal "
@@ -622,6 +666,13 @@ def main(argv):
     if report_only:  # redraw the page and charts from the last results
         import plot
         res = plot.load_results(os.path.join(charts_dir, "results.json"))
+        replay = os.path.join(build, "kite-replay")
+        if "peaks" not in res and os.path.exists(replay):  # results from before the peaks view
+            os.makedirs(os.path.join(build, "lab"), exist_ok=True)
+            res["peaks"] = peaks(replay, os.path.join(build, "lab"), res.get("seed", seed))
+            with open(os.path.join(charts_dir, "results.json"), "w") as f:
+                f.write(json.dumps({"command": res["command"]}) + "\n")
+                json.dump(res, f, indent=1)
         write_report(res, os.path.join(out, "lab.md"), plot.draw_all(res, charts_dir))
         return 0
     replay = os.path.join(build, "kite-replay")
@@ -706,6 +757,7 @@ def main(argv):
             if runs:
                 iv["rows"][label] = runs
         res["intervals"] = iv
+    res["peaks"] = peaks(replay, work, seed)
     res["elapsed_s"] = time.time() - t0
     with open(os.path.join(charts_dir, "results.json"), "w") as f:
         f.write(json.dumps({"command": res["command"]}) + "\n")  # the command line first

@@ -13,6 +13,8 @@ others in 16 distinct colour/marker/dash combinations, legends right of the axes
   traces-utilization.png       utilization (lab policies) on each captured program trace
   traces-rss.png               peak RSS growth (every allocator) on each captured program trace
   trace-intervals.png          average response per line interval of the longest trace
+  peak-free.png                the free structure at the heap's peak (tree nodes and their
+                               duplicates; the seglist's list lengths), as the seed's peaks tool
   utilization.png              utilization of the synthetic experiments at the largest N
 Only this script filters or aggregates; results.json keeps every run.
 """
@@ -202,7 +204,56 @@ def draw_all(results, out_dir):
     utilization_chart(results, p("utilization.png"))
     if results.get("intervals"):
         intervals_chart(results, p("trace-intervals.png"))
+    if (results.get("peaks") or {}).get("policies"):
+        peak_chart(results, p("peak-free.png"))
     return files
+
+
+def seg_bucket(cap):
+    """lab/seglist.c's bucket of a block of capacity cap (block size - 8)."""
+    if cap <= 72:
+        return (cap - 24) // 8
+    if cap >= 65535:
+        return 16
+    lg = cap.bit_length() - 1
+    return 7 if lg <= 7 else 7 + lg - 7
+
+
+SEG_LABELS = ["24", "32", "40", "48", "56", "64", "72", "80-255", "256", "512", "1K", "2K", "4K",
+              "8K", "16K", "32K", ">=65535"]
+
+
+def peak_chart(results, path):
+    pk = results["peaks"]
+    pols = list(pk["policies"])
+    fig, axes = plt.subplots(1, len(pols), figsize=(6 * len(pols), 4.5), squeeze=False)
+    for ax, pol in zip(axes[0], pols):
+        d = pk["policies"][pol]
+        if pol == "seglist":
+            counts = [0] * 17
+            for cap, c in d["sizes"]:
+                counts[seg_bucket(cap)] += c
+            ax.bar(range(17), counts, color=PALETTE[0])
+            ax.set_xticks(range(17))
+            ax.set_xticklabels(SEG_LABELS, rotation=60, fontsize=7)
+            ax.set_xlabel("bucket (payload capacity, bytes)")
+            ax.set_ylabel("free blocks on the bucket's list")
+            ax.set_title(f"seglist: {d['blocks']:,} free blocks in 17 lists", fontsize=9)
+        else:
+            caps = [c for c, _ in d["sizes"]]
+            ax.bar(range(len(caps)), [n for _, n in d["sizes"]], color=PALETTE[3])
+            step = max(1, len(caps) // 12)
+            ax.set_xticks(range(0, len(caps), step))
+            ax.set_xticklabels([str(caps[k]) for k in range(0, len(caps), step)], rotation=60, fontsize=7)
+            ax.set_xlabel("tree node (free block capacity, bytes), in key order")
+            ax.set_ylabel("blocks at the node (1 + its duplicate list)")
+            ax.set_title(f"{pol}: {d['blocks']:,} free blocks, a tree of {len(caps)} nodes", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"The free structure at the heap's peak: insert-delete {pk['n']:,}, line {pk['line']:,}",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def intervals_chart(results, path):

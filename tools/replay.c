@@ -104,6 +104,7 @@ static uint64_t rp_live, rp_peak_live;
 static uintptr_t rp_min_start = UINTPTR_MAX, rp_max_end;
 static size_t rp_header_size;
 static size_t rp_heap_size = (size_t)4 << 30;
+static uint64_t rp_free_at; /* --free-at LINE: print the policy's free blocks after it */
 
 /* ---- backends ---- */
 
@@ -322,6 +323,40 @@ static void rp_check_walk(void) {
 }
 #endif
 
+#ifdef KITE_REPLAY_HAVE_POLICIES
+/* --free-at: the free structure's contents at a line, as the seed's peaks tool shows them:
+ * "free-at LINE: BLOCKS free blocks, SIZES distinct capacities" then "CAPACITY COUNT" lines
+ * (capacity order), on stderr so --json output stays one object. */
+static void rp_free_cb(void *ctx, void *payload, size_t capacity, bool is_free) {
+  (void)payload;
+  if (!is_free) return;
+  rp_walk_t *w = ctx;
+  if (w->n < w->max) w->cap[w->n++] = capacity;
+  else w->overflow = true;
+}
+static int rp_cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+static void rp_dump_free(uint32_t line) {
+  size_t n = rp_policy->walk(NULL, NULL);
+  rp_walk_t w = {NULL, calloc(n + 1, sizeof(size_t)), 0, n + 1, false};
+  if (!w.cap) return;
+  rp_policy->walk(rp_free_cb, &w);
+  qsort(w.cap, w.n, sizeof *w.cap, rp_cmp_size);
+  size_t distinct = 0;
+  for (size_t i = 0; i < w.n; i++) distinct += i == 0 || w.cap[i] != w.cap[i - 1];
+  fprintf(stderr, "free-at %u: %zu free blocks, %zu distinct capacities\n", line, w.n, distinct);
+  for (size_t i = 0; i < w.n;) {
+    size_t j = i;
+    while (j < w.n && w.cap[j] == w.cap[i]) j++;
+    fprintf(stderr, "%zu %zu\n", w.cap[i], j - i);
+    i = j;
+  }
+  free(w.cap);
+}
+#endif
+
 /* ---- the replay loop ---- */
 
 /* A real malloc's footprint is its resident memory, so every block is touched once a page
@@ -477,6 +512,10 @@ static void rp_run(void) {
 #ifdef KITE_REPLAY_HAVE_POLICIES
     if (rp_check && rp_be.is_policy && !rp_policy->validate())
       rp_fail(op, "%s validate() failed after this op", rp_policy->name);
+    if (rp_free_at && (i + 1 == rp_trace.n_ops || ops[i + 1].line > rp_free_at)) {
+      rp_dump_free(op->line);
+      rp_free_at = 0;
+    }
 #endif
   }
   if (rp_check) {
@@ -611,11 +650,13 @@ static void rp_usage(FILE *f) {
   fprintf(f,
           "usage: kite-replay --list\n"
           "       kite-replay [--policy NAME | --kite | --malloc] [--check] [-r START [END]]...\n"
-          "                   [--json] [--heap-size BYTES] [--keep-preempted] FILE\n"
+          "                   [--json] [--heap-size BYTES] [--keep-preempted] [--free-at LINE] FILE\n"
           "FILE is a kite trace (\"# kite-trace v1\" header) or a .script (a/r/f lines).\n"
           "-r times the ops on lines START..END (inclusive; no END: to the end of the file);\n"
           "ranges must not overlap. Without -r and --check the whole trace is timed.\n"
           "--heap-size: the region handed to a lab policy (default 4G; K, M, G suffixes).\n"
+          "--free-at LINE: after LINE, print a lab policy's free blocks on stderr (capacity,\n"
+          "count), the free structure's contents at that point (e.g. the heap's peak).\n"
           "A timed request during which the thread was preempted is dropped from the latency\n"
           "samples (the total counts it at the average) unless --keep-preempted is given.\n"
           "exit: 0 ok, 1 check failed, 2 usage or malformed trace, 3 out of memory.\n");
@@ -681,6 +722,11 @@ int main(int argc, char **argv) {
       rp_check = true;
     } else if (!strcmp(a, "--keep-preempted")) {
       rp_keep_preempted = true;
+    } else if (!strcmp(a, "--free-at") && i + 1 < argc) {
+      if (!rp_parse_u64(argv[++i], &rp_free_at) || !rp_free_at) {
+        fprintf(stderr, "kite-replay: bad --free-at '%s'\n", argv[i]);
+        return RP_EXIT_USAGE;
+      }
     } else if (!strcmp(a, "--json")) {
       rp_json = true;
     } else if (!strcmp(a, "--heap-size") && i + 1 < argc) {

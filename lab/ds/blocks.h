@@ -1,5 +1,5 @@
 /* lab/ds/blocks.h -- the boundary-tag heap layer shared by the seglist, red-black and splay
- * policies (every lab policy except hwx).
+ * policies (every lab policy but the page-mapping hwx and pow2, and hwx_kr).
  *
  * A policy file defines LAB_POLICY_NAME (and LAB_MIN_BLOCK if its free-block node needs more
  * or less than 48 bytes, LAB_ALIGN 8 for the seed's 8-byte granule), includes this header, defines the five index functions declared

@@ -182,6 +182,20 @@ def test_workshop_script_semantics():
        "free(NULL) is not a kite trace op")
 
 
+def test_free_at():
+    # two freed 100-byte blocks (capacity 104 in rbtree_linked's 8-byte granule) kept apart by
+    # allocated ones, and the heap's free tail: 3 free blocks, 2 distinct capacities
+    path = write("peak.script", "a 0 100\na 1 10\na 2 100\na 3 10\nf 0\nf 2\na 4 10\n")
+    r = run([REPLAY, "--policy", "rbtree_linked", "--free-at", "6", path])
+    eq(r.returncode, 0, f"--free-at: {r.stderr}")
+    lines = r.stderr.strip().splitlines()
+    eq(lines[0], "free-at 6: 3 free blocks, 2 distinct capacities", "--free-at header")
+    eq(lines[1], "104 2", "the two freed blocks")
+    eq(len(lines), 3, "and the tail")
+    r = run([REPLAY, "--policy", "rbtree_linked", "--free-at", "x", path])
+    eq(r.returncode, 2, "bad --free-at")
+
+
 def test_malformed():
     for name, text, line, msg in MALFORMED:
         path = write(f"bad_{name}.script", text)
@@ -497,7 +511,7 @@ def test_lab_smoke():
 
 
 TESTS = [test_list, test_six_line_ranges, test_range_errors, test_kite_trace_ops_and_foreign,
-         test_malformed, test_workshop_script_semantics, test_out_of_memory, test_generators, test_check_every_allocator,
+         test_malformed, test_workshop_script_semantics, test_free_at, test_out_of_memory, test_generators, test_check_every_allocator,
          test_script_roundtrip, test_ltrace_converter, test_lab_smoke]
 CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_and_fork,
                  test_unfinalized_raw]
