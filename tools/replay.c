@@ -515,6 +515,8 @@ static void rp_run(void) {
     if (rp_free_at && (i + 1 == rp_trace.n_ops || ops[i + 1].line > rp_free_at)) {
       rp_dump_free(op->line);
       rp_free_at = 0;
+      /* nothing after this line is checked or timed: stop here */
+      if (!rp_check && (!rp_nranges || rp_ranges[rp_nranges - 1].end <= op->line)) break;
     }
 #endif
   }
@@ -656,7 +658,8 @@ static void rp_usage(FILE *f) {
           "ranges must not overlap. Without -r and --check the whole trace is timed.\n"
           "--heap-size: the region handed to a lab policy (default 4G; K, M, G suffixes).\n"
           "--free-at LINE: after LINE, print a lab policy's free blocks on stderr (capacity,\n"
-          "count), the free structure's contents at that point (e.g. the heap's peak).\n"
+          "count), the free structure's contents at that point (e.g. the heap's peak); the\n"
+          "replay stops there unless --check or a later -r range needs the rest.\n"
           "A timed request during which the thread was preempted is dropped from the latency\n"
           "samples (the total counts it at the average) unless --keep-preempted is given.\n"
           "exit: 0 ok, 1 check failed, 2 usage or malformed trace, 3 out of memory.\n");
