@@ -372,6 +372,10 @@ def fidelity(res):
         r = syn.get((a, exp, n))
         return med(r["runs"], "utilization") if r else None
 
+    def largest(a, exp):  # the largest N at which a has a measurement
+        ns = sorted(n for (x, e, n) in syn if x == a and e == exp)
+        return ns[-1] if ns else None
+
     trees = [p for p in ("rbtree_clrs", "rbtree_unified", "rbtree_linked", "rbtree_stack", "rbtree_topdown",
                          "splay_stack", "splay_topdown") if p in have]
     rows = []
@@ -401,9 +405,10 @@ def fidelity(res):
                  "keeps 48 B (its node also has the duplicate list)",
                  "utilization rbtree_linked vs rbtree_clrs: " + ("; ".join(ut) if ut else "not measured"),
                  "gcc trace: 72.95% vs 76.44%"))
-    u = util("rbtree_clrs", "realloc", nmax)
+    nu = largest("rbtree_clrs", "realloc")
+    u = util("rbtree_clrs", "realloc", nu) if nu else None
     rows.append(("000 realloc script utilization", "`realloc N` of tools/gen_trace.py",
-                 f"rbtree_clrs at N = {nmax:,}: {u * 100:.1f}%" if u else "not measured",
+                 f"rbtree_clrs at N = {nu:,}: {u * 100:.1f}%" if u else "not measured",
                  "98% (its own realloc script; the lab's generator draws other sizes)"))
     rows.append(("000 `.script` semantics (an id is a slot: a second `f` is free(NULL), `r` of "
                  "NULL is realloc(NULL), `a` of a live id leaks)", "lab/trace/trace_io.c, "
@@ -434,9 +439,10 @@ def fidelity(res):
     rows.append(("003 plain bitmap tree (one byte per node)", "`bitmap-bytes` (lab/buddy_bitmap.c); "
                  "kite's own is `bitmap-tree`", f"{bfig('bitmap-bytes')} (kite's: {bfig('bitmap-tree')})",
                  "~0.07 s"))
-    k = syn.get(("kite", "insert-delete", nmax))
+    nk = largest("kite", "insert-delete")
+    k = syn.get(("kite", "insert-delete", nk))
     rows.append(("000 timing per request", "TSC per request in kite-replay",
-                 f"kite insert-delete p50 at N = {nmax:,}: {med(k['runs'], 'p50_ns'):.1f} ns" if k else "n/a",
+                 f"kite insert-delete p50 at N = {nk:,}: {med(k['runs'], 'p50_ns'):.1f} ns" if k else "n/a",
                  "clock() over whole ranges"))
     rows.append(("000 interval plots of a real trace", "trace-intervals.png (above)",
                  "drawn" if res.get("intervals") else "not drawn", "cargo build interval and response plots"))
@@ -516,7 +522,7 @@ def write_report(res, path, charts):
     L.append(table_of(res, "realloc", "total_ns", 1e-6, "{:.2f}", ns, labels) + "\n")
     L.append("Average response time (ns per request):\n")
     L.append(table_of(res, "realloc", "avg_ns", 1, "{:.0f}", ns, labels) + "\n")
-    nmax = max(ns)
+    nmax = max((r["n"] for r in res["synthetic"] if r["runs"]), default=max(ns))  # largest N measured
     L.append(f"## Latency percentiles and utilization at N = {nmax:,}\n")
     L.append("| allocator | insert-delete p50 / p90 / p99 / max (ns) | realloc p50 / p90 / p99 / max (ns) "
              "| utilization insert-delete | utilization realloc | peak RSS growth insert-delete (KiB) "
