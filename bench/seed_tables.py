@@ -7,7 +7,7 @@ system (sys) allocator" (N chosen so that SYS takes ~10 s), each with Speedup = 
 Difference = REF-OPT. Seed 002 compared the same three kinds of allocator at fixed inputs
 (ivec 10k, list 2k). This script reproduces all three tables on kite's workloads:
 
-  HWX  LD_PRELOAD=<build>/libkite-lab.so KITE_LAB_POLICY=hwx  (the K&R list baseline)
+  HWX  LD_PRELOAD=<build>/libkite-lab.so KITE_LAB_POLICY=hwx  (the seeds' hwx design, lab/hwx.c)
   SYS  the C library's malloc (no preload)
   OPT  LD_PRELOAD=<build>/libkite.so
 

@@ -15,7 +15,7 @@ endif()
 
 # The lab's buddy variants (seed 003) behind lab/buddy_policy.h.
 set(KITE_LAB_BUDDY_SOURCES ${PROJECT_SOURCE_DIR}/lab/buddy_kite.c)
-foreach(f buddy_lists.c buddy_rbtree.c)
+foreach(f buddy_lists.c buddy_rbtree.c buddy_bitmap.c)
   if(EXISTS ${PROJECT_SOURCE_DIR}/lab/${f})
     list(APPEND KITE_LAB_BUDDY_SOURCES ${PROJECT_SOURCE_DIR}/lab/${f})
   endif()
@@ -24,8 +24,8 @@ add_library(kite-lab-buddy STATIC ${KITE_LAB_BUDDY_SOURCES})
 target_include_directories(kite-lab-buddy PUBLIC ${PROJECT_SOURCE_DIR}/lab ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(kite-lab-buddy PUBLIC kite-buddy)
 
-# build/kite-buddy-bench: the benchmark (not a test).
-add_executable(kite-buddy-bench ${PROJECT_SOURCE_DIR}/bench/kite-buddy-bench.c)
+# build/kite-buddy-bench: the benchmark (not a test), in the lab beside the variants it drives.
+add_executable(kite-buddy-bench ${PROJECT_SOURCE_DIR}/lab/buddy_bench.c)
 target_link_libraries(kite-buddy-bench PRIVATE kite-lab-buddy kite-buddy)
 set_target_properties(kite-buddy-bench PROPERTIES OUTPUT_NAME kite-buddy-bench)
 

@@ -5,7 +5,7 @@
 #   kite-lab            SHARED -> build/libkite-lab.so (KITE_LAB_POLICY=NAME selects a policy)
 #   test_policy         conformance + randomized tests, one CTest entry per policy
 #   test_policy_preload real programs and the malloc family under libkite-lab.so (normal build)
-set(KITE_LAB_POLICY_NAMES seglist rbtree_clrs rbtree_unified rbtree_linked rbtree_stack rbtree_topdown splay_stack splay_topdown hwx)
+set(KITE_LAB_POLICY_NAMES seglist rbtree_clrs rbtree_unified rbtree_linked rbtree_stack rbtree_topdown splay_stack splay_topdown hwx seglist_exact hwx_kr pow2)
 set(KITE_LAB_POLICY_SOURCES lab/registry.c)
 foreach(p ${KITE_LAB_POLICY_NAMES})
   list(APPEND KITE_LAB_POLICY_SOURCES lab/${p}.c)

@@ -52,14 +52,15 @@ const lab_buddy_policy_t *lab_buddy_bitmap_tree(void) {
 }
 
 const lab_buddy_policy_t *const *lab_buddy_policies(void) {
-  static const lab_buddy_policy_t *list[6];
+  static const lab_buddy_policy_t *list[7];
   if (!list[0]) {
     list[0] = lab_buddy_lists_vector();
     list[1] = lab_buddy_lists_dlist();
     list[2] = lab_buddy_rbtree_vector();
     list[3] = lab_buddy_rbtree_list();
-    list[4] = lab_buddy_bitmap_tree();
-    list[5] = NULL;
+    list[4] = lab_buddy_bitmap_bytes();
+    list[5] = lab_buddy_bitmap_tree();
+    list[6] = NULL;
   }
   return list;
 }

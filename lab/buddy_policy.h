@@ -1,8 +1,8 @@
 /* lab/buddy_policy.h -- the interface every buddy allocator variant of the lab implements.
  *
  * The buddy variants of seed 003 (per-order lists kept as growable arrays or as doubly
- * linked lists, a red-black tree of blocks with per-order free lists) beside kite's bitmap
- * tree (include/kite/buddy.h), so one benchmark and one cross-check test drive them all.
+ * linked lists, a red-black tree of blocks with per-order free lists, the plain one-byte-per-
+ * node bitmap tree) beside kite's bitmap tree (include/kite/buddy.h), so one benchmark and one cross-check test drive them all.
  *
  * A variant manages an abstract range of `units` units, like kite_buddy. It keeps a pointer
  * to the metadata it was given in static storage: one heap per variant at a time; init()
@@ -50,6 +50,7 @@ const lab_buddy_policy_t *lab_buddy_lists_vector(void); /* lab/buddy_lists.c */
 const lab_buddy_policy_t *lab_buddy_lists_dlist(void);  /* lab/buddy_lists.c */
 const lab_buddy_policy_t *lab_buddy_rbtree_vector(void); /* lab/buddy_rbtree.c */
 const lab_buddy_policy_t *lab_buddy_rbtree_list(void);  /* lab/buddy_rbtree.c */
+const lab_buddy_policy_t *lab_buddy_bitmap_bytes(void); /* lab/buddy_bitmap.c: seed 003's plain tree */
 
 /* Every variant, NULL-terminated, in the seed's table order (lab/buddy_kite.c). */
 const lab_buddy_policy_t *const *lab_buddy_policies(void);

@@ -29,7 +29,9 @@
  *    stack); malloc/free/realloc never do.
  *
  * The policies (lab/<name>.c, in registry order): seglist, rbtree_clrs, rbtree_unified,
- * rbtree_linked, rbtree_stack, rbtree_topdown, splay_stack, splay_topdown, hwx. Each file's
+ * rbtree_linked, rbtree_stack, rbtree_topdown, splay_stack, splay_topdown, hwx (the seeds'
+ * designs), then seglist_exact, hwx_kr (the lab's earlier seglist and hwx), pow2 (seed
+ * 002's power-of-two bins). Each file's
  * top comment documents its block layout (header size, alignment, minimum block).
  */
 #ifndef KITE_LAB_POLICY_H
@@ -64,6 +66,9 @@ const lab_policy_t *lab_rbtree_topdown_policy(void);
 const lab_policy_t *lab_splay_stack_policy(void);
 const lab_policy_t *lab_splay_topdown_policy(void);
 const lab_policy_t *lab_hwx_policy(void);
+const lab_policy_t *lab_seglist_exact_policy(void);
+const lab_policy_t *lab_hwx_kr_policy(void);
+const lab_policy_t *lab_pow2_policy(void);
 
 /* The registry (lab/registry.c): every policy, NULL-terminated, in a stable order. */
 const lab_policy_t *const *lab_policies(void);

@@ -20,6 +20,8 @@
  *     malloc_usable_size recognise the marker (the second word is then a heap address below
  *     the pointer, which no policy header can be: headers hold sizes < the heap size, far below
  *     any mmap address) and act on the real block.
+ *   - Plain blocks are 16-aligned: a policy with the seed's 8-byte granule (hwx, seglist, the
+ *     trees) serves them through the aligned path above.
  *   - Pointers outside the reservation (there should be none) are ignored by free.
  *   - Setup never allocates: getenv, write(2) and mmap only.
  *   - Built with -fno-builtin: the compiler must not turn malloc+memset into a call to calloc
@@ -138,14 +140,22 @@ static inline char *lab_aligned_base(void *q) {
 /* Contract: lab_lock held. NULL + nothing changed when the heap is exhausted. */
 static void *lab_aligned_locked(size_t alignment, size_t n) {
   if (alignment <= lab_pol->alignment) return lab_pol->malloc(n);
-  if (n > SIZE_MAX - alignment) return NULL;
-  char *p = lab_pol->malloc(n + alignment);
+  /* q - p <= 16 + alignment - the policy's alignment */
+  size_t extra = alignment + 16 - (lab_pol->alignment < 16 ? lab_pol->alignment : 16);
+  if (n > SIZE_MAX - extra) return NULL;
+  char *p = lab_pol->malloc(n + extra);
   if (!p || ((uintptr_t)p & (alignment - 1)) == 0) return p;
   uintptr_t q = ((uintptr_t)p + 16 + alignment - 1) & ~(uintptr_t)(alignment - 1);
   uintptr_t *w = (uintptr_t *)q;
   w[-2] = LAB_ALIGN_MAGIC ^ q;
   w[-1] = (uintptr_t)p;
   return (void *)q;
+}
+
+/* A plain block: 16-aligned as C's max_align_t asks, also from the policies that keep the
+ * seed's 8-byte granule (their misaligned blocks get the aligned-block marker). */
+static inline void *lab_plain_locked(size_t n) {
+  return lab_pol->alignment >= 16 ? lab_pol->malloc(n) : lab_aligned_locked(16, n);
 }
 
 static void lab_free_locked(void *p) {
@@ -165,7 +175,7 @@ static size_t lab_usable_locked(void *p) {
 
 void *malloc(size_t n) {
   lab_enter();
-  void *p = lab_pol->malloc(n);
+  void *p = lab_plain_locked(n);
   lab_leave();
   if (!p) errno = ENOMEM;
   return p;
@@ -187,7 +197,7 @@ void *calloc(size_t count, size_t size) {
     return NULL;
   }
   lab_enter();
-  void *p = lab_pol->malloc(n);
+  void *p = lab_plain_locked(n);
   lab_leave();
   if (!p) errno = ENOMEM;
   else memset(p, 0, n);
@@ -208,7 +218,7 @@ void *realloc(void *p, size_t n) {
       return NULL;
     }
     size_t old = lab_usable_locked(p);
-    q = lab_pol->malloc(n);
+    q = lab_plain_locked(n);
     if (q) {
       memcpy(q, p, old < n ? old : n);
       lab_free_locked(p);
@@ -218,6 +228,14 @@ void *realloc(void *p, size_t n) {
     if (!q && n == 0) {
       lab_leave();
       return NULL;
+    }
+    if (q && ((uintptr_t)q & 15)) { /* an 8-granule policy moved it off 16: re-place it */
+      void *r = lab_aligned_locked(16, n);
+      if (r) { /* out of memory: keep the 8-aligned block rather than lose it */
+        memcpy(r, q, n);
+        lab_pol->free(q);
+        q = r;
+      }
     }
   }
   lab_leave();

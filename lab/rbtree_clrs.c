@@ -1,7 +1,8 @@
 /* lab/rbtree_clrs.c -- best fit over a red-black tree, exactly as CLRS writes it.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node
+ * Blocks: the boundary-tag layout of ds/blocks.h with the seed's granule (8-byte header,
+ * 8-byte aligned payloads, sizes in 8-byte steps, footer in free blocks, 40-byte minimum
+ * block: header + the 24-byte node + footer). A free block's payload holds the node
  * {parent, left, right}; its colour is the RED bit of the block header.
  *
  * The tree is keyed by (size, address), so equal sizes are distinct keys and every free block
@@ -15,6 +16,8 @@
  * child, equal black height on every path, parent links consistent, every node a free block.
  */
 #define LAB_POLICY_NAME "rbtree_clrs"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 40
 #include "ds/blocks.h"
 
 typedef struct clrs_node_s {
@@ -243,7 +246,7 @@ static long clrs_check_sub(clrs_node_t *x, clrs_node_t *parent, size_t *count, s
     return -1;
   }
   *bytes += lab_size(x);
-  if (*lab_hdr(x) & LAB_F_DUP) {
+  if (*lab_footer(x, lab_size(x)) & LAB_FT_DUP) {
     fprintf(stderr, "lab rbtree_clrs: invalid heap: node %p has the DUP bit\n", (void *)x);
     return -1;
   }

@@ -1,8 +1,9 @@
 /* lab/rbtree_linked.c -- best fit over a red-black tree with parent pointers and a linked
  * list of duplicate sizes.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node of
+ * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
+ * 8-aligned payloads, footer in free blocks, 48-byte minimum block: header, the 32-byte node
+ * with its parent field, footer). A free block's payload holds the node of
  * ds/dups.h {link[2], dups, parent}; the colour is the header's RED bit.
  *
  * The tree (ds/rbtree_parent.h) holds one node per distinct size; further free blocks of that
@@ -15,6 +16,9 @@
  * Invariants: those of ds/rbtree_parent.h with strictly increasing sizes, and of ds/dups.h.
  */
 #define LAB_POLICY_NAME "rbtree_linked"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 48
+#define LAB_DNODE_PARENT
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/rbtree_parent.h"

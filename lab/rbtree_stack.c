@@ -1,8 +1,9 @@
 /* lab/rbtree_stack.c -- best fit over a red-black tree without parent pointers: the path
  * from the root is recorded on an explicit stack during descent.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node of
+ * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
+ * 8-aligned payloads, footer in free blocks, 40-byte minimum block: header, the 24-byte node
+ * {link[2], dups}, footer). A free block's payload holds the node of
  * ds/dups.h; this policy uses {link[2], dups} and leaves `parent` unused (the seed's point:
  * the parent field is traded for the duplicate list). The colour is the header's RED bit.
  *
@@ -17,6 +18,8 @@
  * Invariants: ds/rbtree_check.h (without parents) and ds/dups.h.
  */
 #define LAB_POLICY_NAME "rbtree_stack"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 40
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/rbtree_check.h"

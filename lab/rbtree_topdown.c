@@ -1,8 +1,9 @@
 /* lab/rbtree_topdown.c -- best fit over a red-black tree fixed top-down: insert and delete
  * rebalance on the way down, in a single pass, with no parent pointers and no stack.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node of
+ * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
+ * 8-aligned payloads, footer in free blocks, 40-byte minimum block: header, the 24-byte node
+ * {link[2], dups}, footer). A free block's payload holds the node of
  * ds/dups.h; this policy uses {link[2], dups}; the colour is the header's RED bit.
  *
  * One node per distinct size; equal sizes go on the node's duplicate list (ds/dups.h).
@@ -22,6 +23,8 @@
  * Invariants: ds/rbtree_check.h (without parents) and ds/dups.h.
  */
 #define LAB_POLICY_NAME "rbtree_topdown"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 40
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/rbtree_check.h"

@@ -1,7 +1,8 @@
 /* lab/rbtree_unified.c -- best fit over a red-black tree whose children are an array.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node of
+ * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
+ * 8-aligned payloads, footer in free blocks, 48-byte minimum block: header, the 32-byte node
+ * with its parent field, footer). A free block's payload holds the node of
  * ds/dups.h {link[2], dups (unused here), parent}; the colour is the header's RED bit.
  *
  * This is the seed's "unified left/right" variant of CLRS: the children are link[0] and
@@ -14,6 +15,9 @@
  * Invariants: those of ds/rbtree_parent.h, plus `dups` is NULL everywhere.
  */
 #define LAB_POLICY_NAME "rbtree_unified"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 48
+#define LAB_DNODE_PARENT
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/rbtree_parent.h"

@@ -9,12 +9,14 @@
 extern const lab_policy_t lab_seglist_policy_def, lab_rbtree_clrs_policy_def,
     lab_rbtree_unified_policy_def, lab_rbtree_linked_policy_def, lab_rbtree_stack_policy_def,
     lab_rbtree_topdown_policy_def, lab_splay_stack_policy_def, lab_splay_topdown_policy_def,
-    lab_hwx_policy_def;
+    lab_hwx_policy_def, lab_seglist_exact_policy_def, lab_hwx_kr_policy_def,
+    lab_pow2_policy_def;
 
 static const lab_policy_t *const lab_registry[] = {
     &lab_seglist_policy_def,       &lab_rbtree_clrs_policy_def,   &lab_rbtree_unified_policy_def,
     &lab_rbtree_linked_policy_def, &lab_rbtree_stack_policy_def,  &lab_rbtree_topdown_policy_def,
     &lab_splay_stack_policy_def,   &lab_splay_topdown_policy_def, &lab_hwx_policy_def,
+    &lab_seglist_exact_policy_def, &lab_hwx_kr_policy_def,        &lab_pow2_policy_def,
     NULL};
 
 const lab_policy_t *const *lab_policies(void) { return lab_registry; }

@@ -1,94 +1,70 @@
-/* lab/seglist.c -- segregated fits: a table of free lists by size class.
+/* lab/seglist.c -- the seed's list_segregated: segregated fits over 17 unsorted lists.
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks); a free block's payload holds a lab_lnode_t {prev, next}, so the
- * smallest block is 32 bytes.
+ * Blocks: the boundary-tag layout of ds/blocks.h with the seed's granule: 8-byte header,
+ * 8-byte aligned payloads, sizes in 8-byte steps, footer on free blocks; a free block's
+ * payload holds a lab_lnode_t {prev, next}, so the smallest block is 32 bytes.
  *
- * Size classes (118 lists):
- *   class c < 64    blocks of exactly 16*c bytes (32 .. 1008): one size per list;
- *   class 64 + k    blocks of [2^(k+10), 2^(k+11)) bytes.
- * A bitmap of non-empty classes finds the next non-empty class in O(1).
- *
- * malloc: first fit within the request's class (exact classes: the head fits; range classes:
- * the first block large enough), else the head of the next non-empty class, which always
- * fits. Free blocks are pushed at the front of their list (LIFO), after coalescing.
- * Invariants (lab_idx_check): each block is on the list of its class, list links are
- * consistent, bitmap bit c is set iff list c is non-empty.
+ * Buckets (by payload capacity = block size - 8, as the seed labels them; 17 in all):
+ *   0..6    exactly 24, 32, 40, 48, 56, 64, 72 bytes (blocks of 32 .. 80 bytes)
+ *   7       128: every capacity from 80 up to 255
+ *   8..15   256, 512, ..., 32768: capacities in [2^k, 2^(k+1))
+ *   16      65535 and up: the seed's bucket sizes are 16-bit, so its last bucket collects
+ *           every capacity of 65535 or more (32768 .. 65534 stay in bucket 15)
+ * Each bucket is an unsorted doubly linked list; a freed (coalesced) block is pushed at the
+ * front. malloc searches first fit from the request's bucket upward, walking each list from
+ * the front: no bitmap, no size order, as in the seed. That walk is what makes the seed's
+ * list_segregated the slowest policy on its insert-delete script: the blocks freed there all
+ * land in one bucket, and a request that none of them fits walks all of them.
+ * Invariants (lab_idx_check): each free block is on the list of its bucket, links consistent.
  */
 #define LAB_POLICY_NAME "seglist"
+#define LAB_ALIGN 8
 #define LAB_MIN_BLOCK 32
 #include "ds/blocks.h"
 #include "ds/list.h"
 
-#define SEG_EXACT 64
-#define SEG_CLASSES (SEG_EXACT + 54)
+#define SEG_BUCKETS 17
+#define SEG_EXACT 7
 
-static lab_lnode_t *seg_list[SEG_CLASSES];
-static uint64_t seg_bits[2];
+static lab_lnode_t *seg_list[SEG_BUCKETS];
 
-static inline unsigned seg_class(size_t size) {
-  if (size < 16 * SEG_EXACT) return (unsigned)(size >> 4);
-  return SEG_EXACT + (unsigned)(63 - __builtin_clzll(size)) - 10;
+/* Bucket of a block of `size` bytes (capacity size - 8). */
+static inline unsigned seg_bucket(size_t size) {
+  size_t cap = size - LAB_HDR;
+  if (cap <= 72) return (unsigned)((cap - 24) / 8);
+  if (cap >= 65535) return SEG_BUCKETS - 1;
+  unsigned lg = (unsigned)(63 - __builtin_clzll(cap)); /* 6 .. 15 */
+  return lg <= 7 ? SEG_EXACT : SEG_EXACT + lg - 7;
 }
 
-static inline void seg_mark(unsigned c, bool nonempty) {
-  if (nonempty) seg_bits[c >> 6] |= 1ull << (c & 63);
-  else seg_bits[c >> 6] &= ~(1ull << (c & 63));
-}
+static void lab_idx_reset(void) { memset(seg_list, 0, sizeof seg_list); }
 
-/* The first non-empty class strictly above c, or SEG_CLASSES. */
-static inline unsigned seg_next_class(unsigned c) {
-  for (unsigned w = (c + 1) >> 6; w < 2; w++) {
-    uint64_t bits = seg_bits[w];
-    if (w == (c + 1) >> 6) bits &= ~0ull << ((c + 1) & 63);
-    if (bits) return (w << 6) + (unsigned)__builtin_ctzll(bits);
-  }
-  return SEG_CLASSES;
-}
+static void lab_idx_insert(void *p) { lab_list_push(&seg_list[seg_bucket(lab_size(p))], (lab_lnode_t *)p); }
 
-static void lab_idx_reset(void) {
-  memset(seg_list, 0, sizeof seg_list);
-  seg_bits[0] = seg_bits[1] = 0;
-}
-
-static void lab_idx_insert(void *p) {
-  unsigned c = seg_class(lab_size(p));
-  lab_list_push(&seg_list[c], (lab_lnode_t *)p);
-  seg_mark(c, true);
-}
-
-static void lab_idx_remove(void *p) {
-  unsigned c = seg_class(lab_size(p));
-  lab_list_remove(&seg_list[c], (lab_lnode_t *)p);
-  if (!seg_list[c]) seg_mark(c, false);
-}
+static void lab_idx_remove(void *p) { lab_list_remove(&seg_list[seg_bucket(lab_size(p))], (lab_lnode_t *)p); }
 
 static void *lab_idx_take(size_t need) {
-  unsigned c = seg_class(need);
-  lab_lnode_t *x = seg_list[c];
-  if (c >= SEG_EXACT)
-    while (x && lab_size(x) < need) x = x->next;
-  if (!x) {
-    c = seg_next_class(c);
-    if (c >= SEG_CLASSES) return NULL;
-    x = seg_list[c];
-  }
-  lab_list_remove(&seg_list[c], x);
-  if (!seg_list[c]) seg_mark(c, false);
-  return x;
+  for (unsigned b = seg_bucket(need); b < SEG_BUCKETS; b++)
+    for (lab_lnode_t *x = seg_list[b]; x; x = x->next)
+      if (lab_size(x) >= need) {
+        lab_list_remove(&seg_list[b], x);
+        return x;
+      }
+  return NULL;
 }
 
 struct seg_check_ctx {
-  unsigned c;
+  unsigned b;
   size_t count, bytes;
 };
 
 static bool seg_visit(lab_lnode_t *x, void *vctx) {
   struct seg_check_ctx *ctx = vctx;
-  if (!lab_is_free_block(x)) LAB_FAIL("class %u holds %p, not a free block", ctx->c, (void *)x);
-  if (seg_class(lab_size(x)) != ctx->c)
-    LAB_FAIL("block %p of size %zu is on list %u", (void *)x, lab_size(x), ctx->c);
-  if (*lab_hdr(x) & (LAB_F_RED | LAB_F_DUP)) LAB_FAIL("block %p has tree bits", (void *)x);
+  if (!lab_is_free_block(x)) LAB_FAIL("bucket %u holds %p, not a free block", ctx->b, (void *)x);
+  if (seg_bucket(lab_size(x)) != ctx->b)
+    LAB_FAIL("block %p of size %zu is in bucket %u", (void *)x, lab_size(x), ctx->b);
+  if ((*lab_hdr(x) & LAB_F_RED) || (*lab_footer(x, lab_size(x)) & LAB_FT_DUP))
+    LAB_FAIL("block %p has tree bits", (void *)x);
   ctx->count++;
   ctx->bytes += lab_size(x);
   return true;
@@ -97,15 +73,13 @@ static bool seg_visit(lab_lnode_t *x, void *vctx) {
 static bool lab_idx_check(size_t *count, size_t *bytes) {
   struct seg_check_ctx ctx = {0, 0, 0};
   size_t limit = (size_t)(lab_heap.end - lab_heap.lo) / LAB_MIN_BLOCK + 1;
-  for (unsigned c = 0; c < SEG_CLASSES; c++) {
-    ctx.c = c;
-    bool bit = (seg_bits[c >> 6] >> (c & 63)) & 1;
-    if (bit != (seg_list[c] != NULL)) LAB_FAIL("bitmap bit %u disagrees with list %u", c, c);
-    if (!lab_list_check(LAB_POLICY_NAME, seg_list[c], limit, seg_visit, &ctx)) return false;
+  for (unsigned b = 0; b < SEG_BUCKETS; b++) {
+    ctx.b = b;
+    if (!lab_list_check(LAB_POLICY_NAME, seg_list[b], limit, seg_visit, &ctx)) return false;
   }
   *count = ctx.count;
   *bytes = ctx.bytes;
   return true;
 }
 
-LAB_DEFINE_POLICY(seglist, "segregated fits: 118 size-class lists, first fit in class, LIFO")
+LAB_DEFINE_POLICY(seglist, "the seed's list_segregated: 17 unsorted lists (7 exact, 10 power-of-two), first fit upward")

@@ -2,8 +2,9 @@
  * an explicit stack, then the found node is splayed to the root with zig, zig-zig and zig-zag
  * steps read off that stack (no parent pointers).
  *
- * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, 16-byte aligned payloads,
- * footer in free blocks, 48-byte minimum block). A free block's payload holds the node of
+ * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
+ * 8-aligned payloads, footer in free blocks, 40-byte minimum block: header, the 24-byte node
+ * {link[2], dups}, footer). A free block's payload holds the node of
  * ds/dups.h; this policy uses {link[2], dups}.
  *
  * One node per distinct size, equal sizes on duplicate lists. insert: descend, then add a
@@ -19,6 +20,8 @@
  * Invariants: ds/splay.h (BST order) and ds/dups.h.
  */
 #define LAB_POLICY_NAME "splay_stack"
+#define LAB_ALIGN 8
+#define LAB_MIN_BLOCK 40
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/splay.h"

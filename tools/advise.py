@@ -423,7 +423,7 @@ def verdict(a, allocs, repeats):
                    f"{ordinal(lorder.index(kite) + 1)} of {len(lorder)} on footprint.")
     pbest, pties, porder = rank(pol, "time")
     if pbest:
-        compact = max((p for p in porder), key=lambda p: p["util"])
+        compact = max((p for p in porder), key=lambda p: p["util"] or 0)
         slow = porder[-1]
         out.append(f"Among the lab policies (a study, not drop-in mallocs): fastest "
                    f"<b>{e(pbest['name'])}</b>{' (undecided with ' + ', '.join(e(p['name']) for p in pties) + ')' if pties else ''}"
@@ -674,7 +674,7 @@ def render(a, allocs, sites, n_sites, leaks, n_leaks, repeats, meta):
                      + _num_td(x["p99_ns"], f"{x['p99_ns']} ns")
                      + _num_td(x["fp_med"], fmt_bytes(x["fp_med"])) + _num_td(x["fp_min"], fmt_bytes(x["fp_min"]))
                      + _num_td(x["fp_max"], fmt_bytes(x["fp_max"]))
-                     + _num_td(x["util"], f"{x['util'] * 100:.1f}%") + f"<td>ok ({len(x['runs'])} run{'s' if len(x['runs']) != 1 else ''})</td>")
+                     + _num_td(x["util"], "—" if x["util"] is None else f"{x['util'] * 100:.1f}%") + f"<td>ok ({len(x['runs'])} run{'s' if len(x['runs']) != 1 else ''})</td>")
         else:
             cells = f"<td colspan=\"11\" class=\"why\">{e(x['status'])}: {e(x['reason'])}</td>"
         parts.append(f'<tr class="{cls}" data-allocator="{e(x["name"])}"><td>{e(x["name"])}</td>'

@@ -10,7 +10,9 @@ An op is a tuple in the kite trace's own terms (TID last; ids are ints, None = "
     ('a', ID, ALIGN, SIZE, TID)   aligned allocation
     ('r', OLD, NEW, SIZE, TID)    realloc; OLD None = a pointer never seen allocated
     ('f', ID, TID)                free; ID None = a pointer never seen allocated
-A .script reads as ops with TID 0: "a ID SIZE" -> m, "r ID SIZE" -> r ID ID, "f ID" -> f.
+A .script reads as ops with TID 0: "a ID SIZE" -> m, "r ID SIZE" -> r ID ID, "f ID" -> f,
+with the workshop's slot semantics (docs/trace-format.md): "f" of a NULL slot is dropped,
+"r" of one is an m, "a" of a live id gives the new block a fresh kite id.
 Parsing checks what kite-replay checks (well-formed lines, ids live when freed, not live when
 allocated) and raises TraceError("FILE:LINE: message").
 
@@ -21,6 +23,9 @@ malformed line and exits 2.
 import re
 
 HEADER = "# kite-trace v1"
+# A .script's "a ID" on a live ID leaves the old block unreachable; the new block gets the
+# kite id REBIND_BASE + n (n = 1, 2 ...), far above any id a script uses.
+REBIND_BASE = 10 ** 12
 RAW_HEADER = "# kite-trace v1 raw"
 
 
@@ -68,6 +73,8 @@ def parse_lines(lines, name="(trace)", fmt=None):
     ops = []
     comments = []
     live = {}  # id -> line that allocated it
+    slot = {}  # .script: script id -> kite id of the block its slot holds (absent: NULL)
+    rebinds = 0
     for lineno, raw in enumerate(lines, 1):
         toks = raw.split()
         where = f"{name}:{lineno}"
@@ -112,16 +119,34 @@ def parse_lines(lines, name="(trace)", fmt=None):
             del live[i]
 
         if fmt == "script":
+            # The workshop's semantics: an id is a slot holding a pointer. "a" on a live id
+            # leaves the old block allocated and unreachable (the new block gets a kite id of
+            # its own); "f" on a NULL slot is free(NULL), which a kite trace does not record;
+            # "r" on a NULL slot is realloc(NULL, n), a malloc.
+            sid = vals[0]
             if op == "a":
-                alloc(vals[0])
-                ops.append(("m", vals[0], vals[1], 0))
+                if sid in slot or sid in live:  # live: a block this id once leaked
+                    rebinds += 1
+                    kid = REBIND_BASE + rebinds
+                else:
+                    kid = sid
+                slot[sid] = kid
+                live[kid] = lineno
+                ops.append(("m", kid, vals[1], 0))
             elif op == "f":
-                release(vals[0], "free")
-                ops.append(("f", vals[0], 0))
+                kid = slot.pop(sid, None)
+                if kid is not None:
+                    del live[kid]
+                    ops.append(("f", kid, 0))
             else:
-                release(vals[0], "realloc")
-                alloc(vals[0])
-                ops.append(("r", vals[0], vals[0], vals[1], 0))
+                kid = slot.get(sid)
+                if kid is None:
+                    slot[sid] = kid = sid if sid not in live else REBIND_BASE + rebinds + 1
+                    rebinds += kid != sid
+                    live[kid] = lineno
+                    ops.append(("m", kid, vals[1], 0))
+                else:
+                    ops.append(("r", kid, kid, vals[1], 0))
             continue
         if op in "mca":
             if op == "a" and (vals[1] == 0 or vals[1] & (vals[1] - 1)):
@@ -260,21 +285,38 @@ def _lt_ptr(s):
     return int(s, 16) if s.startswith("0x") else int(s)
 
 
+# A request above this many bytes is not one a program made but an argument ltrace misread
+# (it has printed a 179 GB malloc from a 64-bit register it decoded wrongly).
+LTRACE_MAX_SIZE = 1 << 36
+
+
 def ltrace_to_ops(lines, name="(ltrace)"):
     """Convert `ltrace -e malloc+free+realloc+calloc` output (with or without -f) into ops.
     Lines that are not malloc-family calls are ignored; calls split into <unfinished ...> and
-    <... resumed> are joined per process. Each traced process has its own pointer map."""
+    <... resumed> are joined per process. Each traced process has its own pointer map.
+    Impossible records raise TraceError("NAME:LINE: ..."): a size above LTRACE_MAX_SIZE, an
+    address returned while the same process still holds it live."""
     ops = []
     ptr_id = {}       # (pid, pointer) -> id
-    pending = {}      # (pid, fn) -> args
+    pending = {}      # (pid, fn) -> (args, line of the call)
     next_id = 0
+    where = name
 
     def new_id(pid, p):
         nonlocal next_id
+        if (pid, p) in ptr_id:
+            raise TraceError(f"{where}: address {p:#x} returned again while still live "
+                             f"(block {ptr_id[(pid, p)]}): not a possible record")
         i = next_id
         next_id += 1
         ptr_id[(pid, p)] = i
         return i
+
+    def size(fn, n):
+        if n > LTRACE_MAX_SIZE:
+            raise TraceError(f"{where}: {fn} of {n} bytes (over {LTRACE_MAX_SIZE >> 30} GiB): "
+                             "not a possible request (a misread argument?)")
+        return n
 
     def emit(pid, fn, args, ret):
         if fn == "free":
@@ -285,12 +327,14 @@ def ltrace_to_ops(lines, name="(ltrace)"):
         r = _lt_ptr(ret)
         if fn == "malloc":
             if r:
-                ops.append(("m", new_id(pid, r), int(args[0], 0), pid))
+                ops.append(("m", new_id(pid, r), size(fn, int(args[0], 0)), pid))
         elif fn == "calloc":
             if r:
-                ops.append(("c", new_id(pid, r), int(args[0], 0), int(args[1], 0), pid))
+                c, n = int(args[0], 0), int(args[1], 0)
+                size(fn, c * n)
+                ops.append(("c", new_id(pid, r), c, n, pid))
         else:
-            p, n = _lt_ptr(args[0]), int(args[1], 0)
+            p, n = _lt_ptr(args[0]), size(fn, int(args[1], 0))
             if not p:
                 if r:
                     ops.append(("m", new_id(pid, r), n, pid))
@@ -303,6 +347,7 @@ def ltrace_to_ops(lines, name="(ltrace)"):
 
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\n")
+        where = f"{name}:{lineno}"
         m = _LT_CALL.match(line)
         if m:
             pid = int(m.group("pid") or m.group("pid2") or 0)

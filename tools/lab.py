@@ -3,6 +3,8 @@
 raw results docs/lab/results.json.
 
     tools/lab.py [--build DIR] [--out DIR] [--ns N,N,...] [--repeats K] [--no-peers] [--quick]
+
+--quick runs small N once each: its answers are marked not decisive (they flip between runs).
     tools/lab.py --report-only [--out DIR]      (rewrite lab.md and the charts from results.json)
 
 For each N it generates the seed's two timing scripts (tools/gen_trace.py, seeded):
@@ -13,8 +15,10 @@ For each N it generates the seed's two timing scripts (tools/gen_trace.py, seede
 and replays each with build/kite-replay --json -r START END on every allocator: every lab
 policy, kite, glibc's malloc, and each installed peer (jemalloc, tcmalloc, mimalloc,
 tbbmalloc, mimalloc3 from .venv) preloaded under --malloc. Then it replays each captured program trace in
-tests/data/traces/ whole. Runs at N <= 100,000 are repeated (--repeats, default 3) and the
-median is reported; larger N run once. A run that fails is recorded as a failure with its
+tests/data/traces/ whole, and the longest of them once more cut into 10 line intervals.
+Runs at N <= 100,000 are repeated (--repeats, default 3): the report gives the median and
+the min-max of the repeats, and calls an answer undecided where that spread reaches equal
+time; larger N run once. A run that fails is recorded as a failure with its
 message, never as a time. Default N: 5k 10k 25k 50k 100k 250k 500k 1M -- the seed's range,
 sized so the whole job stays under ~10 minutes on a 2-core machine.
 """
@@ -25,6 +29,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -83,8 +88,11 @@ def allocators(replay, peers):
     return out
 
 
-def run_replay(replay, args, env_extra, path, rng=None, timeout=150):
-    cmd = [replay, "--json"] + args + (["-r", str(rng[0]), str(rng[1])] if rng else []) + [path]
+def run_replay(replay, args, env_extra, path, rng=None, timeout=150, intervals=None):
+    """One kite-replay run; rng = (START, END) times one range, intervals = [(START, END)...]
+    times several (their per-range averages come back as "intervals")."""
+    ranges = [rng] if rng else (intervals or [])
+    cmd = [replay, "--json"] + args + [x for a, b in ranges for x in ("-r", str(a), str(b))] + [path]
     env = dict(os.environ)
     env.update(env_extra)
     try:
@@ -95,10 +103,15 @@ def run_replay(replay, args, env_extra, path, rng=None, timeout=150):
         return None, (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
     j = json.loads(r.stdout)
     rg = j["ranges"][0]
-    return {k: rg[k] for k in ("requests", "samples", "preempted", "total_ns", "avg_ns", "p50_ns", "p90_ns",
-                               "p99_ns", "max_ns")} | {
+    out = {k: rg[k] for k in ("requests", "samples", "preempted", "total_ns", "avg_ns", "p50_ns", "p90_ns",
+                              "p99_ns", "max_ns")} | {
         "peak_live_bytes": j["peak_live_bytes"], "footprint_bytes": j["footprint_bytes"],
-        "utilization": j["utilization"] if j["footprint_bytes"] else None}, None
+        "rss_bytes": j.get("rss_bytes"), "timer": j.get("timer"),
+        # utilization only where it is a heap span (lab policies): null for a real malloc
+        "utilization": j["utilization"] if j["footprint_bytes"] else None}
+    if intervals:
+        out["intervals"] = [x["avg_ns"] for x in j["ranges"]]
+    return out, None
 
 
 def generate(kind, n, seed, work):
@@ -111,6 +124,27 @@ def generate(kind, n, seed, work):
             f.write(r.stderr.strip())
     toks = open(rng_path).read().split()
     return path, (int(toks[1]), int(toks[2]))
+
+
+PEAK_N = 50000  # the seed's picture: the tree at the peak of 50,000 insert-delete requests
+PEAK_POLICIES = ("rbtree_linked", "seglist")
+
+
+def peaks(replay, work, seed):
+    """The free structure at the heap's peak of insert-delete PEAK_N (after the N frees, line
+    3N): each policy's free blocks by capacity, from `kite-replay --free-at`."""
+    path, rng = generate("insert-delete", PEAK_N, seed, work)
+    line = rng[0] + PEAK_N - 1
+    out = {"n": PEAK_N, "line": line, "policies": {}}
+    for pol in PEAK_POLICIES:
+        r = subprocess.run([replay, "--policy", pol, "--free-at", str(line), "-r", "1", "1", path],
+                           capture_output=True, text=True, timeout=300)
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 0 or not lines or not lines[0].startswith("free-at"):
+            continue
+        sizes = [[int(a), int(b)] for a, b in (x.split() for x in lines[1:])]
+        out["policies"][pol] = {"blocks": sum(c for _, c in sizes), "sizes": sizes}
+    return out
 
 
 def machine():
@@ -142,26 +176,47 @@ def grid(labels, cols, heads, lookup, cell):
     return lines
 
 
+def spread_of(runs, key):
+    return kitecommon.spread(r.get(key) for r in runs)
+
+
 def table_of(res, exp, key, scale, fmt, ns, labels):
+    """Median of the repeats, and [min-max] of them where there were several."""
     rows = {(r["allocator"], r["n"]): r for r in res["synthetic"] if r["experiment"] == exp}
 
     def cell(r):
         v = med(r["runs"], key)
-        return fmt.format(v * scale) if v is not None else "n/a"
+        if v is None:
+            return "n/a"
+        txt = fmt.format(v * scale)
+        sp = spread_of(r["runs"], key)
+        if len(r["runs"]) > 1 and sp:
+            txt += " [" + fmt.format(sp[0] * scale) + "–" + fmt.format(sp[1] * scale) + "]"
+        return txt
     return "\n".join(grid(labels, ns, [f"{n:,}" for n in ns],
                            lambda a, n: rows.get((a, n)), cell))
 
 
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def ratio(res, exp, a, b):
-    """Geometric mean over N of time(a) / time(b), and the per-N ratios; None if unmeasured."""
-    t = {}
+    """Geometric mean over N of time(a) / time(b), the per-N ratios, and the spread of that
+    mean the repeats allow: (geometric mean of min(a)/max(b), of max(a)/min(b)); None if
+    unmeasured."""
+    t, sp = {}, {}
     for r in res["synthetic"]:
-        if r["experiment"] == exp and not r.get("error") and r["allocator"] in (a, b):
+        if r["experiment"] == exp and not r.get("error") and r["allocator"] in (a, b) and r["runs"]:
             t[(r["allocator"], r["n"])] = med(r["runs"], "total_ns")
-    rs = [(n, t[(a, n)] / t[(b, n)]) for n in res["ns"] if t.get((a, n)) and t.get((b, n))]
+            sp[(r["allocator"], r["n"])] = spread_of(r["runs"], "total_ns")
+    keep = [n for n in res["ns"] if t.get((a, n)) and t.get((b, n)) and sp[(a, n)][0] and sp[(b, n)][0]]
+    rs = [(n, t[(a, n)] / t[(b, n)]) for n in keep]
     if not rs:
-        return None, []
-    return math.exp(sum(math.log(x) for _, x in rs) / len(rs)), rs
+        return None, [], None
+    lo = gmean([sp[(a, n)][0] / sp[(b, n)][1] for n in keep])
+    hi = gmean([sp[(a, n)][1] / sp[(b, n)][0] for n in keep])
+    return gmean([x for _, x in rs]), rs, (lo, hi)
 
 
 def compare(res, a, b):
@@ -173,21 +228,33 @@ def compare(res, a, b):
     parts = []
     verdicts = []
     for exp in ("insert-delete", "realloc"):
-        g, rs = ratio(res, exp, a, b)
+        g, rs, lohi = ratio(res, exp, a, b)
         if g is None:
             continue
+        lo, hi = lohi
         big = [x for n, x in rs if n >= 100000] or [x for _, x in rs]
-        gb = math.exp(sum(math.log(x) for x in big) / len(big))
+        gb = gmean(big)
         if abs(g - 1) < 0.05:
             word = "the same time as (within 5%)"
         elif g > 1:
             word = f"{(g - 1) * 100:.0f}% more time than"
         else:
             word = f"{(1 - g) * 100:.0f}% less time than"
-        parts.append(f"On {exp}, `{a}` takes {word} `{b}` (geometric mean over all N; "
-                     f"{gb:.2f}x at N >= 100k)")
+        if res.get("repeats", 1) > 1:
+            spread = f"; the repeats' spread puts the ratio between {lo:.2f} and {hi:.2f}"
+            if lo < 1.05 and hi > 0.95:
+                spread += (", which reaches equal time: **undecided** on this machine")
+                UNDECIDED.add((a, b, exp))
+        else:
+            spread = "; one run per N, so no spread to judge by"
+            UNDECIDED.add((a, b, exp))
+        parts.append(f"On {exp}, `{a}` takes {word} `{b}` (geometric mean over all N, ratio "
+                     f"{g:.2f}; {gb:.2f}x at N >= 100k{spread})")
         verdicts.append(g)
     return verdicts, " ".join(p + "." for p in parts)
+
+
+UNDECIDED = set()  # (a, b, experiment) whose spread reaches equal time, filled by compare()
 
 
 def answer(verdicts):
@@ -205,23 +272,41 @@ def answer(verdicts):
             "depending on the workload")
 
 
+def qualify(text, nv):
+    """The answer, marked undecided where the repeats' spread reaches equal time (UNDECIDED
+    holds what compare() found for this question's comparisons; nv is their number)."""
+    if not nv:
+        return text
+    k = len(UNDECIDED)
+    UNDECIDED.clear()
+    if k >= nv:
+        return (f"undecided: the medians say {text}, but the spread of the repeats reaches equal "
+                "time in every comparison")
+    if k:
+        return f"{text}; {k} of the {nv} comparisons are undecided by their spread"
+    return text
+
+
 def questions(res):
     out = []
+    UNDECIDED.clear()
     v, s = compare(res, "rbtree_unified", "rbtree_clrs")
     out.append(("Is there any cost or benefit to uniting the left and right cases of tree based "
                 "allocators into one case with an array of pointers?",
-                f"**Measured: {answer(v)}.** `rbtree_unified` is the CLRS tree with `links[2]` "
+                f"**Measured: {qualify(answer(v), len(v or []))}.** `rbtree_unified` is the CLRS tree with `links[2]` "
                 f"instead of `left`/`right`. {s} (The seed found the array slightly slower and "
                 "kept it for readability.)"))
     v, s = compare(res, "rbtree_linked", "rbtree_clrs")
+    a2 = qualify(answer(v), len(v or []))
     extra = []
     for other in ("rbtree_stack", "rbtree_topdown"):
         if other in res["allocators"]:
             _, s2 = compare(res, other, "rbtree_clrs")
             extra.append(s2)
+    UNDECIDED.clear()
     out.append(("Does storing duplicate node sizes in a linked list benefit performance by trimming "
                 "the tree?",
-                f"**Measured: {answer(v)}.** `rbtree_linked` is the CLRS tree plus a list of "
+                f"**Measured: {a2}.** `rbtree_linked` is the CLRS tree plus a list of "
                 f"same-size blocks hanging off one tree node. {s}" + (" The parent-less trees, which "
                 "also keep duplicates in a list, against `rbtree_clrs`: " + " ".join(extra) if extra else "")
                 + " (The seed's answer was the same: \"absolutely\".)"))
@@ -233,7 +318,7 @@ def questions(res):
             v, s = compare(res, p, "rbtree_linked")
             vs += v or []
             txt.append(s)
-        a3 = answer(vs)
+        a3 = qualify(answer(vs), len(vs))
         body = (f"**Measured: {a3}** (less time means the parent-less tree is faster). The trees without "
                 f"a parent field (`{'`, `'.join(found)}`) against `rbtree_linked`, which keeps the "
                 f"parent and adds the duplicate list: " + " ".join(txt) + " (The seed found little "
@@ -253,7 +338,7 @@ def questions(res):
             vs += v or []
             txt.append(s)
     if txt:
-        body = (f"**Measured: {answer(vs)}** (less time means top-down is faster). " + " ".join(txt)
+        body = (f"**Measured: {qualify(answer(vs), len(vs))}** (less time means top-down is faster). " + " ".join(txt)
                 + " (The seed called it too close to answer definitively.)")
     else:
         body = ("**Not measured in this build:** it needs the top-down and bottom-up pairs "
@@ -262,6 +347,127 @@ def questions(res):
     out.append(("Does a top-down approach to fixing a Red Black or Splay Tree reduce the number of "
                 "O(lgN) operations enough to make a difference?", body))
     return out
+
+
+def buddy_figures():
+    """{variant: seconds to allocate 1 GiB in 4 KiB units} from docs/lab/buddy-seed-size.txt
+    (build/kite-buddy-bench --seed-size output kept beside this page), or {}."""
+    out = {}
+    try:
+        with open(os.path.join(ROOT, "docs", "lab", "buddy-seed-size.txt")) as f:
+            for line in f:
+                m = re.match(r"^([a-z-]+)/seq-alloc-1GiB: ([0-9.]+) ns/op", line)
+                if m:
+                    out[m.group(1)] = float(m.group(2)) * 262144e-9
+    except OSError:
+        pass
+    return out
+
+
+def fidelity(res):
+    """The "fidelity" section: each seed item, the lab's equivalent, measured beside the
+    seed's own figure where it has one."""
+    have = set(res["allocators"])
+    nmax = max(res["ns"])
+    syn = {(r["allocator"], r["experiment"], r["n"]): r for r in res["synthetic"]
+           if r["runs"] and not r.get("error")}
+
+    def t_at(a, exp):  # median total ms at the largest N a measured
+        ns = sorted(n for (x, e, n) in syn if x == a and e == exp)
+        return (ns[-1], med(syn[(a, exp, ns[-1])]["runs"], "total_ns") / 1e6) if ns else (None, None)
+
+    def util(a, exp, n):
+        r = syn.get((a, exp, n))
+        return med(r["runs"], "utilization") if r else None
+
+    def largest(a, exp):  # the largest N at which a has a measurement
+        ns = sorted(n for (x, e, n) in syn if x == a and e == exp)
+        return ns[-1] if ns else None
+
+    trees = [p for p in ("rbtree_clrs", "rbtree_unified", "rbtree_linked", "rbtree_stack", "rbtree_topdown",
+                         "splay_stack", "splay_topdown") if p in have]
+    rows = []
+    # list_segregated against the trees on insert-delete
+    n_seg, t_seg = t_at("seglist", "insert-delete")
+    tt = [(p, med(syn[(p, "insert-delete", n_seg)]["runs"], "total_ns") / 1e6) for p in trees
+          if (p, "insert-delete", n_seg) in syn]
+    if t_seg and tt:
+        slow = max(tt, key=lambda x: x[1])
+        m = f"{t_seg:.1f} ms at N = {n_seg:,}: {t_seg / slow[1]:.1f}x the slowest tree (`{slow[0]}`, {slow[1]:.1f} ms)"
+    else:
+        m = "not measured"
+    rows.append(("000 list_segregated: 17 unsorted buckets, first fit upward; the outlier of "
+                 "insert-delete, \"approaches O(N^2)\"", "`seglist` (lab/seglist.c), same design; "
+                 "the lab's earlier exact-size lists are `seglist_exact`", m,
+                 "about 2x the slowest tree on the workshop's insert-delete script"))
+    # minimum blocks and utilization
+    ut = []
+    for tr in sorted({r["trace"] for r in res["traces"]}):
+        vals = {r["allocator"]: med(r["runs"], "utilization") for r in res["traces"]
+                if r["trace"] == tr and r["runs"] and not r.get("error")}
+        if vals.get("rbtree_linked") and vals.get("rbtree_clrs"):
+            ut.append(f"{tr}: {vals['rbtree_linked'] * 100:.2f}% vs {vals['rbtree_clrs'] * 100:.2f}%")
+    rows.append(("000 minimum blocks: list 32 B, trees and splays 40 B, rbtree_linked 48 B "
+                 "(8-byte granule); \"rbtree_linked costs utilization\"",
+                 "the same minimum blocks and granule (trees, splays, seglist); rbtree_unified "
+                 "keeps 48 B (its node also has the duplicate list)",
+                 "utilization rbtree_linked vs rbtree_clrs: " + ("; ".join(ut) if ut else "not measured"),
+                 "gcc trace: 72.95% vs 76.44%"))
+    nu = largest("rbtree_clrs", "realloc")
+    u = util("rbtree_clrs", "realloc", nu) if nu else None
+    rows.append(("000 realloc script utilization", "`realloc N` of tools/gen_trace.py",
+                 f"rbtree_clrs at N = {nu:,}: {u * 100:.1f}%" if u else "not measured",
+                 "98% (its own realloc script; the lab's generator draws other sizes)"))
+    rows.append(("000 `.script` semantics (an id is a slot: a second `f` is free(NULL), `r` of "
+                 "NULL is realloc(NULL), `a` of a live id leaks)", "lab/trace/trace_io.c, "
+                 "docs/trace-format.md; one script per case in tests/data/scripts/",
+                 "every case replays in `--check` under every allocator (tests/tools/test_replay.py)",
+                 "3 of its 29 scripts needed these rules"))
+    n_h, t_h = t_at("hwx", "insert-delete")
+    rows.append(("001/002 hwx: one lock, one address-ordered list, first fit, 4 KiB pages, "
+                 "coalescing rescans the list", "`hwx` (lab/hwx.c); the lab's earlier K&R list is "
+                 "`hwx_kr`; HWX column of [seed-tables.md](seed-tables.md)",
+                 (f"insert-delete {t_h:.0f} ms at N = {n_h:,} (its largest N here)" if t_h else "not measured")
+                 + "; collatz tables: see seed-tables.md", "list N = 5000: 21.0 s; ivec: 1.65 s "
+                 "(the seed's own hwx, preloaded into its programs)"))
+    n_p, t_p = t_at("pow2", "insert-delete")
+    up = util("pow2", "insert-delete", n_p) if n_p else None
+    rows.append(("002 power-of-two bins 16..4096, split, coalesce touching neighbours",
+                 "`pow2` (lab/pow2.c), one arena", (f"insert-delete {t_p:.1f} ms at N = {n_p:,}, "
+                 f"utilization {up * 100:.1f}%" if t_p and up else "not measured"),
+                 "no figure for the arena alone (its tables time whole collatz runs)"))
+    bf = buddy_figures()
+
+    def bfig(k):
+        return f"{bf[k]:.3g} s" if k in bf else "not measured"
+    rows.append(("003 naive per-order lists at 1 GiB (vector, doubly linked)",
+                 "`lists-vector`, `lists-dlist` (lab/buddy_lists.c), `kite-buddy-bench --seed-size`",
+                 f"{bfig('lists-vector')}, {bfig('lists-dlist')} (one run, busy shared machine)",
+                 "2 min, 25 min"))
+    rows.append(("003 plain bitmap tree (one byte per node)", "`bitmap-bytes` (lab/buddy_bitmap.c); "
+                 "kite's own is `bitmap-tree`", f"{bfig('bitmap-bytes')} (kite's: {bfig('bitmap-tree')})",
+                 "~0.07 s"))
+    nk = largest("kite", "insert-delete")
+    k = syn.get(("kite", "insert-delete", nk))
+    rows.append(("000 timing per request", "TSC per request in kite-replay",
+                 f"kite insert-delete p50 at N = {nk:,}: {med(k['runs'], 'p50_ns'):.1f} ns" if k else "n/a",
+                 "clock() over whole ranges"))
+    rows.append(("000 interval plots of a real trace", "trace-intervals.png (above)",
+                 "drawn" if res.get("intervals") else "not drawn", "cargo build interval and response plots"))
+    pk = (res.get("peaks") or {}).get("policies", {}).get("rbtree_linked")
+    rows.append(("000 the tree picture at the heap's peak (peaks tool)", "peak-free.png (above), "
+                 "`kite-replay --free-at LINE`",
+                 f"insert-delete 50k: {pk['blocks']:,} free blocks, {len(pk['sizes'])} tree nodes" if pk else "not drawn",
+                 "50k insert-delete red-black tree, \"notice how many duplicates\""))
+    L = ["## Fidelity to the seeds\n",
+         "Each item of the seeds, the lab's equivalent, and what it measures here beside the "
+         "seed's own figure (different machines: compare shapes and ratios, not seconds).\n",
+         "| seed item | the lab's equivalent | measured here | the seed's figure |",
+         "|---|---|---|---|"]
+    for a, b, c, d in rows:
+        L.append(f"| {a} | {b} | {c} | {d} |")
+    L.append("")
+    return L
 
 
 def write_report(res, path, charts):
@@ -273,6 +479,11 @@ def write_report(res, path, charts):
              f"({res['machine']['cpu']}, {res['machine']['cores']} cores, Linux "
              f"{res['machine']['kernel']}, {res['machine']['libc']}). Raw numbers: "
              "[lab/results.json](lab/results.json); charts redrawn by `tools/plot.py`.\n")
+    if res.get("quick") or res.get("repeats", 1) < 2:
+        L.append("> **Not decisive.** This is a quick run (N = " + ", ".join(f"{n:,}" for n in ns)
+                 + f", {res.get('repeats', 1)} run each): there is no spread to judge by, and the "
+                 "answers below flip from one quick run to the next. Run `make lab` for answers "
+                 "with their spread.\n")
     L.append("## What is measured\n")
     L.append("The seed's two timing scripts, generated for each N by `tools/gen_trace.py` (seed "
              f"{res['seed']}) and replayed by `build/kite-replay --json -r START END`:\n")
@@ -283,21 +494,26 @@ def write_report(res, path, charts):
     L.append("- **realloc N**: the same 2N mallocs and N frees, then `realloc` of each of the N "
              "remaining blocks to 200-1000 bytes; each one meets a free neighbour on both sides. "
              "Timed: the N reallocs, lines 3N+1 .. 4N.\n")
-    L.append("Every request in a range is timed on its own (`clock_gettime(CLOCK_MONOTONIC)` "
-             "around the allocator call only; the cost of the clock read pair, calibrated at "
-             "start, is subtracted). A request during which the replay thread was preempted "
+    L.append("Every request in a range is timed on its own (the time-stamp counter, read with "
+             "`lfence` on both sides and calibrated against `CLOCK_MONOTONIC`, around the "
+             "allocator call only; the cost of the read pair, calibrated at start, is subtracted, "
+             "so a 10 ns request reads about 10 ns, not 0). A request during which the replay thread was preempted "
              "(getrusage's involuntary context switches moved) is dropped from the samples: on "
              "this shared machine such a sample holds milliseconds of another process. *Average "
              "response* is the mean of the kept samples, *time* that mean times the N requests "
              "of the range. N = " + ", ".join(f"{n:,}" for n in ns) +
-             f"; runs at N <= 100,000 are repeated {res['repeats']} times and the median is "
-             "shown. The N points stop at 1,000,000, as the seed's did, so the job stays near "
+             f"; runs at N <= 100,000 are repeated {res['repeats']} times: tables show the median "
+             "and, in brackets, the minimum and maximum of the repeats. The N points stop at 1,000,000, as the seed's did, so the job stays near "
              "10 minutes on a 2-core machine.\n")
     L.append("Allocators: the lab policies (single-threaded reference designs over one heap "
              "region), kite (`kite_malloc`...), glibc's malloc, and the installed peers preloaded "
-             "under `--malloc`. Utilization = peak live requested bytes / peak footprint: for a "
-             "lab policy the highest block end minus the lowest block start, for a real malloc "
-             "the peak RSS growth during the replay (every block is touched once a page).\n")
+             "under `--malloc`. Two footprints, kept apart: **utilization** (lab policies only) = "
+             "peak live requested bytes / the heap's span (highest block end minus lowest block "
+             "start), the seed's measure; **peak RSS growth** (every allocator) = the process's "
+             "resident high-water mark over its resident size at the start of the replay, every "
+             "block touched once a page outside the timed calls. Only the second compares "
+             "policies with real mallocs; a real malloc gets no utilization, since RSS counts "
+             "pages it may have held before the replay.\n")
     L.append("## Insert / delete\n")
     for c in ("insert-delete-time.png", "insert-delete-response.png"):
         if c in charts:
@@ -314,11 +530,12 @@ def write_report(res, path, charts):
     L.append(table_of(res, "realloc", "total_ns", 1e-6, "{:.2f}", ns, labels) + "\n")
     L.append("Average response time (ns per request):\n")
     L.append(table_of(res, "realloc", "avg_ns", 1, "{:.0f}", ns, labels) + "\n")
-    nmax = max(ns)
+    nmax = max((r["n"] for r in res["synthetic"] if r["runs"]), default=max(ns))  # largest N measured
     L.append(f"## Latency percentiles and utilization at N = {nmax:,}\n")
     L.append("| allocator | insert-delete p50 / p90 / p99 / max (ns) | realloc p50 / p90 / p99 / max (ns) "
-             "| utilization insert-delete | utilization realloc |")
-    L.append("|---|---:|---:|---:|---:|")
+             "| utilization insert-delete | utilization realloc | peak RSS growth insert-delete (KiB) "
+             "| peak RSS growth realloc (KiB) |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
     rows = {(r["allocator"], r["experiment"]): r for r in res["synthetic"] if r["n"] == nmax}
     for a in labels:
         cells = []
@@ -331,7 +548,11 @@ def write_report(res, path, charts):
         for e in ("insert-delete", "realloc"):
             r = rows.get((a, e))
             u = med(r["runs"], "utilization") if r and r["runs"] else None
-            cells.append(f"{u * 100:.1f}%" if u is not None else "n/a")
+            cells.append(f"{u * 100:.1f}%" if u is not None else "–")
+        for e in ("insert-delete", "realloc"):
+            r = rows.get((a, e))
+            m = med(r["runs"], "rss_bytes") if r and r["runs"] else None
+            cells.append(f"{m / 1024:,.0f}" if m else "n/a")
         L.append(f"| {a} | " + " | ".join(cells) + " |")
     L.append("")
     if "utilization.png" in charts:
@@ -347,9 +568,12 @@ def write_report(res, path, charts):
 
     def trace_cell(r):
         u = med(r["runs"], "utilization")
-        return (f"{med(r['runs'], 'avg_ns'):.0f} ({med(r['runs'], 'p99_ns'):.0f}) / "
-                + (f"{u * 100:.1f}%" if u is not None else "n/a"))
-    L.extend(grid(labels, traces, [f"{t} avg ns (p99) / util." for t in traces],
+        m = med(r["runs"], "rss_bytes")
+        sp = spread_of(r["runs"], "avg_ns")
+        avg = f"{med(r['runs'], 'avg_ns'):.0f}" + (f" [{sp[0]:.0f}–{sp[1]:.0f}]" if sp and len(r["runs"]) > 1 else "")
+        return (f"{avg} ({med(r['runs'], 'p99_ns'):.0f}) / " + (f"{u * 100:.1f}%" if u is not None else "–")
+                + (f" / {m / 1024:,.0f}" if m else ""))
+    L.extend(grid(labels, traces, [f"{t} avg ns [min–max] (p99) / util. / RSS KiB" for t in traces],
                   lambda a, t: trow.get((a, t)), trace_cell))
     L.append("")
     skips = [r for r in res["synthetic"] if r.get("skipped")]
@@ -366,12 +590,43 @@ def write_report(res, path, charts):
             L.append(f"- {r['allocator']} on {r.get('experiment', r.get('trace'))} "
                      f"{r.get('n', '')}: {r['error']}")
         L.append("")
+    pk = res.get("peaks")
+    if pk and pk.get("policies"):
+        L.append("### The free structure at the heap's peak\n")
+        L.append(f"As the seed's picture of its tree after 50,000 insert-delete requests: the free "
+                 f"blocks each policy holds at line {pk['line']:,} of insert-delete {pk['n']:,} (after "
+                 f"the {pk['n']:,} frees, before the mallocs), from `kite-replay --free-at` (the "
+                 "policy's own heap walk).\n")
+        for pol, d in pk["policies"].items():
+            k = len(d["sizes"])
+            if pol == "seglist":
+                L.append(f"- `{pol}`: {d['blocks']:,} free blocks in its 17 unsorted lists; the "
+                         "picture shows how long each list is, which a first-fit search walks.")
+            else:
+                L.append(f"- `{pol}`: {d['blocks']:,} free blocks but only {k} distinct sizes: a tree "
+                         f"of {k} nodes, the other {d['blocks'] - k:,} blocks on duplicate lists (the "
+                         "seed's case for duplicate lists).")
+        L.append("")
+        if "peak-free.png" in charts:
+            L.append("![peak-free.png](lab/peak-free.png)\n")
+    if res.get("intervals"):
+        L.append("### Over time, on one real trace\n")
+        L.append(f"`{res['intervals']['trace']}` cut into {len(res['intervals']['ranges'])} equal "
+                 "line intervals, each timed on its own (`-r` ranges of one replay; average ns "
+                 "per request in each interval, median of the repeats), as the seed's interval "
+                 "plots of its cargo trace:\n")
+        if "trace-intervals.png" in charts:
+            L.append("![trace-intervals.png](lab/trace-intervals.png)\n")
     L.append("## The seed's four questions, answered from these measurements\n")
     L.append("Each answer compares total time over the timed ranges (median of the repeats), as a "
              "geometric mean of the per-N ratios; differences under 5% are called no difference, "
-             "since this shared 2-core machine does not resolve less.\n")
+             "since this shared 2-core machine does not resolve less. Beside it, the spread the "
+             "repeats allow: the geometric mean of min(a)/max(b) and of max(a)/min(b) over the "
+             "N; where that interval reaches equal time (within 5%) the comparison is called "
+             "undecided.\n")
     for i, (q, a) in enumerate(questions(res), 1):
         L.append(f"{i}. *{q}*\n\n   {a}\n")
+    L.extend(fidelity(res))
     L.append("## Reproducing\n")
     L.append("```sh\nmake lab                                   # this whole page\n"
              "tools/gen_trace.py insert-delete 100000 -o id.script   # prints -r 200001 400000\n"
@@ -402,12 +657,20 @@ def main(argv):
     a = ap.parse_args(argv)
     build, out, ns, repeats = a.build, a.out, a.ns, a.repeats
     peers, report_only, seed = not a.no_peers, a.report_only, 42
-    if a.quick:
+    quick = a.quick
+    if quick:
         ns, repeats = QUICK_NS, 1
     charts_dir = os.path.join(out, "lab")
     if report_only:  # redraw the page and charts from the last results
         import plot
         res = plot.load_results(os.path.join(charts_dir, "results.json"))
+        replay = os.path.join(build, "kite-replay")
+        if "peaks" not in res and os.path.exists(replay):  # results from before the peaks view
+            os.makedirs(os.path.join(build, "lab"), exist_ok=True)
+            res["peaks"] = peaks(replay, os.path.join(build, "lab"), res.get("seed", seed))
+            with open(os.path.join(charts_dir, "results.json"), "w") as f:
+                f.write(json.dumps({"command": res["command"]}) + "\n")
+                json.dump(res, f, indent=1)
         write_report(res, os.path.join(out, "lab.md"), plot.draw_all(res, charts_dir))
         return 0
     replay = os.path.join(build, "kite-replay")
@@ -433,7 +696,7 @@ def main(argv):
     res = {"command": "tools/lab.py " + " ".join(shlex.quote(a) for a in argv), "date":
            datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "machine": machine(), "ns": ns, "repeats": repeats, "seed": seed,
-           "allocators": [a[0] for a in allocs], "synthetic": [], "traces": []}
+           "allocators": [a[0] for a in allocs], "synthetic": [], "traces": [], "quick": quick}
     bar = tqdm(total=len(jobs), unit="run", desc="lab") if tqdm else None
     done = 0
     last = {}  # (experiment, allocator) -> (N, wall seconds of one run)
@@ -475,6 +738,24 @@ def main(argv):
             print(f"lab: {done}/{len(jobs)} runs", file=sys.stderr)
     if bar:
         bar.close()
+    # the per-interval view of the longest captured trace: 10 equal line ranges, one replay
+    if traces:
+        longest = max(traces, key=lambda t: sum(1 for _ in open(os.path.join(data_dir, t))))
+        nl = sum(1 for _ in open(os.path.join(data_dir, longest)))
+        k = 10
+        cuts = [(1 + nl * i // k, nl * (i + 1) // k) for i in range(k)]
+        iv = {"trace": longest, "ranges": cuts, "rows": {}}
+        for label, args, env in allocs:
+            runs = []
+            for _ in range(repeats):
+                r, err = run_replay(replay, args, env, os.path.join(data_dir, longest), intervals=cuts)
+                if err:
+                    break
+                runs.append(r["intervals"])
+            if runs:
+                iv["rows"][label] = runs
+        res["intervals"] = iv
+    res["peaks"] = peaks(replay, work, seed)
     res["elapsed_s"] = time.time() - t0
     with open(os.path.join(charts_dir, "results.json"), "w") as f:
         f.write(json.dumps({"command": res["command"]}) + "\n")  # the command line first

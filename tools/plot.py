@@ -3,13 +3,18 @@
 
     tools/plot.py [RESULTS_JSON] [OUT_DIR]      (defaults: docs/lab/results.json docs/lab)
 
-Charts, as the seed draws them (one line or bar per allocator):
+Charts, as the seed draws them (one line or bar per allocator; kite in thick black, the
+others in 16 distinct colour/marker/dash combinations, legends right of the axes):
   insert-delete-time.png       time for the N frees + N mallocs, over N (log-log)
   insert-delete-response.png   average response time per request over N
   realloc-time.png             time for the N reallocs over N (log-log)
   realloc-response.png         average response time per request over N
   traces-response.png          average response time on each captured program trace
-  traces-utilization.png       utilization on each captured program trace
+  traces-utilization.png       utilization (lab policies) on each captured program trace
+  traces-rss.png               peak RSS growth (every allocator) on each captured program trace
+  trace-intervals.png          average response per line interval of the longest trace
+  peak-free.png                the free structure at the heap's peak (tree nodes and their
+                               duplicates; the seglist's list lengths), as the seed's peaks tool
   utilization.png              utilization of the synthetic experiments at the largest N
 Only this script filters or aggregates; results.json keeps every run.
 """
@@ -33,15 +38,30 @@ def _load_pyplot():
         import matplotlib.pyplot
         plt = matplotlib.pyplot
 
-MARKERS = "osD^v<>pP*Xh"
+MARKERS = "osD^v<>pP*Xhd8H"
+# 16 colours that stay apart from each other (saturated, light and dark alternating, no
+# black: black is kite's), each paired with its own marker and, past the first 8, a dashed
+# line, so 15+ series can be told apart in colour and in grey print alike.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+           "#c5b0d5", "#393b79"]
+HIGHLIGHT = "kite"
 
 
-def color(i):
-    return plt.cm.tab20(i % 20)  # 13+ allocators: the 10-colour default cycle would repeat
+def color(i, name=None):
+    return "black" if name == HIGHLIGHT else PALETTE[i % len(PALETTE)]
 
 
-def style(i):
-    return dict(marker=MARKERS[i % len(MARKERS)], markersize=4, linewidth=1.4, color=color(i))
+def style(i, name=None):
+    if name == HIGHLIGHT:  # kite stands out: black, thick, on top
+        return dict(marker="o", markersize=6, linewidth=3.0, color="black", zorder=10)
+    return dict(marker=MARKERS[i % len(MARKERS)], markersize=4, linewidth=1.3, color=color(i),
+                linestyle="-" if i < 8 else "--")
+
+
+def legend_outside(ax, fig, ncol=1):
+    """The legend right of the axes, never over the data."""
+    ax.legend(fontsize=7, ncol=ncol, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
 
 
 def median_runs(runs, key):
@@ -78,12 +98,12 @@ def line_chart(results, exp, col, ylabel, title, path, log=True):
         hidden = [a for a in names if max(p[col] for p in data[a]) > 10 * typical]
         if hidden:
             title += f"\n(not shown, over 10x the others: {', '.join(hidden)})"
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for i, a in enumerate(names):
         if a in hidden:
             continue
         pts = data[a]
-        ax.plot([p[0] for p in pts], [p[col] for p in pts], label=a, **style(i))
+        ax.plot([p[0] for p in pts], [p[col] for p in pts], label=a, **style(i, a))
     ax.set_xlabel("N")
     ax.set_ylabel(ylabel)
     if log:
@@ -93,7 +113,7 @@ def line_chart(results, exp, col, ylabel, title, path, log=True):
         ax.set_xscale("log")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
+    legend_outside(ax, fig)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -102,10 +122,11 @@ def line_chart(results, exp, col, ylabel, title, path, log=True):
 def bar_chart(results, key, ylabel, title, path, pct=False, log=False):
     rows = [r for r in results["traces"] if not r.get("error")]
     traces = sorted({r["trace"] for r in rows})
-    allocs = order(results, {r["allocator"] for r in rows})
+    # only the allocators that have this measure (utilization: the lab policies)
+    allocs = order(results, {r["allocator"] for r in rows if median_runs(r["runs"], key) is not None})
     if not traces or not allocs:
         return
-    fig, ax = plt.subplots(figsize=(max(8, 1.2 * len(traces) * len(allocs) / 4), 5))
+    fig, ax = plt.subplots(figsize=(max(10, 1.2 * len(traces) * len(allocs) / 4 + 2), 5))
     width = 0.8 / len(allocs)
     for i, a in enumerate(allocs):
         ys = []
@@ -113,7 +134,9 @@ def bar_chart(results, key, ylabel, title, path, pct=False, log=False):
             rr = [r for r in rows if r["trace"] == t and r["allocator"] == a]
             v = median_runs(rr[0]["runs"], key) if rr else None
             ys.append((v or 0) * (100 if pct else 1))
-        ax.bar([k + i * width for k in range(len(traces))], ys, width, label=a, color=color(i))
+        hl = a == HIGHLIGHT
+        ax.bar([k + i * width for k in range(len(traces))], ys, width, label=a, color=color(i, a),
+               edgecolor="black" if hl else "none", linewidth=1.5 if hl else 0, zorder=3 if hl else 2)
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(traces))])
     ax.set_xticklabels(traces, fontsize=8)
     ax.set_ylabel(ylabel)
@@ -121,7 +144,7 @@ def bar_chart(results, key, ylabel, title, path, pct=False, log=False):
         ax.set_yscale("log")
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=3)
+    legend_outside(ax, fig)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -134,8 +157,8 @@ def utilization_chart(results, path):
     for e in exps:
         data = series(results, e)
         for a, pts in data.items():
-            if pts:
-                vals[(e, a)] = (pts[-1][3] or 0) * 100
+            if pts and pts[-1][3] is not None:  # utilization: lab policies only
+                vals[(e, a)] = pts[-1][3] * 100
                 if a not in allocs:
                     allocs.append(a)
     allocs = order(results, allocs)
@@ -148,10 +171,10 @@ def utilization_chart(results, path):
                label=f"{e} (largest N)", color=color(2 * i))
     ax.set_xticks([k + width / 2 for k in range(len(allocs))])
     ax.set_xticklabels(allocs, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("utilization, % (peak live bytes / peak footprint)")
-    ax.set_title("Utilization at the largest N")
+    ax.set_ylabel("utilization, % (peak live bytes / heap span)")
+    ax.set_title("Utilization of the lab policies at the largest N")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, fig)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -185,8 +208,83 @@ def draw_all(results, out_dir):
               "Captured programs: average response time (whole trace)", p("traces-response.png"), log=True)
     bar_chart(results, "utilization", "utilization, %", "Captured programs: utilization",
               p("traces-utilization.png"), pct=True)
+    bar_chart(results, "rss_bytes", "peak RSS growth, bytes (log)",
+              "Captured programs: peak RSS growth (every allocator)", p("traces-rss.png"), log=True)
     utilization_chart(results, p("utilization.png"))
+    if results.get("intervals"):
+        intervals_chart(results, p("trace-intervals.png"))
+    if (results.get("peaks") or {}).get("policies"):
+        peak_chart(results, p("peak-free.png"))
     return files
+
+
+def seg_bucket(cap):
+    """lab/seglist.c's bucket of a block of capacity cap (block size - 8)."""
+    if cap <= 72:
+        return (cap - 24) // 8
+    if cap >= 65535:
+        return 16
+    lg = cap.bit_length() - 1
+    return 7 if lg <= 7 else 7 + lg - 7
+
+
+SEG_LABELS = ["24", "32", "40", "48", "56", "64", "72", "80-255", "256", "512", "1K", "2K", "4K",
+              "8K", "16K", "32K", ">=65535"]
+
+
+def peak_chart(results, path):
+    pk = results["peaks"]
+    pols = list(pk["policies"])
+    fig, axes = plt.subplots(1, len(pols), figsize=(6 * len(pols), 4.5), squeeze=False)
+    for ax, pol in zip(axes[0], pols):
+        d = pk["policies"][pol]
+        if pol == "seglist":
+            counts = [0] * 17
+            for cap, c in d["sizes"]:
+                counts[seg_bucket(cap)] += c
+            ax.bar(range(17), counts, color=PALETTE[0])
+            ax.set_xticks(range(17))
+            ax.set_xticklabels(SEG_LABELS, rotation=60, fontsize=7)
+            ax.set_xlabel("bucket (payload capacity, bytes)")
+            ax.set_ylabel("free blocks on the bucket's list")
+            ax.set_title(f"seglist: {d['blocks']:,} free blocks in 17 lists", fontsize=9)
+        else:
+            caps = [c for c, _ in d["sizes"]]
+            ax.bar(range(len(caps)), [n for _, n in d["sizes"]], color=PALETTE[3])
+            step = max(1, len(caps) // 12)
+            ax.set_xticks(range(0, len(caps), step))
+            ax.set_xticklabels([str(caps[k]) for k in range(0, len(caps), step)], rotation=60, fontsize=7)
+            ax.set_xlabel("tree node (free block capacity, bytes), in key order")
+            ax.set_ylabel("blocks at the node (1 + its duplicate list)")
+            ax.set_title(f"{pol}: {d['blocks']:,} free blocks, a tree of {len(caps)} nodes", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"The free structure at the heap's peak: insert-delete {pk['n']:,}, line {pk['line']:,}",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def intervals_chart(results, path):
+    iv = results["intervals"]
+    names = order(results, iv["rows"])
+    xs = [f"{a:,}-{b:,}" for a, b in iv["ranges"]]
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for i, a in enumerate(names):
+        runs = iv["rows"][a]
+        ys = [kitecommon.median(run[k] for run in runs) for k in range(len(xs))]
+        ax.plot(range(len(xs)), ys, label=a, **style(i, a))
+    ax.set_xticks(range(len(xs)))
+    ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=7)
+    ax.set_xlabel(f"lines of {iv['trace']}")
+    ax.set_ylabel("average response time (ns per request, log)")
+    ax.set_yscale("log")
+    ax.set_title(f"{iv['trace']}: average response per interval")
+    ax.grid(True, which="both", alpha=0.3)
+    legend_outside(ax, fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv):

@@ -15,18 +15,21 @@
  * in --check mode every live block holds the pattern of its tag over its whole requested size.
  *
  * Measuring: only the allocator call itself sits between the two clock reads of an op; the
- * checking, the bookkeeping and the utilization accounting happen outside. The cost of one
- * clock read pair (calibrated at start, minimum of many) is subtracted from each sample. A
+ * checking, the bookkeeping and the utilization accounting happen outside. The clock is the
+ * calibrated time-stamp counter where it is invariant (rp_now), else CLOCK_MONOTONIC. The
+ * cost of one clock read pair (calibrated at start, minimum of many) is subtracted from each
+ * sample. A
  * sample during which the thread was involuntarily switched out (getrusage's nivcsw moved,
  * checked after the second clock read) is dropped, and the range's total is its average
  * times the number of requests: on a shared machine a preemption adds milliseconds to one
  * request, which would otherwise swamp a sum of nanosecond requests.
- * Utilization = peak live requested bytes / peak footprint, where the footprint of a lab
- * policy is the highest block end ever minus the lowest block start ever (block start =
- * payload - header_size; for a policy that fills its heap from the start, as all but hwx do,
- * this is the highest block end minus the heap start; hwx carves from the top), and of a real
- * malloc the peak RSS growth over the start of the replay (VmHWM after clearing it, minus the
- * RSS at start).
+ * Utilization (lab policies only) = peak live requested bytes / the heap's span: the highest
+ * block end ever minus the lowest block start ever (block start = payload - header_size).
+ * Peak RSS growth (every backend, timing runs only: every block is touched once a page
+ * outside the timed calls, as the traced program would have) = VmHWM after clearing it at the
+ * start, minus the RSS at the start; it is the one footprint comparable between policies and
+ * real mallocs. A real malloc gets no utilization: RSS counts pages, and a malloc can reuse
+ * pages that were resident before the replay began, so a ratio could pass 100%.
  *
  * Exit status: 0 success, 1 a check failed, 2 bad usage or a malformed trace, 3 the
  * allocator ran out of memory (the message names the trace line).
@@ -84,9 +87,10 @@ typedef struct {
   uint64_t start, end; /* inclusive lines; end UINT64_MAX = to the end */
   uint64_t counts[5];  /* per enum kt_kind */
   uint64_t requests;   /* ops timed */
-  uint64_t n, total_ns; /* samples kept and their sum (preempted ones are dropped) */
+  uint64_t n;          /* samples kept (preempted ones are dropped) */
+  double total_ns;     /* their sum */
   uint64_t preempted;
-  uint64_t *lat;       /* n samples */
+  double *lat;         /* n samples, ns */
 } rp_range_t;
 
 static const char *rp_file;
@@ -101,6 +105,7 @@ static uint64_t rp_live, rp_peak_live;
 static uintptr_t rp_min_start = UINTPTR_MAX, rp_max_end;
 static size_t rp_header_size;
 static size_t rp_heap_size = (size_t)4 << 30;
+static uint64_t rp_free_at; /* --free-at LINE: print the policy's free blocks after it */
 
 /* ---- backends ---- */
 
@@ -130,19 +135,66 @@ static size_t rp_pol_usable(void *p) { return rp_policy->usable_size(p); }
 
 /* ---- timing ---- */
 
-static inline uint64_t rp_now(void) {
+/* The clock: the time-stamp counter where the CPU has an invariant one (x86-64 with
+ * constant_tsc and nonstop_tsc in /proc/cpuinfo), read with lfence on both sides so the
+ * allocator call cannot leak out of the pair; its rate is calibrated against
+ * CLOCK_MONOTONIC over ~50 ms at start. Elsewhere (or with KITE_REPLAY_CLOCK=monotonic)
+ * clock_gettime. Readings are in ticks; rp_ticks_ns converts. A request of a few ns then
+ * measures as a few ns, where clock_gettime's ~20 ns read pair left many at 0. */
+static bool rp_use_tsc;
+static double rp_ns_per_tick = 1.0;
+
+static inline uint64_t rp_mono(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t rp_now(void) {
+  if (!rp_use_tsc) return rp_mono();
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+static bool rp_tsc_invariant(void) {
+  const char *env = getenv("KITE_REPLAY_CLOCK");
+  if (env && !strcmp(env, "monotonic")) return false;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return false;
+  char line[4096];
+  bool c = false, n = false;
+  while (fgets(line, sizeof line, f) && !(c && n)) {
+    if (strncmp(line, "flags", 5)) continue;
+    c = strstr(line, " constant_tsc") != NULL;
+    n = strstr(line, " nonstop_tsc") != NULL;
+  }
+  fclose(f);
+  return c && n;
+}
+#else
+static inline uint64_t rp_now(void) { return rp_mono(); }
+static bool rp_tsc_invariant(void) { return false; }
+#endif
+
+static inline double rp_ticks_ns(uint64_t ticks) { return (double)ticks * rp_ns_per_tick; }
+
 static void rp_calibrate(void) {
+  rp_use_tsc = rp_tsc_invariant();
+  if (rp_use_tsc) {
+    uint64_t m0 = rp_mono(), t0 = rp_now(), m1;
+    do m1 = rp_mono(); while (m1 - m0 < 50000000u);
+    uint64_t t1 = rp_now();
+    rp_ns_per_tick = t1 > t0 ? (double)(m1 - m0) / (double)(t1 - t0) : 1.0;
+  }
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 2000; i++) {
     uint64_t a = rp_now(), b = rp_now();
     if (b - a < best) best = b - a;
   }
-  rp_timer_overhead = best;
+  rp_timer_overhead = best; /* in ticks */
 }
 
 /* Was this thread switched out involuntarily since the last call? Such a sample holds
@@ -272,6 +324,40 @@ static void rp_check_walk(void) {
 }
 #endif
 
+#ifdef KITE_REPLAY_HAVE_POLICIES
+/* --free-at: the free structure's contents at a line, as the seed's peaks tool shows them:
+ * "free-at LINE: BLOCKS free blocks, SIZES distinct capacities" then "CAPACITY COUNT" lines
+ * (capacity order), on stderr so --json output stays one object. */
+static void rp_free_cb(void *ctx, void *payload, size_t capacity, bool is_free) {
+  (void)payload;
+  if (!is_free) return;
+  rp_walk_t *w = ctx;
+  if (w->n < w->max) w->cap[w->n++] = capacity;
+  else w->overflow = true;
+}
+static int rp_cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+static void rp_dump_free(uint32_t line) {
+  size_t n = rp_policy->walk(NULL, NULL);
+  rp_walk_t w = {NULL, calloc(n + 1, sizeof(size_t)), 0, n + 1, false};
+  if (!w.cap) return;
+  rp_policy->walk(rp_free_cb, &w);
+  qsort(w.cap, w.n, sizeof *w.cap, rp_cmp_size);
+  size_t distinct = 0;
+  for (size_t i = 0; i < w.n; i++) distinct += i == 0 || w.cap[i] != w.cap[i - 1];
+  fprintf(stderr, "free-at %u: %zu free blocks, %zu distinct capacities\n", line, w.n, distinct);
+  for (size_t i = 0; i < w.n;) {
+    size_t j = i;
+    while (j < w.n && w.cap[j] == w.cap[i]) j++;
+    fprintf(stderr, "%zu %zu\n", w.cap[i], j - i);
+    i = j;
+  }
+  free(w.cap);
+}
+#endif
+
 /* ---- the replay loop ---- */
 
 /* A real malloc's footprint is its resident memory, so every block is touched once a page
@@ -283,7 +369,7 @@ static inline void rp_touch(const rp_block_t *b) {
 }
 
 static inline void rp_account_new(const rp_block_t *b) {
-  if (!rp_be.is_policy && !rp_check && b->ptr) rp_touch(b);
+  if (!rp_check && b->ptr) rp_touch(b);
   rp_live += b->size;
   if (rp_live > rp_peak_live) rp_peak_live = rp_live;
   if (rp_be.is_policy && b->base) {
@@ -391,7 +477,13 @@ static void rp_run(void) {
       break;
     }
     case KT_FREE: {
-      if (op->slot == KT_NO_SLOT) continue; /* a pointer allocated before tracing: skipped */
+      if (op->slot == KT_NO_SLOT) {
+        if (!(op->flags & KT_OP_NULL)) continue; /* a pointer allocated before tracing: skipped */
+        if (timed) t0 = rp_now(); /* a .script "f" of a NULL slot: free(NULL) */
+        rp_be.free(NULL);
+        if (timed) t1 = rp_now();
+        break;
+      }
       rp_block_t *b = &rp_blocks[op->slot];
       if (rp_check && b->ptr) {
         uint64_t bad = rp_verify(b->ptr, b->size, b->tag);
@@ -407,8 +499,8 @@ static void rp_run(void) {
     }
     }
     if (timed) {
-      uint64_t d = t1 - t0;
-      d = d > rp_timer_overhead ? d - rp_timer_overhead : 0;
+      uint64_t dt = t1 - t0;
+      double d = rp_ticks_ns(dt > rp_timer_overhead ? dt - rp_timer_overhead : 0);
       r->requests++;
       r->counts[op->kind]++;
       if (rp_preempted()) {
@@ -421,6 +513,12 @@ static void rp_run(void) {
 #ifdef KITE_REPLAY_HAVE_POLICIES
     if (rp_check && rp_be.is_policy && !rp_policy->validate())
       rp_fail(op, "%s validate() failed after this op", rp_policy->name);
+    if (rp_free_at && (i + 1 == rp_trace.n_ops || ops[i + 1].line > rp_free_at)) {
+      rp_dump_free(op->line);
+      rp_free_at = 0;
+      /* nothing after this line is checked or timed: stop here */
+      if (!rp_check && (!rp_nranges || rp_ranges[rp_nranges - 1].end <= op->line)) break;
+    }
 #endif
   }
   if (rp_check) {
@@ -460,32 +558,35 @@ static void rp_reset_hwm(void) {
 
 /* ---- output ---- */
 
-static int rp_cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+static int rp_cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
-static uint64_t rp_pct(const uint64_t *v, uint64_t n, unsigned pct) {
+static double rp_pct(const double *v, uint64_t n, unsigned pct) {
   if (!n) return 0;
   uint64_t k = (n * pct + 99) / 100; /* nearest-rank */
   return v[k ? k - 1 : 0];
 }
 
-static void rp_report(uint64_t footprint) {
+/* footprint: a policy's heap span, a real malloc's peak RSS growth; rss: the peak RSS growth
+ * of any backend (0 in --check mode, which does not touch the blocks page by page). */
+static void rp_report(uint64_t footprint, uint64_t rss) {
   const char *fmt = rp_trace.format == KT_FORMAT_KITE ? "kite-trace" : "script";
   double util = footprint ? (double)rp_peak_live / (double)footprint : 0;
   if (rp_json) {
     printf("{\"trace\": \"%s\", \"format\": \"%s\", \"allocator\": \"%s\", \"ops\": %zu, "
-           "\"lines\": %zu, \"check\": %s, \"timer_overhead_ns\": %" PRIu64 ", \"ranges\": [",
+           "\"lines\": %zu, \"check\": %s, \"timer\": \"%s\", \"timer_overhead_ns\": %.1f, "
+           "\"ranges\": [",
            rp_file, fmt, rp_be.name, rp_trace.n_ops, rp_trace.n_lines, rp_check ? "true" : "false",
-           rp_timer_overhead);
+           rp_use_tsc ? "tsc" : "monotonic", rp_ticks_ns(rp_timer_overhead));
   } else {
     printf("trace: %s (%s, %zu ops, %zu lines)\nallocator: %s\n", rp_file, fmt, rp_trace.n_ops,
            rp_trace.n_lines, rp_be.name);
   }
   for (int i = 0; i < rp_nranges; i++) {
     rp_range_t *r = &rp_ranges[i];
-    qsort(r->lat, r->n, sizeof *r->lat, rp_cmp_u64);
-    double avg = r->n ? (double)r->total_ns / (double)r->n : 0;
+    qsort(r->lat, r->n, sizeof *r->lat, rp_cmp_dbl);
+    double avg = r->n ? r->total_ns / (double)r->n : 0;
     /* the total over every request of the range, the dropped ones at the average */
     uint64_t total = (uint64_t)(avg * (double)r->requests + 0.5);
     uint64_t end = r->end == UINT64_MAX ? rp_trace.n_lines : r->end;
@@ -494,34 +595,43 @@ static void rp_report(uint64_t footprint) {
              ", \"malloc\": %" PRIu64 ", \"calloc\": %" PRIu64 ", \"aligned\": %" PRIu64
              ", \"realloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"samples\": %" PRIu64
              ", \"preempted\": %" PRIu64 ", \"total_ns\": %" PRIu64
-             ", \"avg_ns\": %.2f, \"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64
-             ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 "}",
+             ", \"avg_ns\": %.2f, \"p50_ns\": %.1f, \"p90_ns\": %.1f"
+             ", \"p99_ns\": %.1f, \"max_ns\": %.1f}",
              i ? ", " : "", r->start, end, r->requests, r->counts[KT_MALLOC], r->counts[KT_CALLOC],
              r->counts[KT_ALIGNED], r->counts[KT_REALLOC], r->counts[KT_FREE], r->n, r->preempted,
              total, avg,
              rp_pct(r->lat, r->n, 50), rp_pct(r->lat, r->n, 90), rp_pct(r->lat, r->n, 99),
-             r->n ? r->lat[r->n - 1] : 0);
+             r->n ? r->lat[r->n - 1] : 0.0);
     } else {
       printf("range %" PRIu64 "-%" PRIu64 ": %" PRIu64 " requests (malloc %" PRIu64 ", calloc %" PRIu64
              ", aligned %" PRIu64 ", realloc %" PRIu64 ", free %" PRIu64 "), total %" PRIu64 " ns, avg %.1f ns, "
-             "p50 %" PRIu64 " ns, p90 %" PRIu64 " ns, p99 %" PRIu64 " ns, max %" PRIu64 " ns"
+             "p50 %.1f ns, p90 %.1f ns, p99 %.1f ns, max %.1f ns"
              " (%" PRIu64 " preempted samples dropped)\n",
              r->start, end, r->requests, r->counts[KT_MALLOC], r->counts[KT_CALLOC], r->counts[KT_ALIGNED],
              r->counts[KT_REALLOC], r->counts[KT_FREE], total, avg,
              rp_pct(r->lat, r->n, 50), rp_pct(r->lat, r->n, 90), rp_pct(r->lat, r->n, 99),
-             r->n ? r->lat[r->n - 1] : 0, r->preempted);
+             r->n ? r->lat[r->n - 1] : 0.0, r->preempted);
     }
   }
   const char *what = rp_be.is_policy ? "highest block end - lowest block start" : "peak RSS growth";
   if (rp_json) {
     printf("], \"peak_live_bytes\": %" PRIu64 ", \"footprint_bytes\": %" PRIu64
-           ", \"footprint_kind\": \"%s\", \"utilization\": %.6f}\n",
-           rp_peak_live, footprint, what, util);
+           ", \"footprint_kind\": \"%s\", \"rss_bytes\": %" PRIu64 ", \"utilization\": ",
+           rp_peak_live, footprint, what, rss);
+    if (rp_be.is_policy && footprint) printf("%.6f}\n", util);
+    else printf("null}\n");
   } else {
-    printf("utilization: peak live %" PRIu64 " B / footprint %" PRIu64 " B (%s) = ", rp_peak_live,
-           footprint, what);
-    if (footprint) printf("%.2f%%\n", 100 * util);
-    else printf("n/a\n");
+    if (rp_be.is_policy) {
+      printf("utilization: peak live %" PRIu64 " B / footprint %" PRIu64 " B (%s) = ", rp_peak_live,
+             footprint, what);
+      if (footprint) printf("%.2f%%\n", 100 * util);
+      else printf("n/a\n");
+    } else {
+      /* RSS counts whole pages the process touched, not this malloc's blocks alone: a ratio
+       * against it is not comparable with a policy's, so none is printed */
+      printf("utilization: n/a for a real malloc (peak live %" PRIu64 " B)\n", rp_peak_live);
+    }
+    if (!rp_check) printf("peak RSS growth: %" PRIu64 " B\n", rss);
     if (rp_check)
       printf("check: passed (every block filled and verified%s)\n",
              rp_be.is_policy ? ", validate() after each op, final heap walk" : "");
@@ -543,11 +653,14 @@ static void rp_usage(FILE *f) {
   fprintf(f,
           "usage: kite-replay [-h] --list\n"
           "       kite-replay [--policy NAME | --kite | --malloc] [--check] [-r START [END]]...\n"
-          "                   [--json] [--heap-size BYTES] [--keep-preempted] FILE\n"
+          "                   [--json] [--heap-size BYTES] [--keep-preempted] [--free-at LINE] FILE\n"
           "FILE is a kite trace (\"# kite-trace v1\" header) or a .script (a/r/f lines).\n"
           "-r times the ops on lines START..END (inclusive; no END: to the end of the file);\n"
           "ranges must not overlap. Without -r and --check the whole trace is timed.\n"
           "--heap-size: the region handed to a lab policy (default 4G; K, M, G suffixes).\n"
+          "--free-at LINE: after LINE, print a lab policy's free blocks on stderr (capacity,\n"
+          "count), the free structure's contents at that point (e.g. the heap's peak); the\n"
+          "replay stops there unless --check or a later -r range needs the rest.\n"
           "A timed request during which the thread was preempted is dropped from the latency\n"
           "samples (the total counts it at the average) unless --keep-preempted is given.\n"
           "exit: 0 ok, 1 check failed, 2 usage or malformed trace, 3 out of memory.\n");
@@ -593,13 +706,14 @@ static int rp_cmp_range(const void *a, const void *b) {
 int main(int argc, char **argv) {
   const char *policy = NULL;
   bool use_kite = false, use_malloc = false;
-  enum { OPT_LIST = 256, OPT_POLICY, OPT_KITE, OPT_MALLOC, OPT_CHECK, OPT_KEEP, OPT_JSON, OPT_HEAP };
+  enum { OPT_LIST = 256, OPT_POLICY, OPT_KITE, OPT_MALLOC, OPT_CHECK, OPT_KEEP, OPT_JSON, OPT_HEAP, OPT_FREE_AT };
   static const struct option longopts[] = {
       {"help", no_argument, NULL, 'h'},          {"list", no_argument, NULL, OPT_LIST},
       {"policy", required_argument, NULL, OPT_POLICY}, {"kite", no_argument, NULL, OPT_KITE},
       {"malloc", no_argument, NULL, OPT_MALLOC}, {"check", no_argument, NULL, OPT_CHECK},
       {"keep-preempted", no_argument, NULL, OPT_KEEP}, {"json", no_argument, NULL, OPT_JSON},
-      {"heap-size", required_argument, NULL, OPT_HEAP}, {NULL, 0, NULL, 0}};
+      {"heap-size", required_argument, NULL, OPT_HEAP}, {"free-at", required_argument, NULL, OPT_FREE_AT},
+      {NULL, 0, NULL, 0}};
   int c;
   /* "-": FILE comes back in order (as option 1), so -r can tell whether a number after its
    * START is an END or the FILE, and options may follow FILE. */
@@ -613,6 +727,12 @@ int main(int argc, char **argv) {
       case OPT_CHECK: rp_check = true; break;
       case OPT_KEEP: rp_keep_preempted = true; break;
       case OPT_JSON: rp_json = true; break;
+      case OPT_FREE_AT:
+        if (!rp_parse_u64(optarg, &rp_free_at) || !rp_free_at) {
+          fprintf(stderr, "kite-replay: bad --free-at '%s'\n", optarg);
+          return RP_EXIT_USAGE;
+        }
+        break;
       case OPT_HEAP: {
         uint64_t v;
         if (!rp_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 46)) {
@@ -747,19 +867,15 @@ int main(int argc, char **argv) {
     rp_header_size = rp_policy->header_size;
   }
 #endif
-  uint64_t rss0 = 0;
-  if (!rp_be.is_policy) {
-    rp_reset_hwm();
-    rss0 = rp_status_kib("VmRSS:");
-  }
+  /* Peak RSS growth, the same measure for every backend: free memory a malloc already holds
+   * resident is handed back first (malloc_trim), then the high-water mark is cleared. */
+  if (!rp_be.is_policy) malloc_trim(0);
+  rp_reset_hwm();
+  uint64_t rss0 = rp_status_kib("VmRSS:");
   rp_run();
-  uint64_t footprint;
-  if (rp_be.is_policy) {
-    footprint = rp_max_end > rp_min_start ? rp_max_end - rp_min_start : 0;
-  } else {
-    uint64_t hwm = rp_status_kib("VmHWM:");
-    footprint = hwm > rss0 ? (hwm - rss0) * 1024 : 0;
-  }
-  rp_report(footprint);
+  uint64_t hwm = rp_status_kib("VmHWM:");
+  uint64_t rss = !rp_check && hwm > rss0 ? (hwm - rss0) * 1024 : 0;
+  uint64_t footprint = rp_be.is_policy ? (rp_max_end > rp_min_start ? rp_max_end - rp_min_start : 0) : rss;
+  rp_report(footprint, rss);
   return 0;
 }

@@ -1,8 +1,8 @@
 /* lab/ds/blocks.h -- the boundary-tag heap layer shared by the seglist, red-black and splay
- * policies (every lab policy except hwx).
+ * policies (every lab policy but the page-mapping hwx and pow2, and hwx_kr).
  *
  * A policy file defines LAB_POLICY_NAME (and LAB_MIN_BLOCK if its free-block node needs more
- * or less than 48 bytes), includes this header, defines the five index functions declared
+ * or less than 48 bytes, LAB_ALIGN 8 for the seed's 8-byte granule), includes this header, defines the five index functions declared
  * below (its free-block data structure), and ends with LAB_DEFINE_POLICY(name, description).
  * Every policy therefore has its own copy of this code and its own static heap state.
  *
@@ -11,15 +11,17 @@
  *     allocated:  [hdr: size|flags][payload ............................]
  *     free:       [hdr: size|flags][index node ....][unused .....][footer: size]
  *
- *   size      total bytes of the block, header included; a multiple of 16, >= LAB_MIN_BLOCK
+ *   size      total bytes of the block, header included; a multiple of LAB_ALIGN (16, or 8
+ *             in the policies that keep the seed's granule), >= LAB_MIN_BLOCK
  *   flags     bit 0 ALLOC       the block is allocated
  *             bit 1 PREV_ALLOC  the block to the left (lower address) is allocated (or absent)
  *             bit 2 RED         red-black colour of a free tree node (index-owned)
- *             bit 3 DUP         a free block kept on a duplicate list, not in a tree (index-owned)
- *   header_size is 8 bytes; payloads are 16-byte aligned (headers sit at 8 mod 16);
+ *   header_size is 8 bytes; payloads are LAB_ALIGN-aligned (headers sit LAB_HDR below);
  *   the usable capacity of a block is size - 8.
  *   Free blocks carry a footer (the size, last word of the block) so free() can find the left
  *   neighbour; allocated blocks do not, the PREV_ALLOC bit of the right neighbour says so.
+ *   Footer bit 0 (DUP, index-owned) marks a free block kept on a duplicate list, not in a
+ *   tree: the header has only three flag bits when sizes are multiples of 8.
  *
  * Invariants (lab_heap_validate checks all of them, then the index's own):
  *   - blocks tile [lo - 8, end) exactly: sizes add up to the managed span;
@@ -47,13 +49,21 @@
 #define LAB_MIN_BLOCK 48
 #endif
 
+/* Payload alignment and block-size granule: 16 by default; a policy may define 8 (the seed's
+ * own granule, which lets a 40-byte node block exist). */
+#ifndef LAB_ALIGN
 #define LAB_ALIGN 16
+#endif
+#if LAB_ALIGN != 8 && LAB_ALIGN != 16
+#error "LAB_ALIGN is 8 or 16"
+#endif
 #define LAB_HDR 8
 #define LAB_F_ALLOC ((size_t)1)
 #define LAB_F_PREV_ALLOC ((size_t)2)
 #define LAB_F_RED ((size_t)4)
-#define LAB_F_DUP ((size_t)8)
-#define LAB_F_MASK ((size_t)15)
+#define LAB_F_MASK ((size_t)7)
+/* Footer flag (free blocks only): the block sits on a duplicate list (ds/dups.h). */
+#define LAB_FT_DUP ((size_t)1)
 
 #define LAB_FAIL(...)                                         \
   do {                                                        \
@@ -67,6 +77,8 @@ static inline size_t *lab_hdr(const void *p) { return (size_t *)p - 1; }
 static inline size_t lab_size(const void *p) { return *lab_hdr(p) & ~LAB_F_MASK; }
 static inline bool lab_is_alloc(const void *p) { return (*lab_hdr(p) & LAB_F_ALLOC) != 0; }
 static inline size_t *lab_footer(void *p, size_t size) { return (size_t *)((char *)p + size) - 2; }
+/* The size in the footer of the block left of p (valid when that block is free). */
+static inline size_t lab_left_size(const void *p) { return ((const size_t *)p)[-2] & ~LAB_F_MASK; }
 
 /* The heap: payload of the first block and the end of the last block. */
 static struct {
@@ -116,7 +128,7 @@ static inline bool lab_is_free_block(const void *p) {
   size_t size = lab_size(p);
   if (lab_is_alloc(p) || size < LAB_MIN_BLOCK || (size & (LAB_ALIGN - 1))) return false;
   if ((size_t)(lab_heap.end - (c - LAB_HDR)) < size) return false;
-  return *lab_footer((void *)p, size) == size;
+  return (*lab_footer((void *)p, size) & ~LAB_F_MASK) == size;
 }
 
 /* Cut p (allocated, size >= need) down to need bytes; the tail becomes a free block that
@@ -175,7 +187,7 @@ static void lab_heap_free(void *p) {
     size += lab_size(n);
   }
   if (!prev) {
-    size_t lsize = ((size_t *)p)[-2]; /* the left neighbour's footer */
+    size_t lsize = lab_left_size(p);
     char *l = (char *)p - lsize;
     lab_idx_remove(l);
     size += lsize;
@@ -212,7 +224,7 @@ static void *lab_heap_realloc(void *p, size_t n) {
   /* Not enough on the right alone: coalesce with the free left neighbour too (and the right
    * one when free), sliding the payload down, as the seed's allocators do. */
   if (!(*lab_hdr(p) & LAB_F_PREV_ALLOC)) {
-    size_t lsize = ((size_t *)p)[-2]; /* the left neighbour's footer */
+    size_t lsize = lab_left_size(p);
     size_t rsize = (r && !lab_is_alloc(r)) ? lab_size(r) : 0;
     if (lsize + size + rsize >= need) {
       char *l = (char *)p - lsize;
@@ -257,11 +269,11 @@ static bool lab_heap_validate(void) {
       LAB_FAIL("block %p: PREV_ALLOC bit disagrees with its left neighbour", (void *)p);
     if (!lab_is_alloc(p)) {
       if (prev_free) LAB_FAIL("block %p: two adjacent free blocks (missed coalescing)", (void *)p);
-      if (*lab_footer(p, size) != size)
+      if ((*lab_footer(p, size) & ~LAB_F_MASK) != size)
         LAB_FAIL("free block %p: footer %zu != size %zu", (void *)p, *lab_footer(p, size), size);
       nfree++;
       free_bytes += size;
-    } else if (*lab_hdr(p) & (LAB_F_RED | LAB_F_DUP)) {
+    } else if (*lab_hdr(p) & LAB_F_RED) {
       LAB_FAIL("allocated block %p carries index bits", (void *)p);
     }
     prev_alloc = lab_is_alloc(p);

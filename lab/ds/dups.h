@@ -1,17 +1,19 @@
 /* lab/ds/dups.h -- the tree node shared by the duplicate-list policies, and its duplicate list.
  * Include after ds/blocks.h.
  *
- * Node (the payload of a free block, 32 bytes; 48-byte blocks hold it plus the footer):
+ * Node (the payload of a free block: 24 bytes, so a 40-byte block holds it with header and
+ * footer; 32 bytes and 48-byte blocks where the policy defines LAB_DNODE_PARENT):
  *
  *     tree node:  link[0], link[1]  children (left, right)
  *                 dups              first block of the same size, or NULL
- *                 parent            parent node (rbtree_linked only; others leave it unused)
+ *                 parent            parent node (only with LAB_DNODE_PARENT: rbtree_linked,
+ *                                   rbtree_unified)
  *     duplicate:  link[0]           the previous duplicate, or the tree node for the first
  *                 link[1]           the next duplicate, or NULL
  *
  * Policies using it (rbtree_linked, rbtree_stack, rbtree_topdown, splay_stack, splay_topdown)
  * keep one tree node per distinct size; further free blocks of that size hang off the node's
- * `dups` list and carry the DUP header bit. Taking or removing a duplicate is O(1) and never
+ * `dups` list and carry the DUP footer bit. Taking or removing a duplicate is O(1) and never
  * touches the tree; the seed's observation that allocators see many equal sizes is what makes
  * this pay off.
  *
@@ -24,14 +26,17 @@
 typedef struct lab_dnode_s {
   struct lab_dnode_s *link[2];
   struct lab_dnode_s *dups;
+#ifdef LAB_DNODE_PARENT
   struct lab_dnode_s *parent;
+#endif
 } lab_dnode_t;
 
-static inline bool lab_is_dup(const lab_dnode_t *x) { return (*lab_hdr(x) & LAB_F_DUP) != 0; }
+static inline size_t *lab_dup_word(const lab_dnode_t *x) { return lab_footer((void *)x, lab_size(x)); }
+static inline bool lab_is_dup(const lab_dnode_t *x) { return (*lab_dup_word(x) & LAB_FT_DUP) != 0; }
 
 /* Push x (a free block of node's size) on node's duplicate list. */
 static inline void lab_dup_push(lab_dnode_t *node, lab_dnode_t *x) {
-  *lab_hdr(x) |= LAB_F_DUP;
+  *lab_dup_word(x) |= LAB_FT_DUP;
   x->link[0] = node;
   x->link[1] = node->dups;
   if (node->dups) node->dups->link[0] = x;
@@ -44,7 +49,7 @@ static inline void lab_dup_remove(lab_dnode_t *d) {
   if (lab_is_dup(prev)) prev->link[1] = next;
   else prev->dups = next;
   if (next) next->link[0] = prev;
-  *lab_hdr(d) &= ~LAB_F_DUP;
+  *lab_dup_word(d) &= ~LAB_FT_DUP;
 }
 
 /* Take the first duplicate of node (node->dups != NULL). */
@@ -61,9 +66,12 @@ static inline lab_dnode_t *lab_dup_promote(lab_dnode_t *node) {
   lab_dnode_t *d = node->dups, *rest = d->link[1];
   d->link[0] = node->link[0];
   d->link[1] = node->link[1];
+#ifdef LAB_DNODE_PARENT
   d->parent = node->parent;
+#endif
   d->dups = rest; /* rest->link[0] already points at d */
-  *lab_hdr(d) = (*lab_hdr(d) & ~(LAB_F_DUP | LAB_F_RED)) | (*lab_hdr(node) & LAB_F_RED);
+  *lab_dup_word(d) &= ~LAB_FT_DUP;
+  *lab_hdr(d) = (*lab_hdr(d) & ~LAB_F_RED) | (*lab_hdr(node) & LAB_F_RED);
   *lab_hdr(node) &= ~LAB_F_RED;
   return d;
 }

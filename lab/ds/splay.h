@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 static lab_dnode_t *lab_splay_td(lab_dnode_t *t, size_t key) {
-  lab_dnode_t N = {{NULL, NULL}, NULL, NULL};
+  lab_dnode_t N = {{NULL, NULL}, NULL};
   lab_dnode_t *side[2] = {&N, &N}; /* side[0]: max of L, side[1]: min of R */
   for (;;) {
     size_t ts = lab_size(t);

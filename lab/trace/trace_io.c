@@ -117,23 +117,15 @@ static bool kt_idmap_grow(kt_idmap_t *m) {
   return true;
 }
 
-/* Slot of `id`, creating one if `create`; KT_NO_SLOT if unknown (or out of memory, which
- * sets the error). */
-static uint32_t kt_slot_of(kt_parser_t *p, uint64_t id, bool create) {
-  kt_idmap_t *m = &p->map;
-  if (m->cap) {
-    size_t j = kt_hash(id) & (m->cap - 1);
-    while (m->vals[j]) {
-      if (m->keys[j] == id) return m->vals[j] - 1;
-      j = (j + 1) & (m->cap - 1);
-    }
-  }
-  if (!create) return KT_NO_SLOT;
-  if ((m->used + 1) * 2 > m->cap && !kt_idmap_grow(m)) goto oom;
+/* A fresh slot number, its live[] entry grown; KT_NO_SLOT (error set) when out of room. */
+static uint32_t kt_new_slot(kt_parser_t *p) {
   if (p->n_slots >= p->live_cap) {
     size_t ncap = p->live_cap ? p->live_cap * 2 : 1024;
     uint32_t *nl = kt_vm_realloc(p->live, ncap * sizeof *nl);
-    if (!nl) goto oom;
+    if (!nl) {
+      kt_error(p, "out of memory while parsing");
+      return KT_NO_SLOT;
+    }
     p->live = nl;
     p->live_cap = ncap;
   }
@@ -141,16 +133,43 @@ static uint32_t kt_slot_of(kt_parser_t *p, uint64_t id, bool create) {
     kt_error(p, "too many distinct ids");
     return KT_NO_SLOT;
   }
+  return (uint32_t)p->n_slots++;
+}
+
+/* Slot of `id`, creating one if `create`; KT_NO_SLOT if unknown (or out of memory, which
+ * sets the error). `rebind` (with create) gives a known id a fresh slot: the .script's
+ * "a ID" on a live ID, whose old block stays allocated and unreachable. */
+static uint32_t kt_slot_of_ex(kt_parser_t *p, uint64_t id, bool create, bool rebind) {
+  kt_idmap_t *m = &p->map;
+  if (m->cap) {
+    size_t j = kt_hash(id) & (m->cap - 1);
+    while (m->vals[j]) {
+      if (m->keys[j] == id) {
+        if (!rebind) return m->vals[j] - 1;
+        uint32_t s = kt_new_slot(p);
+        if (s != KT_NO_SLOT) m->vals[j] = s + 1;
+        return s;
+      }
+      j = (j + 1) & (m->cap - 1);
+    }
+  }
+  if (!create) return KT_NO_SLOT;
+  if ((m->used + 1) * 2 > m->cap && !kt_idmap_grow(m)) {
+    kt_error(p, "out of memory while parsing");
+    return KT_NO_SLOT;
+  }
+  uint32_t s = kt_new_slot(p);
+  if (s == KT_NO_SLOT) return s;
   size_t j = kt_hash(id) & (m->cap - 1);
   while (m->vals[j]) j = (j + 1) & (m->cap - 1);
-  uint32_t s = (uint32_t)p->n_slots++;
   m->keys[j] = id;
   m->vals[j] = s + 1;
   m->used++;
   return s;
-oom:
-  kt_error(p, "out of memory while parsing");
-  return KT_NO_SLOT;
+}
+
+static uint32_t kt_slot_of(kt_parser_t *p, uint64_t id, bool create) {
+  return kt_slot_of_ex(p, id, create, false);
 }
 
 static kt_op_t *kt_push(kt_parser_t *p) {
@@ -260,6 +279,11 @@ static bool kt_release(kt_parser_t *p, uint64_t id, const char *verb, uint32_t *
   return true;
 }
 
+/* The .script's semantics are the workshop harness's: an id names a slot holding a pointer
+ * (NULL before its first use and after "f"). "a ID N" stores malloc(N) in the slot, and an
+ * old block still there stays allocated and unreachable (a fresh slot takes the id); "f ID"
+ * frees the slot's pointer and sets it to NULL, so a second "f" is free(NULL); "r ID N" is
+ * realloc(slot, N), realloc(NULL, N) when the slot is NULL or was never used. */
 static bool kt_parse_script_line(kt_parser_t *p, kt_cursor_t *c, const char *tok, size_t n) {
   if (n != 1 || (tok[0] != 'a' && tok[0] != 'r' && tok[0] != 'f')) {
     kt_error(p, "unknown op '%.*s' (a .script has a, r, f)", (int)(n > 40 ? 40 : n), tok);
@@ -272,16 +296,33 @@ static bool kt_parse_script_line(kt_parser_t *p, kt_cursor_t *c, const char *tok
   kt_op_t *op = kt_push(p);
   if (!op) return false;
   op->size = size;
+  uint32_t s = kt_slot_of(p, id, false);
+  bool live = s != KT_NO_SLOT && p->live[s];
   switch (tok[0]) {
   case 'a':
     op->kind = KT_MALLOC;
-    return kt_alloc_into(p, op, id);
+    s = kt_slot_of_ex(p, id, true, live);
+    if (s == KT_NO_SLOT) return false;
+    p->live[s] = p->line;
+    op->slot = s;
+    return true;
   case 'f':
     op->kind = KT_FREE;
-    return kt_release(p, id, "free", &op->slot);
+    if (!live) {
+      op->flags = KT_OP_NULL; /* free(NULL) */
+      return true;
+    }
+    p->live[s] = 0;
+    op->slot = s;
+    return true;
   default:
     op->kind = KT_REALLOC;
-    if (!kt_release(p, id, "realloc", &op->old_slot)) return false;
+    if (live) {
+      op->old_slot = s;
+      p->live[s] = 0;
+    } else {
+      op->flags = KT_OP_NULL; /* realloc(NULL, n) */
+    }
     return kt_alloc_into(p, op, id);
   }
 }

@@ -10,12 +10,15 @@
  *                   ID "-" in f/r OLD marks a pointer the trace never saw allocated (allocated
  *                   before tracing began): replay skips such a free and turns such a realloc
  *                   into a malloc.
- *   .script         the seed's format, no header: "a ID SIZE", "r ID SIZE", "f ID".
+ *   .script         the seed's format, no header: "a ID SIZE", "r ID SIZE", "f ID", with the
+ *                   workshop's semantics: an id is a slot holding a pointer. "a" on a live id
+ *                   leaves the old block allocated and unreachable (the id gets a fresh slot);
+ *                   "f" on a NULL or never-used id is free(NULL); "r" on one is realloc(NULL).
  * Both: blank lines and lines starting with '#' are skipped; ids and sizes are non-negative
  * decimal integers; size 0 is allowed.
  *
- * The parser checks the whole trace before anything runs: every op well formed, every id freed
- * or reallocated is live, no id allocated twice while live. The first problem is reported as
+ * The parser checks the whole trace before anything runs: every op well formed; in a kite
+ * trace every id freed or reallocated is live and no id is allocated twice while live. The first problem is reported as
  * "FILE:LINE: message" and parsing stops.
  *
  * Ids are mapped to dense "slots" (one per distinct id), so the replay keeps its per-block state
@@ -31,10 +34,12 @@ enum kt_kind { KT_MALLOC, KT_CALLOC, KT_ALIGNED, KT_REALLOC, KT_FREE };
 enum kt_format { KT_FORMAT_AUTO, KT_FORMAT_KITE, KT_FORMAT_SCRIPT };
 
 #define KT_NO_SLOT UINT32_MAX
+#define KT_OP_NULL 1
 
 typedef struct kt_op_s {
   uint8_t kind;      /* enum kt_kind */
-  uint8_t pad_[3];
+  uint8_t flags;     /* KT_OP_NULL: a .script op on a NULL slot (free(NULL), realloc(NULL, n)) */
+  uint8_t pad_[2];
   uint32_t line;     /* 1-based physical line in the file */
   uint32_t slot;     /* slot produced (allocations, realloc NEW) or freed (free); KT_NO_SLOT for
                         a free of a foreign pointer */

@@ -117,8 +117,16 @@ FZ_NOCOV static size_t check_heap(const char *what, size_t heap_size, size_t nli
  * it was before the op (a failed op changes nothing); 64 + 2 * alignment bytes of slack cover
  * headers, footers, minimum block sizes and rounding. */
 FZ_NOCOV static void check_no_fit(size_t n, const char *what) {
+  size_t slack = 64 + 2 * P->alignment;
+  if (strcmp(P->name, "hwx") == 0 || strcmp(P->name, "pow2") == 0) {
+    /* The seeds' hwx and pow2: the walk reports free space and unmapped space as one run, small
+     * blocks come from whole 4 KiB pages, and a larger request needs a run of unmapped pages
+     * that small pages never return to. */
+    if (n + 8 > 4096) return;
+    slack = 2 * 4096;
+  }
   for (size_t i = 0; i < nblocks; i++)
-    fz_check(!blocks[i].is_free || blocks[i].cap < n + 64 + 2 * P->alignment,
+    fz_check(!blocks[i].is_free || blocks[i].cap < n + slack,
              "%s: %s(%zu) failed with a free block of %zu bytes at %p", P->name, what, n,
              blocks[i].cap, (void *)blocks[i].payload);
 }

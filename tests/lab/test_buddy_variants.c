@@ -164,14 +164,14 @@ static void run_cross(uint64_t units, uint64_t ops, unsigned max_order) {
 TEST(registry) {
   const lab_buddy_policy_t *const *p = lab_buddy_policies();
   const char *names[] = {"lists-vector", "lists-dlist", "rbtree-vector", "rbtree-list",
-                         "bitmap-tree"};
+                         "bitmap-bytes", "bitmap-tree"};
   unsigned n = 0;
   for (; p[n]; n++) {
     expect_str_eq(p[n]->name, names[n]);
     expect_ptr_eq(lab_buddy_policy_find(names[n]), p[n]);
     expect_true(p[n]->description && p[n]->check && p[n]->fini);
   }
-  expect_uint_eq(n, 5);
+  expect_uint_eq(n, 6);
   expect_ptr_eq(lab_buddy_policy_find("no-such-variant"), NULL);
 }
 

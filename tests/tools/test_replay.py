@@ -143,14 +143,57 @@ def test_kite_trace_ops_and_foreign():
 MALFORMED = [
     ("bad_op", "a 0 10\nx 0 10\n", 2, "unknown op 'x' (a .script has a, r, f)"),
     ("missing_id", "a 0 10\nf\n", 2, "missing id"),
-    ("unknown_free", "a 0 10\nf 0\nf 5\n", 3, "free of unknown id 5 (never allocated)"),
-    ("double_free", "a 0 10\nf 0\nf 0\n", 3, "free of unknown id 0 (already freed)"),
-    ("duplicate_live", "a 0 10\na 1 5\na 0 7\n", 3, "id 0 allocated while still live (allocated at line 1)"),
     ("non_numeric_size", "a 0 ten\n", 1, "size 'ten' is not a non-negative decimal number"),
     ("negative_size", "a 0 10\na 1 -5\n", 2, "size '-5' is not a non-negative decimal number"),
     ("trailing", "a 0 10 99\n", 1, "unexpected trailing text '99'"),
-    ("realloc_unknown", "r 3 10\n", 1, "realloc of unknown id 3 (never allocated)"),
 ]
+SCRIPTS = os.path.join(SRC, "tests", "data", "scripts")
+# The workshop's slot semantics: file -> (malloc, realloc, free counts, peak live bytes)
+WORKSHOP_CASES = {
+    "double-free.script": ((2, 0, 4), 72),
+    "free-never-used.script": ((1, 0, 2), 16),
+    "realloc-null.script": ((0, 3, 2), 200),
+    "alloc-live.script": ((3, 1, 2), 440),
+    "realloc-zero.script": ((1, 2, 2), 64),
+}
+
+
+def test_workshop_script_semantics():
+    for f, (counts, peak) in sorted(WORKSHOP_CASES.items()):
+        path = os.path.join(SCRIPTS, f)
+        for name in allocators():
+            r = run([REPLAY, "--check"] + alloc_args(name) + [path])
+            eq(r.returncode, 0, f"{name} --check {f}: {r.stderr.strip()[:300]}")
+        j = replay_json(["--malloc", path])
+        if j:
+            r0 = j["ranges"][0]
+            eq((r0["malloc"], r0["realloc"], r0["free"]), counts, f"{f}: op counts")
+            eq(j["peak_live_bytes"], peak, f"{f}: peak live bytes")
+    # alloc-live's leaked block stays allocated (--check's final heap walk of a policy must
+    # find it), and the kite trace converted from it keeps the leak
+    conv = os.path.join(TOOLS, "trace-convert")
+    kt = os.path.join(TMP, "alloc-live.trace")
+    eq(run([conv, os.path.join(SCRIPTS, "alloc-live.script"), kt]).returncode, 0, "convert alloc-live")
+    eq(open(kt).read(), "# kite-trace v1\nm 0 100 0\nm 1 40 0\nm 1000000000001 200 0\n"
+       "r 1000000000001 1000000000001 300 0\nf 1000000000001 0\nf 1 0\n", "alloc-live as a kite trace")
+    kt2 = os.path.join(TMP, "dfree.trace")
+    eq(run([conv, os.path.join(SCRIPTS, "double-free.script"), kt2]).returncode, 0, "convert double-free")
+    eq(open(kt2).read(), "# kite-trace v1\nm 0 24 0\nm 1 48 0\nf 0 0\nf 1 0\n",
+       "free(NULL) is not a kite trace op")
+
+
+def test_free_at():
+    # two freed 100-byte blocks (capacity 104 in rbtree_linked's 8-byte granule) kept apart by
+    # allocated ones, and the heap's free tail: 3 free blocks, 2 distinct capacities
+    path = write("peak.script", "a 0 100\na 1 10\na 2 100\na 3 10\nf 0\nf 2\na 4 10\n")
+    r = run([REPLAY, "--policy", "rbtree_linked", "--free-at", "6", path])
+    eq(r.returncode, 0, f"--free-at: {r.stderr}")
+    lines = r.stderr.strip().splitlines()
+    eq(lines[0], "free-at 6: 3 free blocks, 2 distinct capacities", "--free-at header")
+    eq(lines[1], "104 2", "the two freed blocks")
+    eq(len(lines), 3, "and the tail")
+    r = run([REPLAY, "--policy", "rbtree_linked", "--free-at", "x", path])
+    eq(r.returncode, 2, "bad --free-at")
 
 
 def test_malformed():
@@ -245,6 +288,7 @@ def test_generators():
 def test_check_every_allocator():
     traces = [os.path.join(TMP, "rnd0.script"), os.path.join(TMP, "id3.script")]
     traces += sorted(os.path.join(DATA, f) for f in os.listdir(DATA) if f.endswith(".trace") or f.endswith(".script"))
+    traces += sorted(os.path.join(SCRIPTS, f) for f in os.listdir(SCRIPTS) if f.endswith(".script"))
     for name in allocators():
         for t in traces:
             if not os.path.exists(t):
@@ -275,9 +319,9 @@ def test_script_roundtrip():
     j1, j2 = replay_json(["--malloc", cap]), replay_json(["--malloc", sc])
     if j1 and j2:
         eq(j2["peak_live_bytes"], j1["peak_live_bytes"], "exported script has the same peak live bytes")
-    r = run([conv, write("bad.script", "a 1 2\nf 9\n"), kt])
+    r = run([conv, write("bad.script", "a 1 2\nf 9 9\n"), kt])
     eq(r.returncode, 2, "convert a malformed trace")
-    check(":2: free of unknown id 9" in r.stderr, r.stderr)
+    check(":2: unexpected trailing text '9'" in r.stderr, r.stderr)
 
 
 LTRACE = """\
@@ -316,6 +360,28 @@ def test_ltrace_converter():
     out = os.path.join(TMP, "f.script")
     eq(run([os.path.join(TOOLS, "trace-convert"), src, out]).returncode, 0, "ltrace -f convert")
     eq(open(out).read(), "a 0 16\na 1 32\nf 1\nf 0\n", "per-process pointers")
+    # impossible records are refused with their line number, exit 2, nothing written
+    conv = os.path.join(TOOLS, "trace-convert")
+    for text, line, msg in [
+            ("1 a->malloc(8) = 0x10\n1 a->malloc(179012345678) = 0x20\n", 2,
+             "malloc of 179012345678 bytes (over 64 GiB): not a possible request"),
+            ("1 a->calloc(100000000, 100000) = 0x20\n", 1, "calloc of 10000000000000 bytes"),
+            ("1 a->malloc(8) = 0x10\n1 a->free(0x30) = <void>\n1 a->malloc(16) = 0x10\n", 3,
+             "address 0x10 returned again while still live (block 0)"),
+            ("1 a->malloc(8) = 0x10\n1 a->realloc(0x40, 99) = 0x10\n", 2,
+             "address 0x10 returned again while still live"),
+            ("1 a->realloc(0, 99999999999999) = 0x10\n", 1, "realloc of 99999999999999 bytes")]:
+        src = write("bad.ltrace", text)
+        bad_out = os.path.join(TMP, "bad-lt.trace")
+        if os.path.exists(bad_out):
+            os.unlink(bad_out)
+        r = run([conv, "--from", "ltrace", src, bad_out])
+        eq(r.returncode, 2, f"impossible ltrace record refused: {text!r}")
+        check(r.stderr.startswith(f"trace-convert: {src}:{line}: ") and msg in r.stderr, r.stderr)
+        check(not os.path.exists(bad_out), "nothing written for a refused input")
+    # the same address again after its free is fine
+    src = write("ok.ltrace", "1 a->malloc(8) = 0x10\n1 a->free(0x10) = <void>\n1 a->malloc(16) = 0x10\n")
+    eq(run([conv, "--from", "ltrace", src, os.path.join(TMP, "ok-lt.trace")]).returncode, 0, "address reuse after free")
 
 
 def capture(out, cmd, extra=()):
@@ -445,7 +511,7 @@ def test_lab_smoke():
 
 
 TESTS = [test_list, test_six_line_ranges, test_range_errors, test_kite_trace_ops_and_foreign,
-         test_malformed, test_out_of_memory, test_generators, test_check_every_allocator,
+         test_malformed, test_workshop_script_semantics, test_free_at, test_out_of_memory, test_generators, test_check_every_allocator,
          test_script_roundtrip, test_ltrace_converter, test_lab_smoke]
 CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_and_fork,
                  test_unfinalized_raw]

@@ -69,7 +69,7 @@ TEST(default_run) {
 
 TEST(variants) {
   assert_int_eq(run("--list", buf, sizeof buf), 0);
-  expect_str_eq(buf, "lists-vector\nlists-dlist\nrbtree-vector\nrbtree-list\nbitmap-tree\n");
+  expect_str_eq(buf, "lists-vector\nlists-dlist\nrbtree-vector\nrbtree-list\nbitmap-bytes\nbitmap-tree\n");
   assert_int_eq(run("--variant rbtree-list --reps 1 --ops 2000", buf, sizeof buf), 0);
   char *v[16];
   int n = lines(buf, v, 16);
