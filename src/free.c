@@ -35,8 +35,17 @@ KITE_API void kite_free(void *p) {
     kite_page_t *pg = _kite_unit_of(u);
     kite_heap_t *h = _kite_heap_tls;
     uint64_t off = u & (KITE_UNIT_SIZE - 1);
-    /* owner, block start, carved (a pointer into the uncarved tail is not a block yet) */
-    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
+    /* owner: pg->heap is stored atomically by others, so it is read as one atomic access. On
+     * x86-64 that is the compare's own memory operand (an aligned 8-byte read is atomic, and
+     * the asm cannot be split or repeated); gcc does not fold a C relaxed atomic load into
+     * the compare (one instruction more). TSan builds use the C atomic, which it sees. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    __asm__ goto("cmpq %0, %1\n\tjne %l[arena]" : : "r"(h), "m"(pg->heap) : "cc" : arena);
+#else
+    if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) goto arena;
+#endif
+    /* block start, carved (a pointer into the uncarved tail is not a block yet) */
+    if (likely((uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
       if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
