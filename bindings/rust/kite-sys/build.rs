@@ -35,7 +35,7 @@ const unsigned long kite_sys_abi_stats_align = _Alignof(kite_stats_t);
 const unsigned long kite_sys_abi_option_size = sizeof(kite_option_t);
 const long kite_sys_abi_options[] = {
   KITE_OPTION_SHOW_STATS, KITE_OPTION_VERBOSE, KITE_OPTION_ABORT_ON_ERROR,
-  KITE_OPTION_PURGE_DELAY_MS, KITE_OPTION_HUGEPAGES,
+  KITE_OPTION_PURGE_DELAY_MS, KITE_OPTION_HUGEPAGES, KITE_OPTION_BACKGROUND,
 };
 const unsigned long kite_sys_abi_option_count = sizeof kite_sys_abi_options / sizeof kite_sys_abi_options[0];
 "#;

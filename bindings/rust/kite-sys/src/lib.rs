@@ -60,6 +60,8 @@ pub const KITE_OPTION_ABORT_ON_ERROR: kite_option_t = 2;
 pub const KITE_OPTION_PURGE_DELAY_MS: kite_option_t = 3;
 /// Advise transparent huge pages on new arenas (bool).
 pub const KITE_OPTION_HUGEPAGES: kite_option_t = 4;
+/// Background purger thread for idle processes (bool).
+pub const KITE_OPTION_BACKGROUND: kite_option_t = 5;
 
 extern "C" {
     /// `malloc`: NULL and `errno = ENOMEM` on failure.
@@ -109,6 +111,10 @@ extern "C" {
 
     /// The loaded library's version, "MAJOR.MINOR.PATCH" (a static NUL-terminated string).
     pub fn kite_version() -> *const c_char;
+
+    /// Run every validator of kite's structures: 1 when all are sound, else 0 (with a
+    /// `kite: check failed: ...` line on stderr per broken invariant).
+    pub fn kite_check() -> c_int;
     /// A snapshot of the counters.
     pub fn kite_stats_get(out: *mut kite_stats_t);
 

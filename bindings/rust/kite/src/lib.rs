@@ -98,6 +98,19 @@ pub fn trim() -> bool {
     unsafe { sys::kite_malloc_trim(0) != 0 }
 }
 
+/// Run every validator of kite's internal structures (a debugging aid): `true` when all are
+/// sound; otherwise `false`, with a `kite: check failed: ...` line on stderr per broken
+/// invariant.
+pub fn check() -> bool {
+    unsafe { sys::kite_check() != 0 }
+}
+
+/// The version of the kite library linked in, "MAJOR.MINOR.PATCH".
+pub fn version() -> &'static str {
+    // SAFETY: kite_version returns a static NUL-terminated ASCII string.
+    unsafe { core::ffi::CStr::from_ptr(sys::kite_version()) }.to_str().unwrap_or("?")
+}
+
 /// Print kite's statistics summary to standard error (without allocating).
 pub fn print_stats() {
     unsafe { sys::kite_stats_print(2) }
@@ -159,16 +172,20 @@ pub enum KiteOption {
     PurgeDelayMs,
     /// `KITE_HUGEPAGES` (bool, default 0): advise transparent huge pages on new arenas.
     HugePages,
+    /// `KITE_BACKGROUND` (bool, default 0): a background thread gives freed memory back to
+    /// the OS while the process is idle.
+    Background,
 }
 
 impl KiteOption {
     /// Every option, in `kite.h`'s order.
-    pub const ALL: [KiteOption; 5] = [
+    pub const ALL: [KiteOption; 6] = [
         KiteOption::ShowStats,
         KiteOption::Verbose,
         KiteOption::AbortOnError,
         KiteOption::PurgeDelayMs,
         KiteOption::HugePages,
+        KiteOption::Background,
     ];
 
     /// The environment variable that sets this option at start-up.
@@ -179,6 +196,7 @@ impl KiteOption {
             KiteOption::AbortOnError => "KITE_ABORT_ON_ERROR",
             KiteOption::PurgeDelayMs => "KITE_PURGE_DELAY_MS",
             KiteOption::HugePages => "KITE_HUGEPAGES",
+            KiteOption::Background => "KITE_BACKGROUND",
         }
     }
 
@@ -189,6 +207,7 @@ impl KiteOption {
             KiteOption::AbortOnError => sys::KITE_OPTION_ABORT_ON_ERROR,
             KiteOption::PurgeDelayMs => sys::KITE_OPTION_PURGE_DELAY_MS,
             KiteOption::HugePages => sys::KITE_OPTION_HUGEPAGES,
+            KiteOption::Background => sys::KITE_OPTION_BACKGROUND,
         }
     }
 }

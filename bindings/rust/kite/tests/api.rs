@@ -112,3 +112,15 @@ fn trim_releases_free_memory() {
     let after = kite::stats().purged;
     assert!(after >= before + (16 << 20), "purged {before} -> {after}");
 }
+
+#[test]
+fn check_and_version() {
+    let v: Vec<Box<[u8; 100]>> = (0..1000).map(|i| Box::new([i as u8; 100])).collect();
+    assert!(kite::check(), "every structure of kite validates");
+    drop(v);
+    assert!(kite::check());
+    let version = kite::version();
+    let parts: Vec<&str> = version.split('.').collect();
+    assert_eq!(parts.len(), 3, "MAJOR.MINOR.PATCH: {version}");
+    assert!(parts.iter().all(|p| p.parse::<u32>().is_ok()), "numeric parts: {version}");
+}
