@@ -183,6 +183,19 @@ size_t _kite_arena_purge(bool force) {
   return r;
 }
 
+void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg) {
+  _kite_lock(&arena_lock);
+  for (kite_arena_t *a = arena_list; a; a = a->next) {
+    kite_page_t *pages = arena_pages(a);
+    for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS; i++) {
+      kite_page_t *d = pages + i;
+      uint8_t kind = __atomic_load_n(&d->kind, __ATOMIC_ACQUIRE);
+      if (!a->is_free[i] && d->head_off == 0 && (kind == KITE_KIND_SMALL || kind == KITE_KIND_LARGE)) fn(d, arg);
+    }
+  }
+  _kite_unlock(&arena_lock);
+}
+
 void _kite_arena_fork_prepare(void) { _kite_lock(&arena_lock); }
 void _kite_arena_fork_parent(void) { _kite_unlock(&arena_lock); }
 void _kite_arena_fork_child(void) { _kite_lock_reinit(&arena_lock); }

@@ -22,6 +22,11 @@ void _kite_arena_free_run(kite_page_t *head);
 /* Decommit free runs; force: all of them now, else only those older than the purge delay.
  * Returns the number of bytes decommitted. */
 size_t _kite_arena_purge(bool force);
+/* Call fn for the head descriptor of every run in use as a small page or a large block
+ * (introspection: statistics, kite_visit_all). Holds the arena lock throughout, so fn must
+ * not allocate runs or free them; what fn reads of the page (lists, counts) may be changing
+ * under it unless the owners are quiescent. */
+void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg);
 /* For fork: take / release / re-create the arena lock. */
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);

@@ -53,5 +53,6 @@ void _kite_process_init(void) {
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }
 
 __attribute__((destructor)) static void kite_dtor(void) {
-  if (_kite_options.show_stats) kite_stats_print(stats_fd);
+  if (_kite_options.show_stats == 2) kite_stats_print_json(stats_fd);
+  else if (_kite_options.show_stats) kite_stats_print(stats_fd);
 }

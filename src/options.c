@@ -11,6 +11,14 @@ static bool env_bool(const char *name, bool dflt) {
   return !(v[0] == '0' || v[0] == 'n' || v[0] == 'N' || v[0] == 'f' || v[0] == 'F');
 }
 
+/* Is the variable set to exactly word? */
+static bool env_is(const char *name, const char *word) {
+  const char *v = getenv(name);
+  if (!v) return false;
+  while (*word && *v == *word) { v++; word++; }
+  return *v == 0 && *word == 0;
+}
+
 /* A decimal integer, saturated at +-2^62 (a longer value must not overflow). */
 static int64_t env_int(const char *name, int64_t dflt) {
   const char *v = getenv(name);
@@ -28,7 +36,7 @@ static int64_t env_int(const char *name, int64_t dflt) {
 void _kite_options_read(void) {
   int expected = 0;
   if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    _kite_options.show_stats = env_bool("KITE_SHOW_STATS", false);
+    _kite_options.show_stats = env_is("KITE_SHOW_STATS", "json") ? 2 : env_bool("KITE_SHOW_STATS", false);
     _kite_options.verbose = env_bool("KITE_VERBOSE", false);
     _kite_options.abort_on_error = env_bool("KITE_ABORT_ON_ERROR", false);
     _kite_options.hugepages = env_bool("KITE_HUGEPAGES", false);
