@@ -24,3 +24,33 @@ if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
     set_tests_properties(introspect_stats PROPERTIES LABELS introspect TIMEOUT 120)
   endif()
 endif()
+
+# libkite-valgrind.so: kite for programs run under valgrind's memcheck (src/valgrind.c).
+# A separate library: libkite.so is never built with client requests. On by default where
+# valgrind's headers are installed; the test needs the valgrind program too.
+#   introspect_valgrind  memcheck finds a planted leak and a planted use after free in
+#                        programs linked with it, and nothing in a clean churning program
+include(CheckIncludeFile)
+check_include_file(valgrind/memcheck.h KITE_HAVE_MEMCHECK_H)
+if(KITE_HAVE_MEMCHECK_H)
+  set(_kite_vg_default ON)
+else()
+  set(_kite_vg_default OFF)
+endif()
+option(KITE_VALGRIND "build libkite-valgrind.so (memcheck client requests)" ${_kite_vg_default})
+if(KITE_VALGRIND AND KITE_SANITIZE STREQUAL "")
+  _kite_core_target(kite-valgrind SHARED 0 0)
+  target_sources(kite-valgrind PRIVATE ${_kc}/valgrind.c)
+  target_compile_definitions(kite-valgrind PRIVATE KITE_VALGRIND=1)
+  set_target_properties(kite-valgrind PROPERTIES LINKER_LANGUAGE C)
+  foreach(p leak uaf clean)
+    add_executable(vg_${p} ${_ki}/vg_${p}.c)
+    target_compile_options(vg_${p} PRIVATE -O0 -fno-builtin)
+    target_link_libraries(vg_${p} PRIVATE kite-valgrind Threads::Threads)
+  endforeach()
+  find_program(KITE_VALGRIND_EXE valgrind)
+  if(KITE_VALGRIND_EXE)
+    add_test(NAME introspect_valgrind COMMAND bash ${_ki}/test_valgrind.sh ${CMAKE_BINARY_DIR})
+    set_tests_properties(introspect_valgrind PROPERTIES LABELS introspect TIMEOUT 300)
+  endif()
+endif()

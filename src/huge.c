@@ -12,6 +12,7 @@
 #include "stats.h"
 #include "message.h"
 #include "os.h"
+#include "tool.h"
 #include <errno.h>
 
 #define KITE_HUGE_MAGIC 0x6b69746568756765ull /* "kitehuge" */
@@ -233,6 +234,7 @@ size_t _kite_huge_cache_release(bool force) {
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   kite_page_t *pg = _kite_arena_alloc_run(order, zero);
   if (!pg && _kite_huge_cache_release(true)) pg = _kite_arena_alloc_run(order, zero);
+  if (pg) KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << order);
   return pg;
 }
 
