@@ -54,3 +54,15 @@ if(KITE_VALGRIND AND KITE_SANITIZE STREQUAL "")
     set_tests_properties(introspect_valgrind PROPERTIES LABELS introspect TIMEOUT 300)
   endif()
 endif()
+
+# ASan build: freed kite blocks are poisoned (src/tool.h); a use after free is reported.
+#   introspect_asan_uaf  silent through correct reuse, then ASan reports the planted read
+if(KITE_SANITIZE STREQUAL "address" AND TARGET kite-noover)
+  add_executable(asan_uaf ${_ki}/asan_uaf.c)
+  target_include_directories(asan_uaf PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_compile_options(asan_uaf PRIVATE -fno-builtin)
+  target_link_libraries(asan_uaf PRIVATE kite-noover Threads::Threads)
+  add_test(NAME introspect_asan_uaf COMMAND asan_uaf)
+  set_tests_properties(introspect_asan_uaf PROPERTIES LABELS introspect TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "correct phase done.*ERROR: AddressSanitizer: use-after-poison")
+endif()

@@ -35,6 +35,7 @@ KITE_API void *kite_malloc(size_t n) {
       pg->free = b->next;
       b->key = 0;
       pg->used++;
+      KITE_TOOL_BLOCK_LIVE(b, pg->block_size);
       return b;
     }
   }

@@ -36,6 +36,7 @@ KITE_API void kite_free(void *p) {
     if (likely(KITE_LOAD_RELAXED(pg->heap) == h && (uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
+      KITE_TOOL_BLOCK_FREE(b, pg->block_size);
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
@@ -72,6 +73,7 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
       return;
     }
   }
+  KITE_TOOL_BLOCK_FREE(b, pg->block_size);
   if (own) {
     b->key = (uintptr_t)pg;
     b->next = pg->local_free;
