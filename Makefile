@@ -8,13 +8,14 @@
 #                tools and man pages (cmake --install build --prefix PREFIX)
 #   make deb     the Debian packages (libkite0, libkite-dev, kite-tools) into build-deb/, and
 #                their test (tests/install/test_deb.sh: lintian, unpack, consumer programs)
+#   make bench-rss  resident memory over time per allocator (docs/benchmarks.md's RSS section)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench lab venv clean install deb
+.PHONY: all build test test-main test-asan test-tsan bench bench-rss lab security venv clean install deb
 
 all: build
 
@@ -49,6 +50,9 @@ test: test-main test-asan test-tsan
 bench: build venv
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
+
+bench-rss: build venv
+	$(PY) bench/rss_timeline.py --docs
 
 lab: build venv
 	$(PY) tools/lab.py

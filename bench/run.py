@@ -7,16 +7,21 @@
 
 What it does
   * Workloads are the self-checking C programs in bench/workloads/ (built as
-    <build>/kite-wl-<name>), plus `replay`, which runs <build>/kite-replay --malloc on a
-    trace from tests/data/traces/ when both exist. Each workload has an argument set per
-    size (tiny, small, medium, large) and a default list of thread counts; --threads
-    overrides the latter. A (workload, thread count) pair is a "case".
-  * Allocators: kite (<build>/libkite.so), glibc (no preload), and each peer found on the
-    machine by its Debian soname: jemalloc, tcmalloc, mimalloc, tbbmalloc (its malloc
-    proxy). --install-peers apt-get installs the missing ones; --alloc NAME=PATH adds any
-    other preloadable .so. A missing allocator is listed as skipped, with the reason.
+    <build>/kite-wl-<name>; `replay` is kite-wl-replay looping over the largest trace in
+    tests/data/traces/), and real programs (sqlite3, python3, gcc, xz from /usr/bin) whose
+    inputs the runner generates and whose output must equal the one made under glibc.
+    Each workload has an argument set per size (tiny, small, medium, large) and a default
+    list of thread counts; --threads overrides the latter. A (workload, thread count) pair
+    is a "case".
+  * Allocators: kite (<build>/libkite.so), kite-secure (<build>/libkite-secure.so, only
+    when built), glibc (no preload), each peer found on the machine by its Debian soname:
+    jemalloc, tcmalloc, mimalloc, tbbmalloc (its malloc proxy), and mimalloc3 (the
+    cmeel-mimalloc wheel in .venv, which `make venv` installs). --install-peers apt-get
+    installs the missing Debian ones; --alloc NAME=PATH adds any other preloadable .so. A
+    missing allocator is listed as skipped, with the reason.
   * Each repetition runs every case with every allocator, round robin over the allocators
-    (so slow drifts of the machine hit all of them alike). Every run is one child process
+    (so slow drifts of the machine hit all of them alike), the order rotated by one
+    allocator at each repetition. Every run is one child process
     under LD_PRELOAD, forked by <build>/kite-bench-exec, which measures its wall time and
     takes CPU time and peak RSS from wait4's resource usage of that child alone.
   * A run that is killed by a signal is "CRASH sig N", one that exits non-zero is
@@ -24,12 +29,16 @@ What it does
     "WRONG", one past --timeout is "TIMEOUT". A pair with any such run is reported as that
     failure, never as a time, and is not run again in later repetitions; the other pairs
     go on.
-  * Reported per pair: median wall time, median user+sys CPU time, median peak RSS, and
-    the ratios of the median wall time to glibc's and to the best peer's (the fastest of
-    the allocators that are neither kite nor glibc).
+  * Reported per pair: median wall time with its spread (min, max, quartiles), median
+    user+sys CPU time, median peak RSS, and the ratios of the median wall time to glibc's
+    and to the best peer's (the fastest of the allocators that are neither glibc nor a
+    build of kite). Cases whose fastest median is under 100 ms are start-up dominated:
+    shown, marked †, left out of the geometric means.
   * Output, in --out (default bench/results/<UTC timestamp>/): results.json, results.csv
     (first line: the exact command), results.md (tables), and, unless --no-charts, PNG
-    charts: time_ratio.png, peak_rss.png, scaling.png. The markdown table is also printed.
+    charts: time_ratio.png, peak_rss.png, scaling.png (whiskers: min..max). The markdown
+    table is also printed. --docs also rewrites docs/benchmarks.md (keeping the sections
+    bench/fastpath.sh and bench/rss_timeline.py write there) and README's bench-table block.
 
 Only the standard library is needed with --no-charts; matplotlib draws the charts (in the
 project's .venv, see requirements.txt). Progress is a line per run on stderr, or a bar when
@@ -40,6 +49,7 @@ import argparse
 import csv
 import datetime as _dt
 import glob
+import hashlib
 import json
 import math
 import os
@@ -74,17 +84,24 @@ WORKLOADS = {
         threads=[4]),
     "collatz-list": dict(
         desc="seed 001/002: collatz sequences as lists of 16-byte cells across 4 threads",
-        args={"tiny": "-n 2000", "small": "-n 30000", "medium": "-n 100000",
+        args={"tiny": "-n 2000", "small": "-n 60000", "medium": "-n 100000",
               "large": "-n 300000"},
         threads=[4]),
     "rnbench": dict(
         desc="seed 004: per-thread slots, random alloc/free of 16..1024 bytes",
-        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 2000000",
+        args={"tiny": "-n 1000 -i 20000", "small": "-n 100000 -i 2500000",
               "medium": "-n 100000 -i 8000000", "large": "-n 100000 -i 30000000"},
         threads=[1, 2, 4]),
+    "rnbench-seed": dict(
+        desc="seed 004's own rnBench loop and parameters (100k slots, 500k iterations per "
+             "thread at small size; alloc/free drawn at even odds, 16..256 bytes)",
+        program="rnbench",
+        args={"tiny": "-m 1 -n 1000 -i 5000", "small": "-m 1 -n 100000 -i 500000",
+              "medium": "-m 1 -n 100000 -i 2000000", "large": "-m 1 -n 100000 -i 5000000"},
+        threads=[1, 2, 4, 8]),
     "larson": dict(
         desc="server-like churn, slot arrays handed to the next thread each epoch",
-        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 600000",
+        args={"tiny": "-n 200 -e 4 -i 2000", "small": "-n 1000 -e 10 -i 800000",
               "medium": "-n 1000 -e 10 -i 2500000", "large": "-n 4000 -e 20 -i 5000000"},
         threads=[1, 2, 4]),
     "xmalloc": dict(
@@ -92,19 +109,27 @@ WORKLOADS = {
         args={"tiny": "-n 200", "small": "-n 30000", "medium": "-n 120000",
               "large": "-n 500000"},
         threads=[4]),
+    "xfer": dict(
+        desc="producer -> consumer pairs, one block at a time through a lock-free ring: "
+             "every free is remote",
+        args={"tiny": "-n 2000", "small": "-n 2000000", "medium": "-n 8000000",
+              "large": "-n 30000000"},
+        thread_args={"small": {8: "-n 600000"}, "medium": {8: "-n 2000000"},
+                     "large": {8: "-n 8000000"}},
+        threads=[2, 8]),
     "cache-thrash": dict(
         desc="active false sharing: per-thread 8-byte objects written many times",
-        args={"tiny": "-n 200 -w 100", "small": "-n 2000 -w 20000",
+        args={"tiny": "-n 200 -w 100", "small": "-n 2000 -w 30000",
               "medium": "-n 10000 -w 20000", "large": "-n 40000 -w 20000"},
         threads=[2]),
     "cache-scratch": dict(
         desc="passive false sharing: objects from main freed and reused by workers",
-        args={"tiny": "-n 200 -w 100", "small": "-n 2000 -w 20000",
+        args={"tiny": "-n 200 -w 100", "small": "-n 2000 -w 30000",
               "medium": "-n 10000 -w 20000", "large": "-n 40000 -w 20000"},
         threads=[2]),
     "realloc": dict(
         desc="many vectors grown side by side by realloc, 1..16 elements at a time",
-        args={"tiny": "-n 50 -l 300 -r 2", "small": "-n 1000 -l 2000 -r 4",
+        args={"tiny": "-n 50 -l 300 -r 2", "small": "-n 1000 -l 2000 -r 10",
               "medium": "-n 2000 -l 4000 -r 8", "large": "-n 2000 -l 8000 -r 4"},
         threads=[2]),
     "large": dict(
@@ -112,30 +137,79 @@ WORKLOADS = {
         args={"tiny": "-n 20 -l 4 -m 4194304", "small": "-n 150 -l 8",
               "medium": "-n 600 -l 8", "large": "-n 2500 -l 8"},
         threads=[2]),
+    "large-5-25m": dict(
+        desc="one thread, blocks of 5..25 MiB (uniform), up to 20 live, every page touched",
+        program="large",
+        args={"tiny": "-n 4 -l 3 -a 5242880 -m 8388608", "small": "-n 20 -l 20 -a 5242880 "
+              "-m 26214400", "medium": "-n 150 -l 20 -a 5242880 -m 26214400",
+              "large": "-n 600 -l 20 -a 5242880 -m 26214400"},
+        threads=None),
     "graph": dict(
         desc="single thread: object graph built, walked, freed in random order",
         args={"tiny": "-n 5000 -r 2", "small": "-n 200000 -r 3", "medium": "-n 500000 -r 5",
               "large": "-n 1000000 -r 4"},
         threads=None),
+    "graph-teardown": dict(
+        desc="single thread: a pointer graph built, then freed in random order (no walk)",
+        program="graph",
+        args={"tiny": "-n 5000 -r 1 -w 0", "small": "-n 200000 -r 1 -w 0",
+              "medium": "-n 1000000 -r 1 -w 0", "large": "-n 2000000 -r 2 -w 0"},
+        threads=None),
     "thread-churn": dict(
         desc="many short-lived threads; half their blocks freed by main after they exit",
-        args={"tiny": "-n 40 -b 50", "small": "-n 1500 -b 200", "medium": "-n 6000 -b 200",
+        args={"tiny": "-n 40 -b 50", "small": "-n 3000 -b 200", "medium": "-n 6000 -b 200",
               "large": "-n 20000 -b 400"},
         threads=[4]),
+    "thread-rounds": dict(
+        desc="threads re-created every round; blocks outlive their thread and are freed by "
+             "a thread of a later round",
+        args={"tiny": "-n 3 -k 100 -i 500", "small": "-n 20 -k 2000 -i 5000",
+              "medium": "-n 60 -k 4000 -i 10000", "large": "-n 200 -k 4000 -i 20000"},
+        threads=[8]),
     "churn": dict(
         desc="random sizes 8..1024, ~20% of frees by another thread (allocator-core check)",
         args={"tiny": "-n 20000 -k 256", "small": "-n 1000000 -k 4096",
               "medium": "-n 5000000 -k 4096", "large": "-n 8000000 -k 16384"},
+        thread_args={"small": {2: "-n 3000000"}},
+        threads=[2, 8]),
+    "churn-16k": dict(
+        desc="random sizes 8..16000, ~20% of frees by another thread",
+        program="churn",
+        args={"tiny": "-n 20000 -k 256 -m 16000", "small": "-n 600000 -k 4096 -m 16000",
+              "medium": "-n 3000000 -k 4096 -m 16000", "large": "-n 8000000 -k 8192 -m 16000"},
+        thread_args={"small": {8: "-n 120000"}, "medium": {8: "-n 600000"}},
         threads=[2, 8]),
     "replay": dict(
-        desc="the largest trace in tests/data/traces/ replayed in-process by "
-             "kite-replay --malloc",
-        args={s: "" for s in SIZES},
-        threads=None, external=True),
+        desc="the largest trace in tests/data/traces/ replayed LOOPS times in-process, every "
+             "block stamped (kite-wl-replay -l LOOPS TRACE; no per-op timing)",
+        args={"tiny": "-l 2", "small": "-l 200", "medium": "-l 800", "large": "-l 3000"},
+        threads=None, trace=True),
+    # Real programs under LD_PRELOAD, their output checked against a reference made under
+    # glibc in the same invocation (see PROGRAMS below for the inputs).
+    "sqlite3": dict(
+        desc="sqlite3 :memory: running an SQL script: build a table, index it, query, "
+             "update, delete (output checked)",
+        args={"tiny": "2000", "small": "50000", "medium": "200000", "large": "1000000"},
+        threads=None, real=True),
+    "python3": dict(
+        desc="python3 -I: dicts of strings, json dumps/loads, sorting (output checked)",
+        args={"tiny": "2000", "small": "8000", "medium": "30000", "large": "120000"},
+        threads=None, real=True),
+    "gcc": dict(
+        desc="gcc -O2 -c of a generated C file of many functions (object file checked)",
+        args={"tiny": "2", "small": "10", "medium": "40", "large": "150"},
+        threads=None, real=True),
+    "xz": dict(
+        desc="xz -T2 -1 with 1 MiB blocks compressing generated text (output checked)",
+        args={"tiny": "1", "small": "3", "medium": "16", "large": "64"},
+        threads=None, real=True),
 }
 
 # Peers: name -> (sonames tried in order, Debian package). tbbmalloc needs its proxy to
-# replace malloc; libtbbmalloc.so alone only exports scalable_malloc.
+# replace malloc; libtbbmalloc.so alone only exports scalable_malloc. mimalloc3 (the current
+# mimalloc release, PyPI's cmeel-mimalloc wheel) is found in the project's .venv (see
+# VENV_PEERS). kite's own builds (KITE_BUILDS) are never peers: "best peer" is the fastest
+# of the others.
 PEERS = {
     "jemalloc": (["libjemalloc.so.2", "libjemalloc.so.1", "libjemalloc.so"], "libjemalloc2"),
     "tcmalloc": (["libtcmalloc_minimal.so.4", "libtcmalloc.so.4", "libtcmalloc_minimal.so"],
@@ -144,6 +218,14 @@ PEERS = {
                  "libmimalloc2.0"),
     "tbbmalloc": (["libtbbmalloc_proxy.so.2", "libtbbmalloc_proxy.so"], "libtbbmalloc2"),
 }
+# name -> (path glob under ROOT, pip distribution): peers installed into .venv by `make venv`
+VENV_PEERS = {
+    "mimalloc3": (".venv/lib/python3*/site-packages/cmeel.prefix/lib/libmimalloc.so.3",
+                  "cmeel-mimalloc"),
+}
+# name -> library in the build directory: kite and its hardened build, measured as kite
+KITE_BUILDS = {"kite": "libkite.so", "kite-secure": "libkite-secure.so"}
+NOT_PEERS = ("glibc",) + tuple(KITE_BUILDS)
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/lib", "/usr/lib/aarch64-linux-gnu"]
 WRONG_EXIT = 3
@@ -159,6 +241,20 @@ def find_peer(sonames):
             if os.path.exists(p):
                 return p
     return None
+
+
+def find_venv_peer(pattern):
+    hits = sorted(glob.glob(os.path.join(ROOT, pattern)))
+    return hits[-1] if hits else None
+
+
+def pip_version(dist, lib):
+    """The version of pip distribution `dist` whose files include `lib` ('' if unknown)."""
+    site = lib.split(os.sep + "cmeel.prefix" + os.sep)[0]
+    norm = dist.replace("-", "_")
+    for d in glob.glob(os.path.join(site, norm + "-*.dist-info")):
+        return os.path.basename(d)[len(norm) + 1:-len(".dist-info")]
+    return ""
 
 
 def package_version(pkg):
@@ -203,12 +299,14 @@ def discover_allocators(build_dir, extra, want_install):
     """Returns [dict(name, path, status, reason)] in report order: kite, glibc, peers,
     extras. status is 'ok' or 'skipped'; path None means no preload (glibc)."""
     allocs = []
-    kite = os.path.join(build_dir, "libkite.so")
-    rel = os.path.relpath(kite, ROOT)
-    if os.path.exists(kite):
-        allocs.append(dict(name="kite", path=kite, status="ok", reason=""))
-    else:
-        allocs.append(dict(name="kite", path=kite, status="skipped", reason=f"{rel} not found"))
+    for name, lib in KITE_BUILDS.items():
+        kite = os.path.join(build_dir, lib)
+        rel = os.path.relpath(kite, ROOT)
+        if os.path.exists(kite):
+            allocs.append(dict(name=name, path=kite, status="ok", reason=""))
+        elif name == "kite":  # the hardened build is optional: listed only when built
+            allocs.append(dict(name=name, path=kite, status="skipped",
+                               reason=f"{rel} not found"))
     allocs.append(dict(name="glibc", path=None, status="ok", reason="",
                        version=package_version("libc6")))
     if want_install:
@@ -223,6 +321,15 @@ def discover_allocators(build_dir, extra, want_install):
             allocs.append(dict(name=name, path=None, status="skipped",
                                reason=f"{sonames[0]} not found (Debian package {pkg}; "
                                       "run with --install-peers)"))
+    for name, (pattern, dist) in VENV_PEERS.items():
+        p = find_venv_peer(pattern)
+        if p:
+            allocs.append(dict(name=name, path=p, status="ok", reason="",
+                               version=pip_version(dist, p)))
+        else:
+            allocs.append(dict(name=name, path=None, status="skipped",
+                               reason=f"{pattern} not found (pip package {dist}: `make venv` "
+                                      "installs it)"))
     for spec in extra:
         if "=" not in spec:
             raise SystemExit(f"--alloc wants NAME=PATH, got {spec!r}")
@@ -287,10 +394,12 @@ def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=
             timer.cancel()
         wall = time.perf_counter() - t0
         out.seek(0)
-        text = out.read().decode("utf-8", "replace")
+        raw = out.read()
+        text = raw.decode("utf-8", "replace")
         rep = resf.read() if helper else ""
     res = dict(wall_s=wall, user_s=ru.ru_utime, sys_s=ru.ru_stime, maxrss_kib=ru.ru_maxrss,
-               rc=None, output=text[-4000:])
+               rc=None, output=text[-4000:], out_sha=hashlib.sha256(raw).hexdigest(),
+               out_bytes=len(raw))
     if timed_out.is_set():
         res["status"] = "TIMEOUT"
         return res
@@ -342,8 +451,11 @@ def find_trace(explicit):
 
 
 def build_cases(args, build_dir):
-    """Returns (cases, skipped): cases are dicts(workload, threads, argv, label, checksum);
-    skipped is [(workload, reason)]."""
+    """Returns (cases, skipped): cases are dicts(workload, threads, argv, label, checksum,
+    wrong_rc, and for real programs ref/out/binary); skipped is [(workload, reason)].
+    Real programs get their input generated (once, under <build>/bench-programs/) and their
+    reference output made here, under glibc; a program that is missing, or that fails
+    under glibc, is skipped with the reason."""
     names = list(WORKLOADS) if args.workloads == "all" else \
         [w.strip() for w in args.workloads.split(",") if w.strip()]
     cases, skipped = [], []
@@ -351,48 +463,242 @@ def build_cases(args, build_dir):
         if w not in WORKLOADS:
             raise SystemExit(f"unknown workload {w!r}; --list shows them")
         spec = WORKLOADS[w]
-        if spec.get("external"):
-            exe = os.path.join(build_dir, "kite-replay")
-            trace = find_trace(args.trace)
-            if not os.path.exists(exe):
-                skipped.append((w, "skipped (kite-replay not built)"))
-                continue
-            if not trace:
-                skipped.append((w, "skipped (no trace under tests/data/traces/)"))
-                continue
-            # timing mode, as DESIGN.md names it; kite-replay exits 1 when a check fails.
-            # (--check is not used: it demands 16-byte alignment even for blocks under 16
-            # bytes, which mimalloc rightly aligns to 8.)
-            cases.append(dict(workload=w, threads=None, label=w, checksum=False, wrong_rc=1,
-                              argv=[exe, "--malloc", trace]))
+        if spec.get("real"):
+            c, why = program_case(w, spec["args"][args.size], build_dir, args.timeout)
+            if c:
+                cases.append(c)
+            else:
+                skipped.append((w, why))
             continue
-        exe = os.path.join(build_dir, "kite-wl-" + w)
+        exe = os.path.join(build_dir, "kite-wl-" + spec.get("program", w))
         if not os.path.exists(exe):
             skipped.append((w, f"skipped ({os.path.relpath(exe, ROOT)} not built)"))
             continue
         base = [exe] + shlex.split(spec["args"][args.size])
+        if spec.get("trace"):
+            trace = find_trace(args.trace)
+            if not trace:
+                skipped.append((w, "skipped (no trace under tests/data/traces/)"))
+                continue
+            base.append(trace)
         if spec["threads"] is None:
             cases.append(dict(workload=w, threads=None, label=w, checksum=True,
                               wrong_rc=WRONG_EXIT, argv=base))
             continue
         tl = args.threads_list or spec["threads"]
+        extra = spec.get("thread_args", {}).get(args.size, {})
         for t in tl:
+            # per thread count, options appended after the base ones (getopt: last wins)
             cases.append(dict(workload=w, threads=t, label=f"{w} t{t}", checksum=True,
-                              wrong_rc=WRONG_EXIT, argv=base + ["-t", str(t)]))
+                              wrong_rc=WRONG_EXIT,
+                              argv=base + shlex.split(extra.get(t, "")) + ["-t", str(t)]))
     return cases, skipped
 
 
+# --------------------------------------------------------------------------------------
+# Real programs: inputs generated deterministically, outputs compared with glibc's
+# --------------------------------------------------------------------------------------
+def _gen_sqlite(path, n):
+    n = int(n)
+    with open(path, "w") as f:
+        f.write(f"""CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, s TEXT, v REAL);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n})
+INSERT INTO t(k, s, v) SELECT (x * 7919) % 1000, printf('name-%d-%s', (x * 104729) % 100003,
+  hex(x * 31)), (x % 977) * 0.5 FROM c;
+CREATE INDEX tk ON t(k);
+CREATE INDEX ts ON t(s);
+SELECT count(*), sum(k), total(v) FROM t;
+SELECT k, count(*), sum(length(s)) FROM t WHERE k < 10 GROUP BY k ORDER BY k;
+SELECT count(*), total(a.v * b.v) FROM t a JOIN t b ON b.k = a.k WHERE a.id % 1000 = 0;
+UPDATE t SET s = s || '-updated-' || id WHERE k % 7 = 0;
+DELETE FROM t WHERE k % 5 = 1;
+SELECT count(*), sum(length(s)) FROM t;
+SELECT s FROM t ORDER BY s LIMIT 3;
+SELECT count(*) FROM t WHERE s BETWEEN 'name-2' AND 'name-3';
+SELECT k, max(s), min(v) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 3;
+""")
+
+
+_PY_SCRIPT = r'''import hashlib, json, sys
+n = int(sys.argv[1])
+d = {}
+for i in range(n):
+    k = "key-%d-%x" % (i, (i * 2654435761) & 0xffffffff)
+    d[k] = {"id": i, "name": k.upper(), "tags": [k[j:j + 3] for j in range(0, len(k), 3)],
+            "v": i * 0.5}
+s = json.dumps(d, sort_keys=True)
+e = json.loads(s)
+assert e == d
+inv = {}
+for v in e.values():
+    for t in v["tags"]:
+        inv.setdefault(t, []).append(v["id"])
+words = sorted(inv)
+for k in list(d)[::2]:
+    del d[k]
+txt = " ".join("%s:%d" % (w, len(inv[w])) for w in words)
+print(len(s), len(words), len(d), hashlib.sha256(s.encode()).hexdigest()[:16],
+      hashlib.sha256(txt.encode()).hexdigest()[:16])
+'''
+
+
+def _gen_python(path, n):
+    with open(path, "w") as f:
+        f.write(_PY_SCRIPT)
+
+
+def _gen_c(path, nfunc):
+    """A C file of nfunc functions with loops, switches, structs and arrays: work for gcc's
+    optimizers. Deterministic."""
+    nfunc = int(nfunc)
+    w = ["/* generated by bench/run.py for the gcc row */", "#include <stddef.h>",
+         "struct s { int a, b; double c; unsigned char d[16]; };"]
+    for i in range(nfunc):
+        cases = "".join(f"    case {k}: acc += x[{k % 8}] * {k + i % 7} - (acc >> {k % 5}); break;\n"
+                        for k in range(24))
+        w.append(f"""int f{i}(const int *x, size_t n, struct s *q) {{
+  int acc = {i};
+  for (size_t j = 0; j < n; j++) {{
+    switch ((x[j] + {i}) % 24) {{
+{cases}    default: acc ^= x[j];
+    }}
+    q[j % 4].a += acc;
+    q[j % 4].c = q[j % 4].c * 0.5 + acc;
+    for (int m = 0; m < 16; m++) q[j % 4].d[m] = (unsigned char)(q[j % 4].d[m] + acc + m);
+  }}
+  return acc + (n > {i % 50} ? f{i - 1 if i else 0}(x, n / 2, q) : 0);
+}}""" if i else f"""int f0(const int *x, size_t n, struct s *q) {{
+  return n ? x[0] + q->a : 0;
+}}""")
+    with open(path, "w") as f:
+        f.write("\n".join(w) + "\n")
+
+
+def _gen_text(path, mib):
+    """mib MiB of word text from a fixed vocabulary and a fixed linear congruential
+    generator: compressible about as much as prose."""
+    vocab = [("".join(chr(97 + (i * 7 + j * 13) % 26) for j in range(2 + i % 9)))
+             for i in range(4000)]
+    x = 12345
+    out, size, target = [], 0, int(mib) << 20
+    while size < target:
+        line = []
+        for _ in range(12):
+            x = (x * 1103515245 + 12345) & 0x7fffffff
+            line.append(vocab[(x >> 8) % len(vocab) if x & 3 else (x >> 8) % 60])
+        s = " ".join(line) + (".\n" if x & 16 else ",\n")
+        out.append(s)
+        size += len(s)
+    with open(path, "w") as f:
+        f.write("".join(out)[:target])
+
+
+def program_case(name, param, build_dir, timeout):
+    """(case, None) for real program `name` at size parameter `param`, or (None, reason)."""
+    exe = {"sqlite3": "sqlite3", "python3": "python3", "gcc": "gcc", "xz": "xz"}[name]
+    path = next((p for p in (f"/usr/bin/{exe}", f"/bin/{exe}") if os.path.exists(p)), None)
+    if not path:
+        return None, f"skipped (/usr/bin/{exe} not installed)"
+    d = os.path.join(build_dir, "bench-programs")
+    os.makedirs(d, exist_ok=True)
+    out = False
+    binary = False
+    if name == "sqlite3":
+        inp = os.path.join(d, f"sqlite-{param}.sql")
+        gen, argv = _gen_sqlite, [path, "-batch", ":memory:", f".read {inp}"]
+    elif name == "python3":
+        inp = os.path.join(d, "workload.py")
+        gen, argv = _gen_python, [path, "-I", inp, param]
+    elif name == "gcc":
+        inp = os.path.join(d, f"gen-{param}.c")
+        gen, argv = _gen_c, [path, "-O2", "-w", "-c", inp, "-o", "{out}"]
+        out = True
+    else:
+        inp = os.path.join(d, f"text-{param}.txt")
+        gen, argv = _gen_text, [path, "-T2", "-1", "--block-size=1MiB", "-c", "-k", inp]
+        binary = True
+    if not os.path.exists(inp):
+        tmp = inp + ".tmp"
+        gen(tmp, param)
+        os.replace(tmp, inp)
+    c = dict(workload=name, threads=None, label=name, checksum=False, wrong_rc=None,
+             argv=argv, out=out, binary=binary, ref=None)
+    r = run_case(c, None, timeout, None)
+    if r["status"] != "ok":
+        return None, f"skipped (fails under glibc: {r['status']}: {r['output'][-200:]!r})"
+    c["ref"] = r["digest"]
+    return c, None
+
+
+def run_case(c, preload, timeout, helper):
+    """One run of case c under `preload`, as run_once, plus the output check of a real
+    program: the digest of its output (stdout, or the file it writes in place of {out})
+    must equal the reference made under glibc, else the run is WRONG."""
+    argv = c["argv"]
+    outf = None
+    if c.get("out"):
+        fd, outf = tempfile.mkstemp(prefix="kite-bench-out-")
+        os.close(fd)
+        argv = [a.replace("{out}", outf) for a in argv]
+    try:
+        r = run_once(argv, preload, timeout, helper, needs_checksum=c["checksum"],
+                     wrong_rc=c["wrong_rc"] if c["wrong_rc"] is not None else -1)
+        if "ref" in c:
+            if outf:
+                with open(outf, "rb") as f:
+                    r["digest"] = hashlib.sha256(f.read()).hexdigest()
+            else:
+                r["digest"] = r["out_sha"]
+            if r["status"] == "ok" and c["ref"] is not None and r["digest"] != c["ref"]:
+                r["status"] = "WRONG"
+                r["output"] += "\noutput differs from the reference made under glibc"
+    finally:
+        if outf:
+            os.unlink(outf)
+    if c.get("binary"):
+        r["output"] = f"({r['out_bytes']} bytes of binary output)" + (
+            "" if r["status"] == "ok" else " " + r["output"][-300:].encode(
+                "ascii", "replace").decode())
+    r.pop("out_sha", None)
+    r.pop("out_bytes", None)
+    return r
+
+
+def quartiles(xs):
+    """(first, third) quartile of a non-empty list, linear interpolation between ranks."""
+    xs = sorted(xs)
+
+    def q(f):
+        k = (len(xs) - 1) * f
+        lo = int(math.floor(k))
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    return q(0.25), q(0.75)
+
+
 def summarize(runs):
-    """Aggregates the runs of one pair: the first failure wins, else medians."""
+    """Aggregates the runs of one pair: the first failure wins, else medians, with the
+    spread of the wall times (min, max, interquartile range)."""
     for r in runs:
         if r["status"] != "ok":
             return dict(status=r["status"], wall_s=None, cpu_s=None, maxrss_kib=None,
+                        wall_min_s=None, wall_max_s=None, wall_q1_s=None, wall_q3_s=None,
                         detail=r["output"][-600:])
+    walls = [r["wall_s"] for r in runs]
+    q1, q3 = quartiles(walls)
     return dict(status="ok",
-                wall_s=median(r["wall_s"] for r in runs),
+                wall_s=median(walls),
                 cpu_s=median(r["user_s"] + r["sys_s"] for r in runs),
                 maxrss_kib=median(r["maxrss_kib"] for r in runs),
+                wall_min_s=min(walls), wall_max_s=max(walls), wall_q1_s=q1, wall_q3_s=q3,
                 detail="")
+
+
+def spread_pct(r):
+    """Half the min..max range of a pair's wall times, in percent of its median."""
+    if r["status"] != "ok" or not r["wall_s"]:
+        return None
+    return 50.0 * (r["wall_max_s"] - r["wall_min_s"]) / r["wall_s"]
 
 
 def add_ratios(rows, alloc_names):
@@ -403,9 +709,9 @@ def add_ratios(rows, alloc_names):
         g = d.get("glibc")
         gl = g["wall_s"] if g and g["status"] == "ok" else None
         peers = [r["wall_s"] for n, r in d.items()
-                 if n not in ("kite", "glibc") and r["status"] == "ok"]
+                 if n not in NOT_PEERS and r["status"] == "ok"]
         best = min(peers) if peers else None
-        best_name = next((n for n, r in d.items() if n not in ("kite", "glibc")
+        best_name = next((n for n, r in d.items() if n not in NOT_PEERS
                           and r["status"] == "ok" and r["wall_s"] == best), None)
         for r in d.values():
             ok = r["status"] == "ok"
@@ -414,16 +720,32 @@ def add_ratios(rows, alloc_names):
             r["best_peer"] = best_name
 
 
+SHORT_S = 0.1  # a case whose fastest median is below this is start-up dominated
+
+
+def short_cases(rows, cases):
+    """Labels of the cases whose fastest clean median wall time is under SHORT_S: process
+    start-up and allocator set-up weigh too much there, so they stay out of the geometric
+    means (they are still run and shown, marked)."""
+    by = {}
+    for r in rows:
+        if r["status"] == "ok":
+            by.setdefault(r["label"], []).append(r["wall_s"])
+    return [c["label"] for c in cases if by.get(c["label"]) and min(by[c["label"]]) < SHORT_S]
+
+
 def geomeans(rows, names, cases):
     """Geometric means of each allocator's wall-time ratio to glibc (and of kite's ratio to
-    the best peer) over the cases where every allocator ran cleanly (allocators that ran no
-    case cleanly are left out); None if there are no such cases."""
+    the best peer) over the cases where every allocator ran cleanly and that are not
+    start-up dominated (short_cases; allocators that ran no case cleanly are left out);
+    None if there are no such cases."""
     by = {(r["label"], r["allocator"]): r for r in rows}
     # allocators that completed nothing (a broken library) would empty the common set
     names = [n for n in names if any(by[(c["label"], n)]["ratio_glibc"] is not None
                                      for c in cases)]
-    common = [c["label"] for c in cases
-              if all(by[(c["label"], n)]["ratio_glibc"] is not None for n in names)]
+    short = set(short_cases(rows, cases))
+    common = [c["label"] for c in cases if c["label"] not in short
+              and all(by[(c["label"], n)]["ratio_glibc"] is not None for n in names)]
     if not common:
         return None
 
@@ -431,15 +753,62 @@ def geomeans(rows, names, cases):
         xs = [x for x in xs if x and x > 0]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
-    res = dict(cases=len(common),
+    res = dict(cases=len(common), short=sorted(short),
                ratio_glibc={n: gmean([by[(l, n)]["ratio_glibc"] for l in common]) for n in names})
     if "kite" in names:
         res["kite_best_peer"] = gmean([by[(l, "kite")]["ratio_best_peer"] for l in common])
+    if "kite-secure" in names:
+        res["kite_secure_best_peer"] = gmean([by[(l, "kite-secure")]["ratio_best_peer"]
+                                              for l in common])
     return res
 
 
 def fmt_time(s):
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def wall_table(rows, names, cases, spread=True):
+    """The wall-time table: median (± spread) and ratio to glibc per allocator, kite's ratio
+    to the best peer, and the geometric-mean row."""
+    by = {(r["label"], r["allocator"]): r for r in rows}
+    gm = geomeans(rows, names, cases)
+    short = set(gm["short"]) if gm else set(short_cases(rows, cases))
+    out = []
+    head = ["workload", "threads"] + names + (["kite / best peer"] if "kite" in names else [])
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
+    for c in cases:
+        cells = [c["workload"] + (" †" if c["label"] in short else ""), str(c["threads"] or 1)]
+        oks = [by[(c["label"], n)]["wall_s"] for n in names
+               if by[(c["label"], n)]["status"] == "ok"]
+        fastest = min(oks) if oks else None
+        for n in names:
+            r = by[(c["label"], n)]
+            if r["status"] != "ok":
+                cells.append(f"**{r['status']}**")
+                continue
+            t = fmt_time(r["wall_s"])
+            sp = spread_pct(r)
+            if spread and sp is not None and len(r["runs"]) > 1:
+                t += f" ±{sp:.0f}%"
+            if r["ratio_glibc"] is not None and n != "glibc":
+                t += f" ({r['ratio_glibc']:.2f}x)"
+            if r["wall_s"] == fastest:
+                t = f"**{t}**"
+            cells.append(t)
+        if "kite" in names:
+            k = by[(c["label"], "kite")]
+            cells.append(f"{k['ratio_best_peer']:.2f}x ({k['best_peer']})"
+                         if k["ratio_best_peer"] is not None else "-")
+        out.append("| " + " | ".join(cells) + " |")
+    if gm:
+        cells = ["**geometric mean**", f"{gm['cases']} cases"]
+        for n in names:
+            cells.append(f"{gm['ratio_glibc'][n]:.2f}x" if n in gm["ratio_glibc"] else "-")
+        if "kite" in names:
+            cells.append(f"{gm['kite_best_peer']:.2f}x" if gm.get("kite_best_peer") else "-")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def markdown(meta, rows, allocs, skipped_wl, cases):
@@ -457,47 +826,24 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
         + (f"(`{a['path']}`)" if a["path"] else "(no preload)")
         for a in allocs if a["status"] == "ok") + "  ")
     out.append(f"Size `{meta['size']}`, {meta['reps']} repetitions per pair (median shown), "
-               "allocators interleaved round robin.")
+               "allocators interleaved round robin, their order rotated by one at every "
+               "repetition.")
     out.append("")
-    out.append("### Wall time (median; in parentheses: ratio to glibc, lower is better)")
+    out.append("### Wall time (median ± half the min-max range; in parentheses: ratio to "
+               "glibc, lower is better)")
     out.append("")
-    head = ["workload", "threads"] + names + (["kite / best peer"] if "kite" in names else [])
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|")
-    for c in cases:
-        cells = [c["workload"], str(c["threads"] or 1)]
-        oks = [by[(c["label"], n)]["wall_s"] for n in names
-               if by[(c["label"], n)]["status"] == "ok"]
-        fastest = min(oks) if oks else None
-        for n in names:
-            r = by[(c["label"], n)]
-            if r["status"] != "ok":
-                cells.append(f"**{r['status']}**")
-                continue
-            t = fmt_time(r["wall_s"])
-            if r["ratio_glibc"] is not None and n != "glibc":
-                t += f" ({r['ratio_glibc']:.2f}x)"
-            if r["wall_s"] == fastest:
-                t = f"**{t}**"
-            cells.append(t)
-        if "kite" in names:
-            k = by[(c["label"], "kite")]
-            cells.append(f"{k['ratio_best_peer']:.2f}x ({k['best_peer']})"
-                         if k["ratio_best_peer"] is not None else "-")
-        out.append("| " + " | ".join(cells) + " |")
+    out.append(wall_table(rows, names, cases))
     gm = geomeans(rows, names, cases)
     if gm:
-        cells = ["**geometric mean**", f"{gm['cases']} cases"]
-        for n in names:
-            cells.append(f"{gm['ratio_glibc'][n]:.2f}x" if n in gm["ratio_glibc"] else "-")
-        if "kite" in names:
-            cells.append(f"{gm['kite_best_peer']:.2f}x" if gm.get("kite_best_peer") else "-")
-        out.append("| " + " | ".join(cells) + " |")
         out.append("")
-        out.append(f"The last row is the geometric mean of the ratios to glibc over the "
-                   f"{gm['cases']} cases that every allocator completed (an allocator that "
-                   "completed none is left out), and, last column, of kite's ratio to the best "
-                   "peer of each of those cases.")
+        out.append(f"± is half the range (max - min) of the {meta['reps']} runs of a pair, in "
+                   "percent of its median. The last row is the geometric mean of the ratios "
+                   f"to glibc over the {gm['cases']} cases that every allocator completed "
+                   "(an allocator that completed none is left out) and that are not start-up "
+                   f"dominated: cases marked † (fastest median under {SHORT_S * 1000:.0f} ms) "
+                   "are shown but left out of it. Last column: kite's ratio to the best peer "
+                   "(the fastest allocator that is neither glibc nor a build of kite) of each "
+                   "case, and its geometric mean over the same cases.")
     out.append("")
     out.append("### Peak RSS (MiB, median)")
     out.append("")
@@ -537,7 +883,10 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
 
 def write_csv(path, meta, rows):
     cols = ["workload", "threads", "allocator", "status", "wall_s", "cpu_s", "peak_rss_mib",
-            "ratio_glibc", "ratio_best_peer", "best_peer", "runs", "walls_s"]
+            "ratio_glibc", "ratio_best_peer", "best_peer", "runs", "walls_s", "wall_min_s",
+            "wall_max_s", "wall_q1_s", "wall_q3_s", "short"]
+    short = set(short_cases(rows, [dict(label=l) for l in dict.fromkeys(r["label"]
+                                                                     for r in rows)]))
     with open(path, "w", newline="") as f:
         f.write("# command: " + meta["command"] + "\n")
         w = csv.writer(f)
@@ -550,10 +899,12 @@ def write_csv(path, meta, rows):
                         num(None if r["maxrss_kib"] is None else r["maxrss_kib"] / 1024, "{:.2f}"),
                         num(r["ratio_glibc"], "{:.4f}"), num(r["ratio_best_peer"], "{:.4f}"),
                         r["best_peer"] or "", len(r["runs"]),
-                        " ".join(f"{x['wall_s']:.4f}" for x in r["runs"])])
+                        " ".join(f"{x['wall_s']:.4f}" for x in r["runs"]),
+                        num(r["wall_min_s"]), num(r["wall_max_s"]), num(r["wall_q1_s"]),
+                        num(r["wall_q3_s"]), int(r["label"] in short)])
 
 
-def charts(outdir, rows, allocs, cases):
+def charts(outdir, rows, allocs, cases, size=None):
     """PNG charts (matplotlib, Agg). Returns the list of files written."""
     import matplotlib
     matplotlib.use("Agg")
@@ -564,52 +915,70 @@ def charts(outdir, rows, allocs, cases):
     by = {(r["label"], r["allocator"]): r for r in rows}
     labels = [c["label"] for c in cases]
     colors = {"kite": "#d62728", "glibc": "#7f7f7f", "jemalloc": "#1f77b4",
-              "tcmalloc": "#2ca02c", "mimalloc": "#ff7f0e", "tbbmalloc": "#9467bd"}
-    palette = ["#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+              "tcmalloc": "#2ca02c", "mimalloc": "#ff7f0e", "tbbmalloc": "#9467bd",
+              "mimalloc3": "#8c564b", "kite-secure": "#e377c2"}
+    palette = ["#17becf", "#bcbd22", "#393b79", "#637939"]
     col = {n: colors.get(n) or palette[i % len(palette)] for i, n in enumerate(names)}
     files = []
     width = 0.8 / max(1, len(names))
 
-    def grouped(metric, ylabel, title, fname, log, ref=None):
-        fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(labels) + 3), 5))
-        for i, n in enumerate(names):
-            xs, ys = [], []
-            for j, lab in enumerate(labels):
-                r = by[(lab, n)]
-                x = j + (i - (len(names) - 1) / 2) * width
-                v = metric(r)
-                if r["status"] != "ok":
-                    ax.text(x, ref if ref is not None else (1 if log else 0), "X", ha="center", va="bottom", color=col[n],
-                            fontsize=9, fontweight="bold")
-                elif v is not None:
-                    xs.append(x)
-                    ys.append(v)
-            if ref is not None:  # bars grow up or down from the reference (ratio 1)
-                ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
-            else:
-                ax.bar(xs, ys, width, label=n, color=col[n])
-        if ref is not None:
-            ax.axhline(ref, color="black", lw=0.8, ls="--")
-        if log:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-            # label only the 2s and 5s between the decades: enough to read, not a smear
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
-                lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
-        ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=30, ha="right")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        ax.legend(ncol=min(6, len(names)), fontsize=8)
-        ax.grid(axis="y", alpha=0.3, which="both")
+    def grouped(metric, ylabel, title, fname, log, ref=None, err=None):
+        per_row = 17  # cases per panel: a long suite gets several panels, one above the other
+        chunks = [labels[k:k + per_row] for k in range(0, len(labels), per_row)] or [[]]
+        fig, axes = plt.subplots(len(chunks), 1, squeeze=False, figsize=(
+            max(8, 0.9 * min(len(labels), per_row) + 3), 4.6 * len(chunks) + 0.4))
+        for ax, chunk in zip(axes[:, 0], chunks):
+            for i, n in enumerate(names):
+                xs, ys, lo, hi = [], [], [], []
+                for j, lab in enumerate(chunk):
+                    r = by[(lab, n)]
+                    x = j + (i - (len(names) - 1) / 2) * width
+                    v = metric(r)
+                    if r["status"] != "ok":
+                        ax.text(x, ref if ref is not None else (1 if log else 0), "X",
+                                ha="center", va="bottom", color=col[n], fontsize=9,
+                                fontweight="bold")
+                    elif v is not None:
+                        xs.append(x)
+                        ys.append(v)
+                        a, b = err(r) if err else (v, v)
+                        lo.append(max(0.0, v - a))
+                        hi.append(max(0.0, b - v))
+                if ref is not None:  # bars grow up or down from the reference (ratio 1)
+                    ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
+                else:
+                    ax.bar(xs, ys, width, label=n, color=col[n])
+                if err and xs:  # the min..max of the repetitions
+                    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black",
+                                elinewidth=0.7, capsize=1.5)
+            if ref is not None:
+                ax.axhline(ref, color="black", lw=0.8, ls="--")
+            if log:
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(
+                    matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                # label only the 2s and 5s between the decades: enough to read, not a smear
+                ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                    lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
+            ax.set_xticks(range(len(chunk)))
+            ax.set_xticklabels(chunk, rotation=30, ha="right")
+            ax.set_xlim(-0.6, max(len(chunk), per_row if len(chunks) > 1 else 0) - 0.4)
+            ax.set_ylabel(ylabel)
+            ax.grid(axis="y", alpha=0.3, which="both")
+        axes[0, 0].set_title(title)
+        axes[0, 0].legend(ncol=min(8, len(names)), fontsize=8)
         fig.tight_layout()
         p = os.path.join(outdir, fname)
         fig.savefig(p, dpi=110)
         plt.close(fig)
         files.append(p)
 
-    grouped(lambda r: r["ratio_glibc"], "wall time / glibc's (log scale; lower is better)",
-            "Wall time relative to glibc (X = crashed or wrong)", "time_ratio.png", True, 1.0)
+    def ratio_err(r):
+        k = r["ratio_glibc"] / r["wall_s"]
+        return r["wall_min_s"] * k, r["wall_max_s"] * k
+    grouped(lambda r: r["ratio_glibc"], "wall time / glibc's median (log scale; lower is better)",
+            "Wall time relative to glibc, whiskers: min..max of the repetitions "
+            "(X = crashed or wrong)", "time_ratio.png", True, 1.0, ratio_err)
     grouped(lambda r: r["maxrss_kib"] / 1024 if r["maxrss_kib"] else None,
             "peak RSS, MiB (log scale)", "Peak resident memory (X = crashed or wrong)",
             "peak_rss.png", True)
@@ -618,22 +987,32 @@ def charts(outdir, rows, allocs, cases):
     for c in cases:
         if c["threads"] is not None:
             multi.setdefault(c["workload"], []).append(c)
-    multi = {w: cs for w, cs in multi.items() if len(cs) > 1}
+    # only workloads whose per-thread work is the same at every thread count (no
+    # thread_args at this size), else the curve would not mean what the title says
+    multi = {w: cs for w, cs in multi.items() if len(cs) > 1
+             and not (size and WORKLOADS.get(w, {}).get("thread_args", {}).get(size))}
     if multi:
         n = len(multi)
-        fig, axes = plt.subplots(1, n, figsize=(4.5 * n + 1, 4), squeeze=False)
-        for ax, (w, cs) in zip(axes[0], multi.items()):
+        ncol = min(n, 3)
+        nrow = (n + ncol - 1) // ncol
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol + 1, 3.8 * nrow + 0.6),
+                                 squeeze=False)
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        for ax, (w, cs) in zip(axes.flat, multi.items()):
             for a in names:
-                pts = [(c["threads"], by[(c["label"], a)]["wall_s"]) for c in cs
-                       if by[(c["label"], a)]["status"] == "ok"]
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=a,
-                            color=col[a])
+                rs = [(c["threads"], by[(c["label"], a)]) for c in cs
+                      if by[(c["label"], a)]["status"] == "ok"]
+                if rs:
+                    ax.errorbar([t for t, _ in rs], [r["wall_s"] for _, r in rs],
+                                yerr=[[r["wall_s"] - r["wall_min_s"] for _, r in rs],
+                                      [r["wall_max_s"] - r["wall_s"] for _, r in rs]],
+                                fmt="o-", label=a, color=col[a], capsize=2, elinewidth=0.8)
             ax.set_xscale("log", base=2)
             ax.set_xticks([c["threads"] for c in cs])
             ax.set_xticklabels([str(c["threads"]) for c in cs])
             ax.set_xlabel("threads")
-            ax.set_ylabel("wall time, s")
+            ax.set_ylabel("wall time, s (whiskers: min..max)")
             ax.set_title(w)
             ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
@@ -647,17 +1026,19 @@ def charts(outdir, rows, allocs, cases):
     return files
 
 
-def write_docs(meta, md, files, outdir, args, cases):
+def write_docs(meta, md, files, outdir, args, cases, rows):
     """docs/benchmarks.md: how the run was made, the workloads, the tables, the charts.
     A hand-written section between the NOTES markers of an existing page is kept."""
     page = os.path.join(ROOT, "docs", "benchmarks.md")
-    notes = ""
+    kept = {}  # sections other tools write (or people): kept as they are
     if os.path.exists(page):
         with open(page) as f:
             old = f.read()
-        a, b = old.find("<!-- notes -->"), old.find("<!-- /notes -->")
-        if a >= 0 and b > a:
-            notes = old[a + len("<!-- notes -->"):b].strip("\n")
+        for tag in KEPT_SECTIONS:
+            a, b = old.find(f"<!-- {tag} -->"), old.find(f"<!-- /{tag} -->")
+            if a >= 0 and b > a:
+                kept[tag] = old[a:b + len(f"<!-- /{tag} -->")]
+    notes = kept.get("notes", "")
     rel = lambda p: os.path.relpath(p, os.path.dirname(page))
     w = []
     w.append("# kite benchmarks")
@@ -674,8 +1055,13 @@ def write_docs(meta, md, files, outdir, args, cases):
              "(`bench/workloads/`, built as `build/kite-wl-<name>`) started once per run with "
              "the allocator under test in `LD_PRELOAD` (glibc: no preload). Within each "
              "repetition every workload runs with every allocator in turn (round robin), so "
-             "drifts of the machine hit all allocators alike; the tables give the median "
-             "over the repetitions. Wall and CPU time and peak RSS are those of the workload "
+             "drifts of the machine hit all allocators alike, and the allocator order rotates "
+             "by one at every repetition; the tables give the median over the repetitions "
+             "with half its min-max range (±, in percent), the charts the min..max as "
+             "whiskers. Cases whose fastest median is under "
+             f"{SHORT_S * 1000:.0f} ms are start-up dominated: marked †, left out of the "
+             "geometric means. \"Best peer\" is the fastest allocator that is neither glibc "
+             "nor a build of kite (kite, kite-secure). Wall and CPU time and peak RSS are those of the workload "
              "process alone (`build/kite-bench-exec` forks it and reads `wait4`'s resource "
              "usage). A run that crashes, fails or whose self-check fails is shown as such "
              "(`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. Raw results, with the "
@@ -683,9 +1069,7 @@ def write_docs(meta, md, files, outdir, args, cases):
              "and `results.json`.")
     w.append("")
     if notes:
-        w.append("<!-- notes -->")
         w.append(notes)
-        w.append("<!-- /notes -->")
         w.append("")
     w.append("## Results")
     w.append("")
@@ -696,6 +1080,16 @@ def write_docs(meta, md, files, outdir, args, cases):
     for p in files:
         w.append(f"![{os.path.basename(p)}]({rel(p)})")
         w.append("")
+    w.append("## Instructions per malloc+free (fast path)")
+    w.append("")
+    w.append(kept.get("fastpath-table", "<!-- fastpath-table -->\n(run `bench/fastpath.sh "
+                      "--docs`)\n<!-- /fastpath-table -->"))
+    w.append("")
+    w.append("## Resident memory over time")
+    w.append("")
+    w.append(kept.get("rss-timeline", "<!-- rss-timeline -->\n(run `make bench-rss`)\n"
+                      "<!-- /rss-timeline -->"))
+    w.append("")
     w.append("## Workloads")
     w.append("")
     w.append(f"Arguments at size `{meta['size']}` (each program's `-h` explains them; "
@@ -704,19 +1098,61 @@ def write_docs(meta, md, files, outdir, args, cases):
     w.append("| workload | program | arguments | threads | what it stresses |")
     w.append("|---|---|---|---|---|")
     for name, spec in WORKLOADS.items():
-        prog = "kite-replay --malloc" if spec.get("external") else f"kite-wl-{name}"
         th = "1" if spec["threads"] is None else ", ".join(map(str, spec["threads"]))
-        w.append(f"| {name} | `{prog}` | `{spec['args'][meta['size']] or 'TRACE'}` | {th} | "
-                 f"{spec['desc']} |")
+        a = spec["args"][meta["size"]]
+        if spec.get("real"):
+            prog, a = f"/usr/bin/{name}", f"size {a}"
+        else:
+            prog = "kite-wl-" + spec.get("program", name)
+            if spec.get("trace"):
+                a += " TRACE"
+        w.append(f"| {name} | `{prog}` | `{a}` | {th} | {spec['desc']} |")
+    w.append("")
+    w.append("Real programs (`sqlite3`, `python3`, `gcc`, `xz`): Debian's binaries run under "
+             "`LD_PRELOAD` on inputs the runner generates into `build/bench-programs/` (the "
+             "size is the row count of the SQL script, the dict size of the Python script, the "
+             "number of generated C functions, the MiB of text); their output (or, for gcc, "
+             "the object file) must be byte-identical to the one made under glibc in the same "
+             "invocation, else the run is `WRONG`. `replay` replays the trace LOOPS times "
+             "in one process (`bench/workloads/replay.c`), so the allocator's calls, not the "
+             "trace parsing or per-op timing, dominate.")
     w.append("")
     with open(page, "w") as f:
         f.write("\n".join(w))
+    write_readme_table(meta, rows, [a["name"] for a in args.allocs_ok], cases)
+
+
+def write_readme_table(meta, rows, names, cases):
+    """The README's block between <!-- bench-table --> and <!-- /bench-table -->: the wall
+    time table of this run (no spread: the docs page has it)."""
+    path = os.path.join(ROOT, "README.md")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        text = f.read()
+    a, b = text.find("<!-- bench-table -->"), text.find("<!-- /bench-table -->")
+    if a < 0 or b < a:
+        return
+    m = meta["machine"]
+    block = ("<!-- bench-table -->\n"
+             f"Wall time, median of {meta['reps']} interleaved runs at size `{meta['size']}`"
+             + (" (`make bench`'s default)" if meta["size"] == "small" else "")
+             + ", ratio to glibc in parentheses, lower is better; "
+             f"{m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, {m['libc']}; "
+             f"{meta['date']}; kite at `{meta.get('kite_commit') or '?'}`; † start-up "
+             "dominated, left out of the geometric mean:\n\n"
+             + wall_table(rows, names, cases, spread=False) + "\n")
+    with open(path, "w") as f:
+        f.write(text[:a] + block + text[b:])
+
+
+KEPT_SECTIONS = ("notes", "fastpath-table", "rss-timeline")
 
 
 def ensure_built(build_dir, no_build):
     """Builds the workloads (and libkite.so, if its target exists) when any is missing."""
-    need = [w for w, s in WORKLOADS.items() if not s.get("external")
-            and not os.path.exists(os.path.join(build_dir, "kite-wl-" + w))]
+    need = [w for w, s in WORKLOADS.items() if not s.get("real")
+            and not os.path.exists(os.path.join(build_dir, "kite-wl-" + s.get("program", w)))]
     if not need or no_build:
         return
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -728,6 +1164,7 @@ def ensure_built(build_dir, no_build):
 
 
 def main(argv=None):
+    global SHORT_S
     ap = argparse.ArgumentParser(
         prog="bench/run.py",
         description="Compare kite with glibc and the installed peers on kite's workloads.",
@@ -751,6 +1188,10 @@ def main(argv=None):
                     help="comma-separated thread counts for every multi-thread workload "
                          "(default: each workload's own list)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions per pair (default 3)")
+    ap.add_argument("--short-ms", type=float, default=SHORT_S * 1000,
+                    help="cases whose fastest median is under this many ms are start-up "
+                         "dominated: marked and left out of the geometric means (default "
+                         f"{SHORT_S * 1000:.0f}; 0 keeps every case)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="seconds before a run is killed and reported TIMEOUT (default 60)")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"),
@@ -787,6 +1228,9 @@ def main(argv=None):
             ap.error("--threads wants positive integers")
     if args.reps < 1:
         ap.error("--reps must be >= 1")
+    if args.short_ms < 0:
+        ap.error("--short-ms must be >= 0")
+    SHORT_S = args.short_ms / 1000
 
     allocs = discover_allocators(build_dir, args.alloc, args.install_peers)
     if args.allocs != "all":
@@ -846,8 +1290,12 @@ def main(argv=None):
     done = 0
     t_start = time.time()
     for rep in range(args.reps):
+        # the allocator order rotates by one at every repetition, so that no allocator
+        # always runs right after the same one (caches, page cache, frequency)
+        k = rep % len(active)
+        order = active[k:] + active[:k]
         for c in cases:
-            for a in active:
+            for a in order:
                 key = (c["label"], a["name"])
                 if any(x["status"] != "ok" for x in runs[key]):
                     # already a failure: that is the pair's verdict; do not spend a timeout
@@ -861,8 +1309,8 @@ def main(argv=None):
                     bar.set_description(desc)
                 elif not args.no_progress:
                     print(f"[{done + 1}/{total}] {desc}", file=sys.stderr, flush=True)
-                r = run_once(c["argv"], a["path"], args.timeout, helper,
-                             needs_checksum=c["checksum"], wrong_rc=c["wrong_rc"])
+                r = run_case(c, a["path"], args.timeout, helper)
+                r["order"] = order.index(a)
                 runs[key].append(r)
                 done += 1
                 if bar:
@@ -903,12 +1351,13 @@ def main(argv=None):
         cdir = os.path.abspath(args.charts_dir or outdir)
         os.makedirs(cdir, exist_ok=True)
         try:
-            files = charts(cdir, rows, active, cases)
+            files = charts(cdir, rows, active, cases, args.size)
         except ImportError as e:
             print(f"charts skipped: {e} (use the project's .venv, or --no-charts)",
                   file=sys.stderr)
     if args.docs:
-        write_docs(meta, md, files, outdir, args, cases)
+        args.allocs_ok = active
+        write_docs(meta, md, files, outdir, args, cases, rows)
     print(md)
     print(f"{total} runs in {elapsed:.0f} s; results in {os.path.relpath(outdir)}/"
           + (f"; charts: {', '.join(os.path.relpath(p) for p in files)}" if files else ""))

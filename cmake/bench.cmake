@@ -10,14 +10,15 @@
 # Tests (normal build only; workloads are measured, not sanitized, and the runner tests
 # use LD_PRELOAD): bench-workloads (each workload at tiny size verifies itself, -h, bad
 # options, determinism, the self-check catching a corrupting allocator) and bench-runner
-# (bench/run.py end to end on two workloads, a crashing allocator reported as such).
+# (bench/run.py end to end on two workloads, a crashing allocator reported as such), and
+# bench-rss-timeline (bench/rss_timeline.py at tiny size: its CSV, JSON and table).
 if(NOT KITE_SANITIZE STREQUAL "")
   return()
 endif()
 
 set(KITE_BENCH_WORKLOADS
     collatz-ivec collatz-list rnbench larson xmalloc cache-thrash cache-scratch
-    realloc large graph thread-churn churn)
+    realloc large graph thread-churn churn xfer thread-rounds phases replay)
 set(_kite_bench_targets "")
 foreach(w ${KITE_BENCH_WORKLOADS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/bench/workloads/${w}.c)
@@ -26,6 +27,9 @@ foreach(w ${KITE_BENCH_WORKLOADS})
     list(APPEND _kite_bench_targets kite-wl-${w})
   endif()
 endforeach()
+if(TARGET kite-wl-replay)
+  target_link_libraries(kite-wl-replay PRIVATE kite-trace-io)
+endif()
 
 # the runner's process launcher: measures one child's wall time, CPU and peak RSS
 add_executable(kite-bench-exec ${PROJECT_SOURCE_DIR}/bench/workloads/exec.c)
@@ -44,7 +48,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_workloads.c)
             LABELS bench)
   add_dependencies(bench-workloads ${_kite_bench_targets})
   set_tests_properties(bench-workloads PROPERTIES
-    ENVIRONMENT "KITE_BENCH_BIN=${CMAKE_BINARY_DIR}" TIMEOUT 120)
+    ENVIRONMENT "KITE_BENCH_BIN=${CMAKE_BINARY_DIR};KITE_BENCH_SRC=${PROJECT_SOURCE_DIR}"
+    TIMEOUT 120)
 endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_runner.py)
@@ -54,4 +59,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_runner.py)
     COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_runner.py\" --build-dir \"$2\""
             sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(bench-runner PROPERTIES LABELS bench TIMEOUT 180)
+endif()
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_rss_timeline.py)
+  # bench/rss_timeline.py at tiny size: CSV, JSON and table of the RSS sampler
+  add_test(NAME bench-rss-timeline
+    COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_rss_timeline.py\" --build-dir \"$2\""
+            sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(bench-rss-timeline PROPERTIES LABELS bench TIMEOUT 120)
 endif()

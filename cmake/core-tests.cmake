@@ -6,10 +6,11 @@
 #                  linked with libkite.so), core_model, core_model_override, core_cxx,
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
-#                  core_fork, core_fork_override, core_oom, core_oom_override,
+#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return,
 #                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover
-#   TSan           core_stress and core_threads (reduced) via kite-noover
+#   TSan           core_stress, core_threads and core_memory_return (reduced) via kite-noover
+#   core_memory_return runs in the normal and TSan builds (not ASan: it measures RSS)
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
 # label `core-tests`; run them with `ctest -L core-tests`.
 set(_ct ${PROJECT_SOURCE_DIR}/tests)
@@ -42,6 +43,14 @@ if(TARGET kite-noover)
     set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=3")
   elseif(KITE_SANITIZE STREQUAL "thread")
     set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=2")
+  endif()
+  # memory return: thread exit, idle with the background purger, fork, OOM, many threads
+  if(NOT KITE_SANITIZE STREQUAL "address")
+    kite_test(core_memory_return SOURCES ${_ct}/integration/test_memory_return.c LIBS kite-noover)
+    _kite_ct_props(core_memory_return 180)
+    if(KITE_SANITIZE STREQUAL "thread")
+      set_tests_properties(core_memory_return PROPERTIES ENVIRONMENT "KITE_MEMRET_TSAN=1")
+    endif()
   endif()
   if(KITE_SANITIZE STREQUAL "")
     kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover)

@@ -1,17 +1,41 @@
 /* src/arena.c -- arenas, runs of units and purging (contract in arena.h).
  *
- * Arena layout (KITE_ARENA_SIZE bytes, aligned to its size):
+ * Arena layout (KITE_ARENA_SIZE bytes, aligned to its size; only [0, mapped_units) is
+ * mapped: a new arena maps KITE_ARENA_FIRST_UNITS and doubles (MAP_FIXED_NOREPLACE) when
+ * no arena has room, so address space follows use; the unmapped rest is reserved in the
+ * buddy heap, and an arena whose neighbour took that space just stays smaller):
  *   [0, 128 KiB)            kite_page_t pages[1024], one descriptor per unit
  *   [128 KiB, +256)         kite_arena_t header
  *   [.., ..)                the buddy heap's metadata
  *   meta_units units are reserved in the buddy heap so they are never handed out.
  * Every unit's descriptor says what it is: META, FREE, SMALL/LARGE head, or a non-head
  * unit of a run (head_off != 0). The descriptors of a free run are rewritten when it is
- * allocated. The arena header keeps, per unit, what only the lock holder reads: is_free,
- * dirty (touched since the last purge) and freed_ms.
+ * allocated. The arena header keeps, per unit, what only the arena's lock holder reads:
+ * is_free, dirty (touched since the last purge) and freed_ms.
  *
- * Invariant: is_free[u] iff u is free in the buddy heap (then its descriptor says FREE).
- * All of this is guarded by arena_lock.
+ * The arena table: every arena has a slot (slots[], static, so a slot's lock outlives the
+ * arena it guards: a thread that read a stale slot number locks it and finds arena ==
+ * NULL). avail[k] has bit s set iff slot s holds an arena whose largest free block has
+ * order >= k; a run of order k is claimed from the first such slot at or after the
+ * calling thread's last slot, so finding space reads a few words, never every arena.
+ *
+ * Invariants (under the slot's lock):
+ *   is_free[u] iff u is free in the buddy heap (then its descriptor says FREE);
+ *   avail[k] bit s iff largest_free_order(slots[s].arena) >= k.
+ * Units being purged are reserved in the buddy heap (is_free = 0, dirty = 0) while the OS
+ * call runs without the lock; purging is serialized by purge_lock, which also guards
+ * unmapping empty arenas, so a purge never meets a vanishing arena. No OS call is made
+ * under a slot lock or the table lock.
+ *
+ * Decay (KITE_PURGE_DELAY_MS = D > 0): a purge step looks at the ages of an arena's dirty
+ * free units in 16 bands of D/16. A unit freed at age a may stay committed with weight
+ * 1 - a/D, so the step keeps at most sum(1 - a/D) units and purges the oldest first until
+ * it does: what has been free for D or more always goes, recent frees stay for reuse, and
+ * a steady free rate leaves about half of the last D's frees committed. Steps run from
+ * frees at most every D/16 ms (purge_lock is only tried: a free never waits for a purge),
+ * from thread exit, and from the background purger. An arena whose units are all free and
+ * purged is unmapped by a step (unless it is the only one); kite_trim and a failed mapping
+ * unmap every empty arena.
  */
 #include "arena.h"
 #include "pagemap.h"
@@ -24,27 +48,55 @@
 #include <kite/buddy.h>
 
 #define KITE_ARENA_MAGIC 0x6b69746561726e61ull /* "kitearna" */
+#ifndef KITE_ARENA_MAX
+/* Most arenas at once (16384 x 64 MiB = 1 TiB of small and large blocks). */
+#define KITE_ARENA_MAX 16384
+#endif
+#define AVAIL_WORDS (KITE_ARENA_MAX / 64)
+#ifndef KITE_ARENA_FIRST_UNITS
+/* Units of a new arena mapped at first (16 = 1 MiB): the arena grows by doubling as it
+ * fills, so a small program reserves a few MiB of address space, not 64. */
+#define KITE_ARENA_FIRST_UNITS 16
+#endif
+#define DECAY_BANDS 16
 
-/* Per-unit state owned by the arena lock lives here, not in the descriptors (which the
+/* Per-unit state owned by the slot lock lives here, not in the descriptors (which the
  * page owners write without the lock). */
 typedef struct kite_arena_s {
   uint64_t magic;
-  struct kite_arena_s *next;
   kite_buddy_t *buddy;
+  uint32_t slot;
   uint32_t meta_units;
+  uint32_t dirty_free;                 /* units with is_free && dirty */
+  uint32_t mapped_units;               /* [0, mapped_units) is mapped; the rest reserved */
+  bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
-  uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the purge delay) */
+  uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
 } kite_arena_t;
 
 #define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
 #define ARENA_BUDDY_OFF ((ARENA_HDR_OFF + sizeof(kite_arena_t) + 63) & ~(size_t)63)
 
-static kite_lock_t arena_lock = KITE_LOCK_INIT;
-static kite_arena_t *arena_list;
-static uintptr_t arena_hint;
-static uint64_t last_purge_ms;
-static size_t dirty_free_units;
+typedef struct {
+  kite_lock_t lock;
+  kite_arena_t *arena; /* written under lock (atomic: peeked by the fork hooks) */
+} __attribute__((aligned(64))) arena_slot_t;
+
+static arena_slot_t slots[KITE_ARENA_MAX];
+static uint64_t avail[KITE_LARGE_MAX_ORDER + 1][AVAIL_WORDS]; /* atomic words */
+static uint64_t taken[AVAIL_WORDS];  /* slot has an arena; guarded by table_lock */
+static uint64_t growable[AVAIL_WORDS]; /* atomic: slot's arena is not all mapped (may grow) */
+static uint32_t slots_hi;            /* 1 + highest slot ever used (atomic) */
+static uint32_t arena_count;         /* guarded by table_lock */
+static kite_lock_t table_lock = KITE_LOCK_INIT;
+static kite_lock_t purge_lock = KITE_LOCK_INIT;
+static uintptr_t arena_hint;         /* where to map the next arena (atomic) */
+static uint64_t last_purge_ms;       /* atomic */
+static size_t dirty_free_units;      /* atomic: sum of dirty_free */
+static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));
+
+void (*_kite_arena_dirty_hook)(void);
 
 static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
   return (kite_arena_t *)(((uintptr_t)pg & ~(uintptr_t)KITE_ARENA_MASK) + ARENA_HDR_OFF);
@@ -53,150 +105,424 @@ static inline kite_page_t *arena_pages(kite_arena_t *a) {
   return (kite_page_t *)((uintptr_t)a - ARENA_HDR_OFF);
 }
 
-/* Map and initialize a new arena. Caller holds arena_lock. NULL + ENOMEM on failure. */
-static kite_arena_t *arena_new(void) {
-  size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
-  void *base = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, (void *)arena_hint);
-  if (!base) return NULL;
-  if ((uintptr_t)base >> KITE_ADDR_BITS) { /* outside the page map: cannot be ours */
-    _kite_os_unmap(base, KITE_ARENA_SIZE);
-    errno = ENOMEM;
-    return NULL;
+/* Make avail[] agree with a's largest free block. Caller holds a's slot lock. */
+static void avail_update(kite_arena_t *a) {
+  int top = kite_buddy_largest_free_order(a->buddy);
+  uint32_t w = a->slot >> 6;
+  uint64_t bit = (uint64_t)1 << (a->slot & 63);
+  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++) {
+    bool want = k <= top, has = (__atomic_load_n(&avail[k][w], __ATOMIC_RELAXED) & bit) != 0;
+    if (want && !has) __atomic_fetch_or(&avail[k][w], bit, __ATOMIC_RELEASE);
+    else if (!want && has) __atomic_fetch_and(&avail[k][w], ~bit, __ATOMIC_RELEASE);
   }
-  if (_kite_options.hugepages) _kite_os_advise_huge(base, KITE_ARENA_SIZE);
+}
+static void avail_clear(uint32_t slot) {
+  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++)
+    __atomic_fetch_and(&avail[k][slot >> 6], ~((uint64_t)1 << (slot & 63)), __ATOMIC_RELEASE);
+}
+
+/* The first slot at or after `from` (wrapping) whose arena may have a block of order k;
+ * -1 if none. Reads one bit word per 64 slots in use. */
+static int avail_find(unsigned k, uint32_t from) {
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  if (hi == 0) return -1;
+  uint32_t words = (hi + 63) >> 6;
+  if (from >= hi) from = 0;
+  uint32_t w0 = from >> 6;
+  for (uint32_t i = 0; i <= words; i++) {
+    uint32_t w = (w0 + i) % words;
+    uint64_t m = __atomic_load_n(&avail[k][w], __ATOMIC_ACQUIRE);
+    if (i == 0) m &= ~(uint64_t)0 << (from & 63);
+    if (i == words) m &= ((uint64_t)1 << (from & 63)) - 1; /* the wrapped part of w0 */
+    if (m) return (int)(w * 64 + (uint32_t)__builtin_ctzll(m));
+  }
+  return -1;
+}
+
+/* Map and initialize a new arena and put it in a free slot. No lock held on entry; takes
+ * the table lock only to register it. false + ENOMEM on failure. */
+static bool arena_new(void) {
+  size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
+  uint32_t meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  uint32_t first = KITE_ARENA_FIRST_UNITS;
+  while (first < 2 * meta_units && first < KITE_ARENA_UNITS) first *= 2;
+  if (first > KITE_ARENA_UNITS) first = KITE_ARENA_UNITS;
+  size_t first_bytes = (size_t)first << KITE_UNIT_SHIFT;
+  void *base = _kite_os_map_aligned(first_bytes, KITE_ARENA_SIZE,
+                                    (void *)__atomic_load_n(&arena_hint, __ATOMIC_RELAXED));
+  if (!base) return false;
+  if ((uintptr_t)base >> KITE_ADDR_BITS) { /* outside the page map: cannot be ours */
+    _kite_os_unmap(base, first_bytes);
+    errno = ENOMEM;
+    return false;
+  }
+  if (_kite_options.hugepages) _kite_os_advise_huge(base, first_bytes);
   kite_arena_t *a = (kite_arena_t *)((uint8_t *)base + ARENA_HDR_OFF);
   a->magic = KITE_ARENA_MAGIC;
-  a->meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  a->meta_units = meta_units;
+  a->mapped_units = first;
   kite_check(kite_buddy_init(&a->buddy, (uint8_t *)base + ARENA_BUDDY_OFF, meta, KITE_ARENA_UNITS) == 0);
   kite_check(kite_buddy_reserve(a->buddy, 0, a->meta_units) == 0);
+  kite_check(kite_buddy_reserve(a->buddy, first, KITE_ARENA_UNITS - first) == 0);
   kite_page_t *pages = arena_pages(a);
   for (uint32_t i = 0; i < a->meta_units; i++) pages[i].kind = KITE_KIND_META;
-  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS; i++) a->is_free[i] = 1;
-  a->next = arena_list;
-  arena_list = a;
-  arena_hint = (uintptr_t)base + KITE_ARENA_SIZE;
+  for (uint32_t i = a->meta_units; i < first; i++) a->is_free[i] = 1;
   _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_ARENA);
+  __atomic_store_n(&arena_hint, (uintptr_t)base + KITE_ARENA_SIZE, __ATOMIC_RELAXED);
+
+  _kite_lock(&table_lock);
+  int slot = -1;
+  for (uint32_t w = 0; w < AVAIL_WORDS && slot < 0; w++)
+    if (~taken[w]) slot = (int)(w * 64 + (uint32_t)__builtin_ctzll(~taken[w]));
+  if (slot >= 0) {
+    taken[slot >> 6] |= (uint64_t)1 << (slot & 63);
+    arena_count++;
+    a->slot = (uint32_t)slot;
+    if ((uint32_t)slot + 1 > slots_hi) __atomic_store_n(&slots_hi, (uint32_t)slot + 1, __ATOMIC_RELEASE);
+    _kite_lock(&slots[slot].lock);
+    __atomic_store_n(&slots[slot].arena, a, __ATOMIC_RELEASE);
+    avail_update(a);
+    if (first < KITE_ARENA_UNITS) __atomic_fetch_or(&growable[slot >> 6], (uint64_t)1 << (slot & 63), __ATOMIC_RELEASE);
+    _kite_unlock(&slots[slot].lock);
+  }
+  _kite_unlock(&table_lock);
+  if (slot < 0) { /* the table is full */
+    _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_NONE);
+    _kite_os_unmap(base, first_bytes);
+    errno = ENOMEM;
+    return false;
+  }
+  tls_slot = (uint32_t)slot;
   _kite_stat_commit((int64_t)(a->meta_units * KITE_UNIT_SIZE));
   __atomic_fetch_add(&_kite_stats.arenas, 1, __ATOMIC_RELAXED);
+  return true;
+}
+
+/* Map more of a partly mapped arena: double it. The OS call runs without the lock, the
+ * new units reserved meanwhile (they are until the end). If the address space after it is
+ * taken or refused, the arena stays as it is and is no longer grown. */
+static bool arena_grow(uint32_t slot) {
+  arena_slot_t *s = &slots[slot];
+  uint64_t bit = (uint64_t)1 << (slot & 63);
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  if (!a || a->growing || a->mapped_units >= KITE_ARENA_UNITS) {
+    _kite_unlock(&s->lock);
+    return false;
+  }
+  a->growing = true;
+  uint32_t old = a->mapped_units, now = old * 2 > KITE_ARENA_UNITS ? KITE_ARENA_UNITS : old * 2;
+  _kite_unlock(&s->lock);
+  uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
+  size_t len = (size_t)(now - old) << KITE_UNIT_SHIFT;
+  bool ok = _kite_os_map_at(at, len);
+  if (ok && _kite_options.hugepages) _kite_os_advise_huge(at, len);
+  _kite_lock(&s->lock);
+  if (ok) {
+    kite_check(kite_buddy_unreserve(a->buddy, old, now - old) == 0);
+    for (uint32_t u = old; u < now; u++) a->is_free[u] = 1;
+    a->mapped_units = now;
+    avail_update(a);
+  }
+  if (!ok || now == KITE_ARENA_UNITS) __atomic_fetch_and(&growable[slot >> 6], ~bit, __ATOMIC_RELEASE);
+  a->growing = false;
+  _kite_unlock(&s->lock);
+  return ok;
+}
+
+/* The first slot at or after `from` whose arena may grow; -1 if none. (A bit per slot: on
+ * the path that found no arena with space, before mapping a new one.) */
+static int growable_find(uint32_t from) {
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    uint32_t s = (from + i) % hi;
+    uint64_t m = __atomic_load_n(&growable[s >> 6], __ATOMIC_ACQUIRE) >> (s & 63);
+    if (m & 1) return (int)s;
+  }
+  return -1;
+}
+
+/* Claim a block of 2^order units from the arena in `slot`, if it has one. */
+static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
+  arena_slot_t *s = &slots[slot];
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  if (!a || kite_buddy_alloc(a->buddy, order, idx) != 0) {
+    _kite_unlock(&s->lock);
+    return NULL;
+  }
+  uint32_t n = 1u << order;
+  size_t fresh = 0, reused = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t u = *idx + i;
+    kite_assert(a->is_free[u]);
+    a->is_free[u] = 0;
+    if (a->dirty[u]) reused++; else fresh++;
+    a->dirty[u] = 1;
+  }
+  a->dirty_free -= (uint32_t)reused;
+  avail_update(a);
+  _kite_unlock(&s->lock);
+  if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
+  *clean = reused == 0;
+  *newly = fresh;
   return a;
 }
 
 kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   uint64_t idx = 0;
-  kite_arena_t *a;
-  _kite_lock(&arena_lock);
-  for (a = arena_list; a; a = a->next)
-    if (kite_buddy_largest_free_order(a->buddy) >= (int)order && kite_buddy_alloc(a->buddy, order, &idx) == 0) break;
-  if (!a) {
-    a = arena_new();
-    if (!a || kite_buddy_alloc(a->buddy, order, &idx) != 0) {
-      _kite_unlock(&arena_lock);
-      errno = ENOMEM;
-      return NULL;
+  bool clean = true;
+  size_t newly = 0;
+  kite_arena_t *a = NULL;
+  for (int round = 0;; round++) {
+    uint32_t from = tls_slot;
+    for (int tries = 0; !a && tries < 8; tries++) {
+      int s = avail_find(order, from);
+      if (s < 0) break;
+      a = slot_claim((uint32_t)s, order, &idx, &clean, &newly);
+      if (a) tls_slot = (uint32_t)s;
+      from = (uint32_t)s + 1;
     }
+    if (a) break;
+    /* other threads took the space of the arenas this thread mapped three times over */
+    if (round == 3) { errno = ENOMEM; return NULL; }
+    int g = growable_find(tls_slot);
+    if (g >= 0 && arena_grow((uint32_t)g)) { round--; continue; } /* grown: not a new arena */
+    if (!arena_new()) return NULL; /* errno = ENOMEM */
   }
   kite_page_t *head = arena_pages(a) + idx;
   uint32_t n = 1u << order;
-  bool clean = true;
-  size_t newly = 0;
+  /* the run is ours: its descriptors need no lock */
   for (uint32_t i = 0; i < n; i++) {
     kite_page_t *d = head + i;
-    kite_assert(a->is_free[idx + i]);
-    a->is_free[idx + i] = 0;
-    if (a->dirty[idx + i]) { clean = false; dirty_free_units--; } else newly++;
-    a->dirty[idx + i] = 1;
     d->head_off = i;
-    /* META until the caller says what the run is: never FREE, or a purge could take it */
+    /* META until the caller says what the run is: never FREE */
     d->kind = KITE_KIND_META;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
-  _kite_unlock(&arena_lock);
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
   head->order = (uint8_t)order;
   *zero = clean;
   return head;
 }
 
-/* Decommit free dirty units of one arena freed before `cutoff` ms. Caller holds the lock. */
-static size_t arena_purge_one(kite_arena_t *a, bool force, uint32_t cutoff) {
-  size_t purged = 0;
-  uint32_t i = a->meta_units;
-#define PURGEABLE(k) (a->is_free[k] && a->dirty[k] && (force || (int32_t)(cutoff - a->freed_ms[k]) >= 0))
-  while (i < KITE_ARENA_UNITS) {
-    if (!PURGEABLE(i)) { i++; continue; }
-    uint32_t j = i;
-    while (j < KITE_ARENA_UNITS && PURGEABLE(j)) a->dirty[j++] = 0;
-#undef PURGEABLE
-    _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
-    purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
-    dirty_free_units -= j - i;
-    i = j;
-  }
-  return purged;
-}
-
-static size_t purge_locked(bool force, uint64_t now) {
-  size_t purged = 0;
-  uint32_t cutoff = (uint32_t)(now - (uint64_t)(_kite_options.purge_delay_ms > 0 ? _kite_options.purge_delay_ms : 0));
-  for (kite_arena_t *a = arena_list; a; a = a->next) purged += arena_purge_one(a, force, cutoff);
-  last_purge_ms = now;
-  if (purged) {
-    _kite_stat_commit(-(int64_t)purged);
-    __atomic_fetch_add(&_kite_stats.purged, purged, __ATOMIC_RELAXED);
-  }
-  return purged;
-}
-
-void _kite_arena_free_run(kite_page_t *head) {
+/* Give the run back; dirty: its units stay committed (for reuse, until the decay). */
+static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
   unsigned order = head->order;
   uint32_t n = 1u << order;
   kite_arena_t *a = arena_of_page(head);
   uint32_t idx = (uint32_t)(head - arena_pages(a));
-  int64_t delay = _kite_options.purge_delay_ms;
-  uint64_t now = delay > 0 ? _kite_os_now_ms() : 0;
-  if (delay == 0) _kite_os_decommit(_kite_page_start(head), (size_t)n << KITE_UNIT_SHIFT);
-  _kite_lock(&arena_lock);
   for (uint32_t i = 0; i < n; i++) {
     kite_page_t *d = head + i;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
     d->kind = KITE_KIND_FREE;
     d->head_off = 0;
     d->block_size = 0;
+  }
+  arena_slot_t *s = &slots[a->slot];
+  _kite_lock(&s->lock);
+  for (uint32_t i = 0; i < n; i++) {
     a->is_free[idx + i] = 1;
     a->freed_ms[idx + i] = (uint32_t)now;
-    if (delay == 0) a->dirty[idx + i] = 0; else { a->dirty[idx + i] = 1; dirty_free_units++; }
+    a->dirty[idx + i] = dirty;
   }
+  if (dirty) a->dirty_free += n;
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);
-  if (delay > 0 && dirty_free_units && now - last_purge_ms >= (uint64_t)delay) purge_locked(false, now);
-  _kite_unlock(&arena_lock);
-  if (delay == 0) {
+  avail_update(a);
+  _kite_unlock(&s->lock);
+  if (dirty) __atomic_fetch_add(&dirty_free_units, n, __ATOMIC_SEQ_CST); /* see purger.c */
+  else {
     _kite_stat_commit(-(int64_t)((size_t)n << KITE_UNIT_SHIFT));
     __atomic_fetch_add(&_kite_stats.purged, (size_t)n << KITE_UNIT_SHIFT, __ATOMIC_RELAXED);
   }
 }
 
+void _kite_arena_free_run(kite_page_t *head) {
+  int64_t delay = _kite_options.purge_delay_ms;
+  if (delay == 0) {
+    _kite_os_decommit(_kite_page_start(head), (size_t)KITE_UNIT_SIZE << head->order);
+    free_run(head, false, 0);
+    return;
+  }
+  uint64_t now = _kite_os_now_ms();
+  free_run(head, true, now);
+  if (delay > 0) {
+    uint64_t tick = (uint64_t)delay / DECAY_BANDS;
+    if (tick == 0) tick = 1;
+    if (now - __atomic_load_n(&last_purge_ms, __ATOMIC_RELAXED) >= tick) _kite_arena_purge(false);
+  }
+  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+}
+
+/* ---- purging (caller holds purge_lock) ---- */
+
+/* Decommit [i, j) of a: reserved while the OS call runs without the slot lock. Entered and
+ * left with the slot lock held. */
+static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j) {
+  kite_check(kite_buddy_reserve(a->buddy, i, j - i) == 0);
+  for (uint32_t k = i; k < j; k++) { a->is_free[k] = 0; a->dirty[k] = 0; }
+  a->dirty_free -= j - i;
+  avail_update(a);
+  _kite_unlock(&s->lock);
+  _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
+  _kite_lock(&s->lock);
+  kite_check(kite_buddy_unreserve(a->buddy, i, j - i) == 0);
+  for (uint32_t k = i; k < j; k++) a->is_free[k] = 1;
+  avail_update(a);
+}
+
+/* One decay step (or, force, a full purge) of the arena in slot s. Returns bytes purged;
+ * *empty tells whether the arena is now all free and all purged. */
+static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty) {
+  size_t purged = 0;
+  *empty = false;
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  if (!a) { _kite_unlock(&s->lock); return 0; }
+  int64_t d = _kite_options.purge_delay_ms;
+  uint32_t min_age = 0; /* purge dirty free units at least this old (ms) */
+  if (!a->dirty_free) goto done;
+  if (!force) {
+    if (d <= 0) goto done;
+    uint32_t band = (uint32_t)(d / DECAY_BANDS) ? (uint32_t)(d / DECAY_BANDS) : 1;
+    uint32_t hist[DECAY_BANDS + 1] = {0};
+    for (uint32_t u = a->meta_units; u < KITE_ARENA_UNITS; u++) {
+      if (!(a->is_free[u] && a->dirty[u])) continue;
+      uint32_t b = ((uint32_t)now - a->freed_ms[u]) / band;
+      hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
+    }
+    /* kept units allowed, in 32nds: band b (ages [b, b+1) bands) weighs 1 - (b + 1/2)/16 */
+    uint64_t allowed32 = 0, total = 0;
+    for (uint32_t b = 0; b < DECAY_BANDS; b++) allowed32 += (uint64_t)hist[b] * (2 * DECAY_BANDS - 1 - 2 * b);
+    for (uint32_t b = 0; b <= DECAY_BANDS; b++) total += hist[b];
+    uint64_t allowed = allowed32 / (2 * DECAY_BANDS);
+    if (total <= allowed) goto done;
+    uint64_t excess = total - allowed, acc = 0;
+    uint32_t b = DECAY_BANDS + 1;
+    while (b > 0 && acc < excess) acc += hist[--b];
+    min_age = b * band;
+  }
+  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
+#define PURGEABLE(k) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= min_age)
+    if (!PURGEABLE(i)) { i++; continue; }
+    uint32_t j = i;
+    while (j < KITE_ARENA_UNITS && PURGEABLE(j)) j++;
+#undef PURGEABLE
+    purge_range(s, a, i, j);
+    purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
+    __atomic_fetch_sub(&dirty_free_units, j - i, __ATOMIC_RELAXED);
+    i = j;
+  }
+done:
+  *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
+  _kite_unlock(&s->lock);
+  return purged;
+}
+
+/* Unmap the arena in slot s if it is still empty. Caller holds purge_lock. Bytes unmapped. */
+static size_t arena_unmap(uint32_t slot) {
+  arena_slot_t *s = &slots[slot];
+  _kite_lock(&table_lock);
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  bool empty = a && a->dirty_free == 0 && !a->growing &&
+               kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
+  size_t mapped = empty ? (size_t)a->mapped_units << KITE_UNIT_SHIFT : 0;
+  if (empty) {
+    __atomic_store_n(&s->arena, NULL, __ATOMIC_RELEASE);
+    avail_clear(slot);
+    __atomic_fetch_and(&growable[slot >> 6], ~((uint64_t)1 << (slot & 63)), __ATOMIC_RELEASE);
+    taken[slot >> 6] &= ~((uint64_t)1 << (slot & 63));
+    arena_count--;
+  }
+  _kite_unlock(&s->lock);
+  _kite_unlock(&table_lock);
+  if (!empty) return 0;
+  /* nobody can reach it now: no run is allocated in it, and the slot says NULL */
+  uintptr_t base = (uintptr_t)arena_pages(a);
+  uint32_t meta = a->meta_units;
+  _kite_pagemap_set(base, KITE_ARENA_SIZE, KITE_PM_NONE);
+  _kite_os_unmap((void *)base, mapped); /* only what is ours: the rest may be another map */
+  _kite_stat_commit(-(int64_t)((size_t)meta * KITE_UNIT_SIZE));
+  __atomic_fetch_sub(&_kite_stats.arenas, 1, __ATOMIC_RELAXED);
+  return mapped;
+}
+
+static size_t purge_all(bool force, uint64_t now) {
+  size_t purged = 0, unmapped = 0;
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    if (!__atomic_load_n(&slots[i].arena, __ATOMIC_ACQUIRE)) continue;
+    bool empty;
+    purged += arena_decay(&slots[i], force, now, &empty);
+    /* a decay step keeps one arena mapped (the next run would map it again) */
+    if (empty && (force || __atomic_load_n(&arena_count, __ATOMIC_RELAXED) > 1)) unmapped += arena_unmap(i);
+  }
+  if (purged) {
+    _kite_stat_commit(-(int64_t)purged);
+    __atomic_fetch_add(&_kite_stats.purged, purged, __ATOMIC_RELAXED);
+  }
+  return purged + unmapped;
+}
+
 size_t _kite_arena_purge(bool force) {
-  _kite_lock(&arena_lock);
-  size_t r = purge_locked(force, _kite_os_now_ms());
-  _kite_unlock(&arena_lock);
+  if (force) _kite_lock(&purge_lock);
+  else if (pthread_mutex_trylock(&purge_lock) != 0) return 0; /* someone else purges */
+  uint64_t now = _kite_os_now_ms();
+  __atomic_store_n(&last_purge_ms, now, __ATOMIC_RELAXED);
+  size_t r = purge_all(force, now);
+  _kite_unlock(&purge_lock);
   return r;
 }
 
-void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg) {
-  _kite_lock(&arena_lock);
-  for (kite_arena_t *a = arena_list; a; a = a->next) {
-    kite_page_t *pages = arena_pages(a);
-    for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS; i++) {
-      kite_page_t *d = pages + i;
-      uint8_t kind = __atomic_load_n(&d->kind, __ATOMIC_ACQUIRE);
-      if (!a->is_free[i] && d->head_off == 0 && (kind == KITE_KIND_SMALL || kind == KITE_KIND_LARGE)) fn(d, arg);
-    }
-  }
-  _kite_unlock(&arena_lock);
+size_t _kite_arena_dirty_bytes(void) {
+  return __atomic_load_n(&dirty_free_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;
 }
 
-void _kite_arena_fork_prepare(void) { _kite_lock(&arena_lock); }
-void _kite_arena_fork_parent(void) { _kite_unlock(&arena_lock); }
-void _kite_arena_fork_child(void) { _kite_lock_reinit(&arena_lock); }
+/* purge_lock keeps every arena mapped (only purges unmap them); each arena is read under
+ * its slot lock, so no run changes hands (is_free, kinds) while it is looked at. */
+void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg) {
+  _kite_lock(&purge_lock);
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t s = 0; s < hi; s++) {
+    if (!__atomic_load_n(&slots[s].arena, __ATOMIC_ACQUIRE)) continue;
+    _kite_lock(&slots[s].lock);
+    kite_arena_t *a = slots[s].arena;
+    if (a) {
+      kite_page_t *pages = arena_pages(a);
+      uint32_t mapped = __atomic_load_n(&a->mapped_units, __ATOMIC_ACQUIRE);
+      for (uint32_t i = a->meta_units; i < mapped && i < KITE_ARENA_UNITS; i++) {
+        kite_page_t *d = pages + i;
+        uint8_t kind = __atomic_load_n(&d->kind, __ATOMIC_ACQUIRE);
+        if (!a->is_free[i] && d->head_off == 0 && (kind == KITE_KIND_SMALL || kind == KITE_KIND_LARGE)) fn(d, arg);
+      }
+    }
+    _kite_unlock(&slots[s].lock);
+  }
+  _kite_unlock(&purge_lock);
+}
 
+size_t _kite_arena_count(void) { return __atomic_load_n(&arena_count, __ATOMIC_RELAXED); }
+
+/* Fork: purge_lock, then the table lock, then every slot lock (the order a thread takes
+ * them in); the child re-creates them all. */
+void _kite_arena_fork_prepare(void) {
+  _kite_lock(&purge_lock);
+  _kite_lock(&table_lock);
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) _kite_lock(&slots[i].lock);
+}
+void _kite_arena_fork_parent(void) {
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) _kite_unlock(&slots[i].lock);
+  _kite_unlock(&table_lock);
+  _kite_unlock(&purge_lock);
+}
+void _kite_arena_fork_child(void) {
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) _kite_lock_reinit(&slots[i].lock);
+  _kite_lock_reinit(&table_lock);
+  _kite_lock_reinit(&purge_lock);
+}

@@ -1,12 +1,15 @@
 /* src/arena.h -- arenas (64 MiB aligned reservations carved by the buddy page heap into
- * runs of 2^k units), and purging of free runs.
+ * runs of 2^k units), purging of free runs (decay) and unmapping of empty arenas.
  *
  * Layer: above os, buddy and pagemap; below huge, page and heap. The arena writes only the
  * arena-level fields of a run's descriptors (kind, head_off, order, heap = NULL); what a run
  * is used for (small page, large block) is filled in by the layer that asked for it.
  *
- * Locking: one global arena lock serializes the buddy heaps of all arenas, the arena list
- * and purging.
+ * Locking: one lock per arena (in a static slot table) guards its buddy heap and per-unit
+ * state, held only for the buddy operation; the table lock guards slot assignment; the
+ * purge lock serializes purge steps and unmapping. No OS call is made under the arena or
+ * table locks. Finding an arena with a free block of order k reads a per-order bit set of
+ * arena slots (arena.c), starting at the calling thread's last arena.
  */
 #ifndef KITE_ARENA_H
 #define KITE_ARENA_H
@@ -15,19 +18,29 @@
 /* Allocate a run of 2^order units (order <= KITE_LARGE_MAX_ORDER). Returns its head
  * descriptor (every unit's kind = META until the caller sets the head's, heap = NULL,
  * order set, head_off of the other units set); *zero tells whether all of it is known to
- * be zero. NULL with errno = ENOMEM when no arena can be had. Takes the arena lock. */
+ * be zero. NULL with errno = ENOMEM when no arena can be had. */
 kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
-/* Give a run back (head descriptor). Takes the arena lock. May purge old free runs. */
+/* Give a run back (head descriptor). It stays committed for reuse until the decay purges
+ * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
-/* Decommit free runs; force: all of them now, else only those older than the purge delay.
- * Returns the number of bytes decommitted. */
+/* force: decommit every free run and unmap every empty arena (waits for a purge in
+ * progress); else one decay step (skipped if another thread is purging). Returns the
+ * number of bytes decommitted plus those of the arenas unmapped. */
 size_t _kite_arena_purge(bool force);
+/* Bytes in free runs that are still committed (a sequentially consistent load). */
+size_t _kite_arena_dirty_bytes(void);
+/* Arenas mapped now. */
+size_t _kite_arena_count(void);
+/* When set, called (with no lock held) after a free left committed free memory behind;
+ * the background purger (purger.c, a layer above) installs it. */
+extern void (*_kite_arena_dirty_hook)(void);
 /* Call fn for the head descriptor of every run in use as a small page or a large block
- * (introspection: statistics, kite_visit_all). Holds the arena lock throughout, so fn must
- * not allocate runs or free them; what fn reads of the page (lists, counts) may be changing
- * under it unless the owners are quiescent. */
+ * (introspection: statistics, kite_visit_all). Holds purge_lock throughout (no arena is
+ * unmapped) and each arena's slot lock while its runs are visited, so fn must not allocate
+ * or free runs; what fn reads of a page (lists, counts) may be changing under it unless
+ * the page's owner is quiescent. */
 void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg);
-/* For fork: take / release / re-create the arena lock. */
+/* For fork: take / release / re-create the arena locks. */
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
 void _kite_arena_fork_child(void);

@@ -514,7 +514,11 @@ size_t _kite_heap_trim(void) {
 }
 
 void _kite_heap_collect_stats(kite_gstats_t *out) {
-  *out = _kite_stats;
+  /* every field is a uint64_t that other threads update atomically (the purger thread
+   * among them): copy it word by word with atomic loads */
+  const uint64_t *src = (const uint64_t *)&_kite_stats;
+  uint64_t *dst = (uint64_t *)out;
+  for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   _kite_lock(&heap_lock);
   for (kite_heap_t *h = heap_live; h; h = h->next_all) {
     for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += h->issued[c];

@@ -137,10 +137,9 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   if (extra >= ((size_t)1 << KITE_ADDR_BITS)) { errno = ENOMEM; return NULL; }
   size_t total = off + len + extra;
   uint8_t *raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
-  if (!raw && __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) { /* the OS refused: give back cached huge maps, retry */
-    _kite_lock(&huge_lock);
-    huge_cache_expire(true, 0);
-    _kite_unlock(&huge_lock);
+  if (!raw) { /* the OS refused: give back cached huge maps and empty arenas, retry */
+    _kite_huge_cache_release(true);
+    if (_kite_arena_count() > 0) _kite_arena_purge(true);
     raw = _kite_os_map_aligned(total, KITE_ARENA_SIZE, NULL);
   }
   if (!raw) return NULL;
@@ -191,11 +190,15 @@ bool _kite_huge_free(void *p) {
     if (slot >= 0 && huge_cache_bytes + h->user_len <= HUGE_CACHE_BYTES) {
       huge_cache[slot].h = h;
       huge_cache[slot].freed_ms = now;
-      __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + h->user_len, __ATOMIC_RELAXED);
+      __atomic_store_n(&huge_cache_bytes, huge_cache_bytes + h->user_len, __ATOMIC_SEQ_CST); /* purger.c */
       h = NULL;
     }
     _kite_unlock(&huge_lock);
-    if (!h) return true;
+    if (!h) {
+      void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+      if (hook) hook(); /* the background purger expires it */
+      return true;
+    }
   }
   huge_unmap(h);
   return true;
@@ -231,9 +234,12 @@ size_t _kite_huge_cache_release(bool force) {
   return r;
 }
 
+size_t _kite_huge_cache_bytes(void) { return __atomic_load_n(&huge_cache_bytes, __ATOMIC_SEQ_CST); }
+
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   kite_page_t *pg = _kite_arena_alloc_run(order, zero);
-  if (!pg && _kite_huge_cache_release(true)) pg = _kite_arena_alloc_run(order, zero);
+  /* the OS refused a new arena: give back cached huge maps and other empty arenas, retry */
+  if (!pg && (_kite_huge_cache_release(true) | _kite_arena_purge(true))) pg = _kite_arena_alloc_run(order, zero);
   if (pg) KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << order);
   return pg;
 }

@@ -22,6 +22,8 @@ kite_owned_t *_kite_huge_owned(const void *p);
 bool _kite_huge_resize(void *p, size_t new_size);
 /* Unmap cached maps: all of them (force) or those older than the purge delay. Bytes. */
 size_t _kite_huge_cache_release(bool force);
+/* Bytes of cached maps (a sequentially consistent load). */
+size_t _kite_huge_cache_bytes(void);
 /* A run from the arenas; when the OS refuses a new arena, the huge cache is given back and
  * the run tried once more. NULL + ENOMEM. */
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero);

@@ -16,6 +16,7 @@
 #include "huge.h"
 #include "arena.h"
 #include "options.h"
+#include "purger.h"
 #include "os.h"
 #include <pthread.h>
 
@@ -33,6 +34,7 @@ static void fork_parent(void) {
   _kite_heap_fork_parent();
 }
 static void fork_child(void) {
+  _kite_purger_fork_child();
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();
@@ -48,6 +50,7 @@ void _kite_process_init(void) {
     if (fd >= 0) stats_fd = fd;
   }
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
+  if (_kite_options.background) _kite_purger_enable(true);
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }

@@ -6,6 +6,7 @@
 #include <kite.h>
 #include "heap.h"
 #include "options.h"
+#include "purger.h"
 #include "stats.h"
 #include "message.h"
 #include "visit.h"
@@ -57,7 +58,7 @@ KITE_API void kite_stats_print(int fd) {
   _kite_out_str(&o, ", purged: "); _kite_out_bytes(&o, s->purged);
   _kite_out_str(&o, " (given back so far)\n");
   out_kv(&o, "  arenas: ", s->arenas);
-  _kite_out_str(&o, " (64 MiB reservations)\n");
+  _kite_out_str(&o, " (mapped now, up to 64 MiB each)\n");
   out_kv(&o, "  live: ", l->small_blocks + l->large_blocks + l->huge_blocks);
   _kite_out_str(&o, " blocks, "); _kite_out_bytes(&o, l->small_bytes + l->large_bytes + l->huge_bytes);
   _kite_out_str(&o, " (blocks handed out and not freed, at their usable sizes)\n");
@@ -208,6 +209,7 @@ KITE_API long kite_option_get(kite_option_t option) {
   case KITE_OPTION_ABORT_ON_ERROR: return _kite_options.abort_on_error;
   case KITE_OPTION_PURGE_DELAY_MS: return (long)_kite_options.purge_delay_ms;
   case KITE_OPTION_HUGEPAGES: return _kite_options.hugepages;
+  case KITE_OPTION_BACKGROUND: return _kite_options.background;
   }
   return -1;
 }
@@ -220,5 +222,9 @@ KITE_API void kite_option_set(kite_option_t option, long value) {
   case KITE_OPTION_ABORT_ON_ERROR: _kite_options.abort_on_error = value != 0; break;
   case KITE_OPTION_PURGE_DELAY_MS: _kite_options.purge_delay_ms = value; break;
   case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value != 0; break;
+  case KITE_OPTION_BACKGROUND:
+    _kite_options.background = value != 0;
+    _kite_purger_enable(value != 0);
+    break;
   }
 }

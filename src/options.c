@@ -41,6 +41,7 @@ void _kite_options_read(void) {
     _kite_options.abort_on_error = env_bool("KITE_ABORT_ON_ERROR", false);
     _kite_options.hugepages = env_bool("KITE_HUGEPAGES", false);
     _kite_options.purge_delay_ms = env_int("KITE_PURGE_DELAY_MS", KITE_DEFAULT_PURGE_DELAY_MS);
+    _kite_options.background = env_bool("KITE_BACKGROUND", false);
     __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);
   } else {
     while (__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2) { /* another thread is reading */ }

@@ -18,7 +18,8 @@ typedef struct kite_options_s {
   bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
   bool abort_on_error;    /* KITE_ABORT_ON_ERROR (0): abort after reporting an invalid free */
   bool hugepages;         /* KITE_HUGEPAGES (0): advise transparent huge pages on arenas */
-  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): how long freed runs stay committed */
+  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): decay time of freed runs and huge maps */
+  bool background;        /* KITE_BACKGROUND (0): a purger thread returns memory of idle processes */
 } kite_options_t;
 extern kite_options_t _kite_options;
 

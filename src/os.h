@@ -14,6 +14,9 @@
 /* Map `size` bytes aligned to `align` (a power of two >= 4 KiB), read/write, zero filled.
  * `hint` (aligned, or NULL) is tried first. Returns NULL with errno = ENOMEM on failure. */
 void *_kite_os_map_aligned(size_t size, size_t align, void *hint);
+/* Map [p, p+size) read/write, zero filled, exactly there and only if nothing is mapped
+ * there (p and size multiples of 4 KiB). false if it cannot (errno unchanged). */
+bool _kite_os_map_at(void *p, size_t size);
 /* Unmap a range returned by _kite_os_map_aligned (or a page-aligned part of it). */
 void _kite_os_unmap(void *p, size_t size);
 /* Give the pages of [p, p+size) back to the OS; they read as zero afterwards. */

@@ -94,8 +94,7 @@ KITE_API int malloc_info(int options, FILE *fp) {
   fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n", (unsigned long long)s.committed);
   fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n", (unsigned long long)s.peak_committed);
   fprintf(fp, "<system type=\"purged\" size=\"%llu\"/>\n", (unsigned long long)s.purged);
-  fprintf(fp, "<aspace type=\"arenas\" count=\"%llu\" size=\"%llu\"/>\n", (unsigned long long)s.arenas,
-          (unsigned long long)(s.arenas * KITE_ARENA_SIZE));
+  fprintf(fp, "<aspace type=\"arenas\" count=\"%llu\"/>\n", (unsigned long long)s.arenas);
   fprintf(fp, "<frees remote=\"%llu\" invalid=\"%llu\"/>\n", (unsigned long long)s.remote_frees,
           (unsigned long long)s.invalid_frees);
   fprintf(fp, "</malloc>\n");

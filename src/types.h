@@ -6,6 +6,7 @@
  *           first units hold metadata: the page descriptor table (one kite_page_t per
  *           unit, at the very start of the arena), then the arena header, then the buddy
  *           heap's metadata. The rest is handed out by the buddy heap in runs of 2^k units.
+ *           Only a prefix is mapped at first (1 MiB), doubled as the arena fills.
  *   page    a run of 2^k units used for one purpose: a slab of one size class (small
  *           page), or one large object (large run). Its descriptor is the descriptor of
  *           its first unit (the head); the other units' descriptors hold head_off (the
@@ -33,6 +34,7 @@
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units, purge
  *   huge                  blocks with their own OS mapping, the huge cache
+ *   purger                the optional background purger thread (KITE_BACKGROUND)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
  *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
  *   alloc / free          the public entry points (fast paths first)

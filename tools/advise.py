@@ -822,13 +822,14 @@ def git_describe():
 # ---------------------------------------------------------------------------------------
 # The command
 # ---------------------------------------------------------------------------------------
-def capture(cmd, out_trace, sites, log):
+def capture(cmd, out_trace, sites, log, build_dir):
     env = dict(os.environ)
     if sites:
         env["KITE_TRACE_SITES"] = "1"
     log(f"capturing: {' '.join(cmd)}")
-    r = subprocess.run([sys.executable, os.path.join(HERE, "kite-trace"), "-o", out_trace, "--"] + cmd,
-                       env=env)
+    shim = os.path.join(build_dir, "libkite-trace.so")  # the build the caller named
+    r = subprocess.run([sys.executable, os.path.join(HERE, "kite-trace"), "-o", out_trace,
+                        "--lib", shim, "--"] + cmd, env=env)
     if not os.path.exists(out_trace):
         raise AdviseError(f"no trace captured from {cmd[0]} (exit {r.returncode})")
     return r.returncode
@@ -852,7 +853,7 @@ def run(args):
             trace = args.trace
         else:
             trace = os.path.abspath(args.save_trace) if args.save_trace else os.path.join(tmp, "program.trace")
-            program_rc = capture(args.command, trace, not args.no_sites, log)
+            program_rc = capture(args.command, trace, not args.no_sites, log, build)
         a = analyze(trace)
         log(f"trace: {a['ops']:,} requests, {len(a['tids'])} threads, peak {fmt_bytes(a['peak_live'])} live")
         allocs = find_allocators(build, want_policies=not args.no_policies)

@@ -12,7 +12,7 @@ For each N it generates the seed's two timing scripts (tools/gen_trace.py, seede
                     (each coalesces with both free neighbours); timed: the reallocs (3N+1 .. 4N)
 and replays each with build/kite-replay --json -r START END on every allocator: every lab
 policy, kite, glibc's malloc, and each installed peer (jemalloc, tcmalloc, mimalloc,
-tbbmalloc) preloaded under --malloc. Then it replays each captured program trace in
+tbbmalloc, mimalloc3 from .venv) preloaded under --malloc. Then it replays each captured program trace in
 tests/data/traces/ whole. Runs at N <= 100,000 are repeated (--repeats, default 3) and the
 median is reported; larger N run once. A run that fails is recorded as a failure with its
 message, never as a time. Default N: 5k 10k 25k 50k 100k 250k 500k 1M -- the seed's range,
@@ -20,6 +20,7 @@ sized so the whole job stays under ~10 minutes on a 2-core machine.
 """
 import argparse
 import datetime
+import glob
 import json
 import math
 import os
@@ -73,6 +74,12 @@ def allocators(replay, peers):
             p = find_lib(lib)
             if p:
                 out.append((label, ["--malloc"], {"LD_PRELOAD": p}))
+        # mimalloc3: the cmeel-mimalloc wheel `make venv` installs (as bench/run.py finds it)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        mi3 = sorted(glob.glob(os.path.join(here, ".venv", "lib", "python3*", "site-packages",
+                                            "cmeel.prefix", "lib", "libmimalloc.so.3")))
+        if mi3:
+            out.append(("mimalloc3", ["--malloc"], {"LD_PRELOAD": mi3[-1]}))
     return out
 
 

@@ -2,7 +2,8 @@
  *
  * The allocator core's yardstick: THREADS threads, each with SLOTS slots; each of N
  * operations picks a random slot, frees the block in it (if any) and allocates a new one of
- * a uniformly random size in 8..1024 bytes. REMOTE percent (default 20) of those frees are
+ * a uniformly random size in 8..MAX bytes (MAX = 1024 by default; -m 16000 gives the
+ * 8..16000 B random-size churn of the classic cross-thread benchmarks). REMOTE percent (default 20) of those frees are
  * not done locally: the block goes into a batch for the next thread (t+1 mod THREADS), and
  * full batches of 64 are pushed on that thread's inbox (a mutex-protected stack), which
  * each thread drains and frees every 256 operations (and keeps draining after its own
@@ -40,7 +41,7 @@ typedef struct thr_s {
 } thr_t;
 
 static thr_t *g_thr;
-static long g_threads, g_slots, g_ops, g_remote_pct;
+static long g_threads, g_slots, g_ops, g_remote_pct, g_max;
 static uint64_t g_seed;
 static pthread_barrier_t g_bar;
 static atomic_long g_running; /* threads still in their main loop */
@@ -98,7 +99,7 @@ static void *run(void *arg) {
         t->frees++;
       }
     }
-    s->n = (uint32_t)wl_rng_range(&r, 8, 1024);
+    s->n = (uint32_t)wl_rng_range(&r, 8, (uint64_t)g_max);
     s->tag = (uint32_t)(t->id << 24) ^ (uint32_t)i;
     s->p = wl_malloc(s->n);
     wl_stamp(s->p, s->n, s->tag);
@@ -128,16 +129,19 @@ static void *run(void *arg) {
 }
 
 static const char usage[] =
-    "usage: kite-wl-churn [-h] [-t THREADS] [-n OPS] [-k SLOTS] [-r REMOTE%] [-s SEED]\n"
-    "  Each thread OPS times replaces a random one of SLOTS blocks by a new one of 8..1024\n"
+    "usage: kite-wl-churn [-h] [-t THREADS] [-n OPS] [-k SLOTS] [-r REMOTE%] [-m MAX]\n"
+    "                     [-s SEED]\n"
+    "  Each thread OPS times replaces a random one of SLOTS blocks by a new one of 8..MAX\n"
     "  bytes; REMOTE% of the frees are handed to the next thread, in batches of 64.\n"
-    "  Defaults: -t 2 -n 1000000 -k 4096 -r 20 -s 1.\n";
+    "  Defaults: -t 2 -n 1000000 -k 4096 -r 20 -m 1024 -s 1.\n";
 
 int main(int argc, char **argv) {
   wl_opts_t o = {.threads = 2, .size = 1000000, .seed = 1};
   o.extra['k'] = 4096;
   o.extra['r'] = 20;
-  wl_parse(argc, argv, &o, "kr", usage);
+  o.extra['m'] = 1024;
+  wl_parse(argc, argv, &o, "krm", usage);
+  g_max = o.extra['m'] < 8 ? 8 : o.extra['m'] > (1l << 30) ? (1l << 30) : o.extra['m'];
   g_threads = o.threads;
   g_ops = o.size;
   g_slots = o.extra['k'] < 1 ? 1 : o.extra['k'];

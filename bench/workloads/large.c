@@ -1,7 +1,9 @@
 /* bench/workloads/large.c -- large objects, 64 KiB .. 32 MiB.
  *
  * Each of THREADS threads keeps a window of LIVE large blocks; N times it replaces a random
- * one with a block whose size is log-uniform in [64 KiB, MAX] (default 32 MiB), writing a
+ * one with a block whose size is log-uniform in [64 KiB, MAX] (default 32 MiB), or, with
+ * -a MIN, uniform in [MIN, MAX] (-a 5242880 -m 26214400 -l 20 -t 1: the classic "5..25 MiB,
+ * up to 20 live" large-block benchmark), writing a
  * stamp at the start of every 4 KiB page (so the pages are really touched, as a program
  * filling a buffer would) and checking all of them before the free. What it measures: how
  * the allocator gets big blocks (mmap per block, cached page runs, purging) and what that
@@ -18,7 +20,7 @@ typedef struct blk_s {
 } blk_t;
 
 typedef struct thr_s {
-  long id, iters, live, maxsz;
+  long id, iters, live, maxsz, minsz;
   uint64_t seed, sum;
   long bad;
 } thr_t;
@@ -60,6 +62,7 @@ static void *run(void *arg) {
     }
     int sh = (int)wl_rng_range(&r, (uint64_t)lo, (uint64_t)hi);
     size_t n = ((size_t)1 << sh) + (size_t)wl_rng_below(&r, (uint64_t)1 << sh);
+    if (t->minsz) n = (size_t)wl_rng_range(&r, (uint64_t)t->minsz, (uint64_t)t->maxsz);
     if (n > (size_t)t->maxsz) n = (size_t)t->maxsz;
     if (n < (1u << 16)) n = 1u << 16;
     w[k].p = (unsigned char *)wl_malloc(n);
@@ -78,21 +81,23 @@ static void *run(void *arg) {
 }
 
 static const char usage[] =
-    "usage: kite-wl-large [-h] [-t THREADS] [-n ITERS] [-l LIVE] [-m MAXBYTES] [-s SEED]\n"
+    "usage: kite-wl-large [-h] [-t THREADS] [-n ITERS] [-l LIVE] [-m MAXBYTES] [-a MINBYTES]\n"
+    "                     [-s SEED]\n"
     "  Each thread replaces ITERS times a random one of LIVE blocks by a new one of\n"
-    "  64 KiB..MAXBYTES (log-uniform), touching every page. Defaults: -t 2 -n 400 -l 8\n"
-    "  -m 33554432 -s 1.\n";
+    "  64 KiB..MAXBYTES (log-uniform), touching every page. With -a: MINBYTES..MAXBYTES,\n"
+    "  uniform. Defaults: -t 2 -n 400 -l 8 -m 33554432 -a 0 -s 1.\n";
 
 int main(int argc, char **argv) {
   wl_opts_t o = {.threads = 2, .size = 400, .seed = 1};
   o.extra['l'] = 8;
   o.extra['m'] = 32l << 20;
-  wl_parse(argc, argv, &o, "lm", usage);
+  wl_parse(argc, argv, &o, "lma", usage);
   thr_t *ts = (thr_t *)calloc((size_t)o.threads, sizeof *ts);
   if (!ts) wl_oom(0);
   for (long i = 0; i < o.threads; i++)
     ts[i] = (thr_t){.id = i, .iters = o.size, .live = o.extra['l'] < 1 ? 1 : o.extra['l'],
                     .maxsz = o.extra['m'] < (1l << 16) ? (1l << 16) : o.extra['m'],
+                    .minsz = o.extra['a'] > o.extra['m'] ? o.extra['m'] : o.extra['a'],
                     .seed = o.seed};
   double t0 = wl_now();
   wl_run_threads(o.threads, run, ts, sizeof *ts);

@@ -59,6 +59,19 @@ void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
   return NULL;
 }
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+bool _kite_os_map_at(void *p, size_t size) {
+  int saved = errno;
+  /* kernels before 4.17 take the flag for a hint: the address check below catches that */
+  void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (q != MAP_FAILED && q != p) munmap(q, size);
+  errno = saved;
+  return q == p;
+}
+
 void _kite_os_unmap(void *p, size_t size) {
   int saved = errno;
   munmap(p, size);

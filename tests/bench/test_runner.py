@@ -9,8 +9,14 @@ segfaults in malloc; libkite-bench-wrong.so corrupts live blocks), then parses w
 results.csv (the command on the first line, one row per workload x allocator, the right
 statuses), results.json (the same rows, allocators and skipped ones), results.md (a table
 with a column per allocator, "CRASH sig 11" and "WRONG" in it, never a time for those).
-It also checks the runner's verdicts for exit codes, --list, and bad options. Charts are
-checked too when matplotlib is importable (PNG signature), else run with --no-charts.
+It also checks the runner's verdicts for exit codes, --list, and bad options; the spread
+(min, max, quartiles) and the rotation of the allocator order; the start-up-dominated
+cases kept out of the geometric means; the kite-secure column (a copy of libkite.so in a
+stand-in build directory) never counted as a peer; mimalloc3 found in .venv; the replay row
+(kite-wl-replay -l N TRACE); and the real-program rows: under glibc their output check
+passes, a forged reference makes them WRONG, and the corrupting and crashing preloads are
+reported as failures. Charts are checked too when matplotlib is importable (PNG signature),
+else run with --no-charts.
 Prints one line per test and the harness's "N passed, N failed" line.
 """
 import argparse
@@ -48,7 +54,7 @@ def main():
     cmd = [sys.executable, RUNNER, "--build-dir", build, "--no-build", "--size", "tiny",
            "--reps", "2", "--workloads", "churn,collatz-list", "--threads", "2",
            "--alloc", f"crash={crash}", "--alloc", f"wrong={wrong}",
-           "--out", out, "--no-progress"] + ([] if charts else ["--no-charts"])
+           "--out", out, "--no-progress", "--short-ms", "0"] + ([] if charts else ["--no-charts"])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     state = {}
 
@@ -79,7 +85,8 @@ def main():
             if r["status"] == "ok":
                 check(float(r["wall_s"]) > 0 and float(r["cpu_s"]) >= 0, f"times {r}")
                 check(float(r["peak_rss_mib"]) > 0.5, f"rss {r}")
-                check(float(r["peak_rss_mib"]) < 12, f"rss measures the workload only: {r}")
+                # the runner's own RSS is over 20 MiB; mimalloc3 alone reaches ~12 here
+                check(float(r["peak_rss_mib"]) < 16, f"rss measures the workload only: {r}")
                 check(len(r["walls_s"].split()) == 2, f"both walls listed {r}")
             else:
                 check(r["wall_s"] == "" and r["ratio_glibc"] == "", f"no time for failure {r}")
@@ -94,6 +101,51 @@ def main():
         peers = [x for x in allocs if x not in ("kite", "glibc", "crash", "wrong")]
         for x in peers:  # the Debian peers are healthy: they must produce times
             check(by[("churn", x)]["status"] == "ok", f"peer {x} runs churn")
+
+    def spread_and_rotation():
+        with open(os.path.join(out, "results.json")) as f:
+            j = json.load(f)
+        n_alloc = len({r["allocator"] for r in j["rows"]})
+        for r in j["rows"]:
+            if r["status"] != "ok":
+                check(r["wall_min_s"] is None and r["wall_max_s"] is None, f"no spread {r}")
+                continue
+            walls = [x["wall_s"] for x in r["runs"]]
+            check(r["wall_min_s"] == min(walls) and r["wall_max_s"] == max(walls),
+                  f"min/max of the runs {r}")
+            check(r["wall_min_s"] <= r["wall_q1_s"] <= r["wall_s"] <= r["wall_q3_s"]
+                  <= r["wall_max_s"], f"quartiles ordered {r}")
+            orders = [x["order"] for x in r["runs"]]
+            # two repetitions: the order rotates by one, so every allocator moves
+            check(len(orders) == 2 and orders[1] == (orders[0] - 1) % n_alloc,
+                  f"order rotated {orders} of {n_alloc}")
+        for r in state["rows"]:
+            if r["status"] == "ok":
+                check(float(r["wall_min_s"]) <= float(r["wall_s"]) <= float(r["wall_max_s"]),
+                      f"csv spread {r}")
+                check(r["short"] == "0", "--short-ms 0: nothing is short")
+        with open(os.path.join(out, "results.md")) as f:
+            md = f.read()
+        body = [l for l in md.splitlines() if l.startswith("| churn ")]
+        check(body and " ±" in body[0] and "ms ±" in body[0], f"spread in the table {body[:1]}")
+        # the same rows with a 1000 s threshold: every case is start-up dominated
+        import run
+        keep = run.SHORT_S
+        try:
+            run.SHORT_S = 1000.0
+            cases = [dict(label=l, workload=l.split()[0], threads=2)
+                     for l in dict.fromkeys(r["label"] for r in j["rows"])]
+            check(sorted(run.short_cases(j["rows"], cases)) == sorted(c["label"] for c in cases),
+                  "all short")
+            names = sorted({r["allocator"] for r in j["rows"]})
+            check(run.geomeans(j["rows"], names, cases) is None, "no geometric mean of short cases")
+            t = run.wall_table(j["rows"], names, cases)
+            check("| churn † |" in t and "geometric mean" not in t, f"short marked: {t}")
+            run.SHORT_S = 0.0
+            gm = run.geomeans(j["rows"], names, cases)
+            check(gm and gm["cases"] >= 1 and gm["short"] == [], f"threshold 0 keeps all: {gm}")
+        finally:
+            run.SHORT_S = keep
 
     def json_matches_csv():
         with open(os.path.join(out, "results.json")) as f:
@@ -176,7 +228,9 @@ def main():
         check(q.returncode == 0, "--list")
         for w in ("collatz-ivec", "collatz-list", "rnbench", "larson", "xmalloc",
                   "cache-thrash", "cache-scratch", "realloc", "large", "graph",
-                  "thread-churn", "churn", "replay", "glibc"):
+                  "thread-churn", "churn", "replay", "glibc", "xfer", "thread-rounds",
+                  "rnbench-seed", "churn-16k", "large-5-25m", "graph-teardown", "sqlite3",
+                  "python3", "gcc", "xz"):
             check(f"  {w} " in q.stdout, f"--list names {w}")
         q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--workloads", "nope",
                             "--no-progress", "--no-charts", "--out", os.path.join(tmp, "x")],
@@ -192,13 +246,15 @@ def main():
                             "--workloads", "replay", "--allocs", "glibc", "--no-progress",
                             "--no-charts", "--out", os.path.join(tmp, "y")],
                            capture_output=True, text=True, timeout=60)
-        check("replay: skipped (kite-replay not built)" in q.stderr, f"replay skip {q.stderr}")
-        # a stand-in kite-replay: the runner passes --malloc TRACE and takes rc 0
+        check("replay: skipped (" in q.stderr and "kite-wl-replay not built)" in q.stderr,
+              f"replay skip {q.stderr}")
+        # a stand-in kite-wl-replay: the runner passes -l LOOPS TRACE and wants a checksum
         fake = os.path.join(tmp, "fake")
         os.makedirs(fake)
-        with open(os.path.join(fake, "kite-replay"), "w") as f:
-            f.write('#!/bin/sh\necho "args: $*"\n[ "$1" = --malloc ] && [ -f "$2" ]\n')
-        os.chmod(os.path.join(fake, "kite-replay"), 0o755)
+        with open(os.path.join(fake, "kite-wl-replay"), "w") as f:
+            f.write('#!/bin/sh\necho "args: $*"\n[ "$1" = -l ] && [ -f "$3" ] && '
+                    'echo "checksum: 1 ok"\n')
+        os.chmod(os.path.join(fake, "kite-wl-replay"), 0o755)
         trace = os.path.join(tmp, "t.trace")
         with open(trace, "w") as f:
             f.write("a 0 16\nf 0\n")
@@ -212,10 +268,133 @@ def main():
             rows = json.load(f)["rows"]
         check(len(rows) == 1 and rows[0]["workload"] == "replay"
               and rows[0]["status"] == "ok" and rows[0]["command"].endswith(
-                  "kite-replay --malloc " + trace), f"replay row {rows}")
+                  "kite-wl-replay -l 200 " + trace), f"replay row {rows}")
 
-    return run_tests((runner_exits_zero, csv_is_well_formed, json_matches_csv, markdown_table,
-              charts_written, verdicts, list_and_errors, replay_reported))
+    def kite_secure_and_mimalloc3():
+        kite = os.path.join(build, "libkite.so")
+        if not os.path.exists(kite):
+            return
+        fake = os.path.join(tmp, "secure")
+        os.makedirs(fake)
+        for f in ("kite-wl-churn", "kite-bench-exec", "libkite.so"):
+            os.symlink(os.path.join(build, f), os.path.join(fake, f))
+        os.symlink(kite, os.path.join(fake, "libkite-secure.so"))
+        import run
+        allocs = run.discover_allocators(fake, [], False)
+        names = [a["name"] for a in allocs]
+        check(names[:3] == ["kite", "kite-secure", "glibc"], f"kite builds first: {names}")
+        mi3 = [a for a in allocs if a["name"] == "mimalloc3"]
+        check(len(mi3) == 1, "mimalloc3 listed")
+        if mi3 and mi3[0]["status"] == "ok":
+            check(mi3[0]["path"].endswith("cmeel.prefix/lib/libmimalloc.so.3")
+                  and mi3[0]["version"].startswith("3."), f"mimalloc3 {mi3[0]}")
+        elif mi3:
+            check("cmeel-mimalloc" in mi3[0]["reason"], f"mimalloc3 reason {mi3[0]}")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", fake, "--no-build",
+                            "--size", "tiny", "--workloads", "churn", "--threads", "2",
+                            "--reps", "1", "--short-ms", "0", "--no-progress", "--no-charts",
+                            "--out", os.path.join(tmp, "s")],
+                           capture_output=True, text=True, timeout=120)
+        check(q.returncode == 0, f"secure run {q.stderr[-1000:]}")
+        with open(os.path.join(tmp, "s", "results.json")) as f:
+            j = json.load(f)
+        rows = {r["allocator"]: r for r in j["rows"]}
+        check("kite-secure" in rows and rows["kite-secure"]["status"] == "ok",
+              f"kite-secure measured: {sorted(rows)}")
+        for r in rows.values():
+            check(r["best_peer"] not in ("kite", "kite-secure", "glibc"), f"peer {r['best_peer']}")
+        peers = [n for n in rows if n not in ("kite", "kite-secure", "glibc")]
+        if peers:
+            check(j["summary"] and "kite_secure_best_peer" in j["summary"], "secure geomean")
+        with open(os.path.join(tmp, "s", "results.md")) as f:
+            head = next(l for l in f if l.startswith("| workload"))
+        check("| kite-secure |" in head, f"kite-secure column {head}")
+
+    def real_programs():
+        import run
+        helper = os.path.join(build, "kite-bench-exec")
+        progs = [p for p in ("sqlite3", "python3", "gcc") if os.path.exists("/usr/bin/" + p)]
+        for p in progs:
+            c, why = run.program_case(p, run.WORKLOADS[p]["args"]["tiny"], build, 60)
+            check(c is not None and c["ref"], f"{p}: reference made under glibc ({why})")
+            if not c:
+                continue
+            r = run.run_case(c, None, 60, helper)
+            check(r["status"] == "ok" and r["digest"] == c["ref"], f"{p} again: {r['status']}")
+            c["ref"] = "0" * 64  # a forged reference: the output check must fail
+            r = run.run_case(c, None, 60, helper)
+            check(r["status"] == "WRONG" and "differs from the reference" in r["output"],
+                  f"{p} forged reference: {r['status']}")
+        if not progs:
+            return
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--no-build",
+                            "--size", "tiny", "--workloads", ",".join(progs), "--reps", "1",
+                            "--allocs", "glibc,wrong,crash", "--alloc", f"wrong={wrong}",
+                            "--alloc", f"crash={crash}", "--short-ms", "0", "--no-progress",
+                            "--no-charts", "--out", os.path.join(tmp, "p")],
+                           capture_output=True, text=True, timeout=120)
+        check(q.returncode == 0, f"programs run {q.stderr[-1000:]}")
+        with open(os.path.join(tmp, "p", "results.json")) as f:
+            rows = {(r["workload"], r["allocator"]): r for r in json.load(f)["rows"]}
+        for p in progs:
+            check(rows[(p, "glibc")]["status"] == "ok", f"{p} under glibc")
+            # gcc's driver reports its crashed cc1 with exit 1: a FAIL, never a time
+            st = rows[(p, "crash")]["status"]
+            check(st == ("FAIL rc=1" if p == "gcc" else "CRASH sig 11"), f"{p} crash: {st}")
+        # blocks corrupted under python3 and gcc: never reported as a time
+        for p in ("python3", "gcc"):
+            if p in progs:
+                st = rows[(p, "wrong")]["status"]
+                check(st == "WRONG" or st.startswith(("FAIL", "CRASH")), f"{p} wrong: {st}")
+
+    def docs_and_readme_blocks():
+        """--docs rewrites docs/benchmarks.md keeping the sections other tools write, and the
+        README's bench-table block, keeping its markers and the text around them."""
+        import run
+        with open(os.path.join(out, "results.json")) as f:
+            j = json.load(f)
+        root = os.path.join(tmp, "root")
+        os.makedirs(os.path.join(root, "docs"))
+        with open(os.path.join(root, "README.md"), "w") as f:
+            f.write("before\n<!-- bench-table -->\nold table\n<!-- /bench-table -->\nafter\n")
+        kept = ("<!-- notes -->\nhand notes\n<!-- /notes -->",
+                "<!-- fastpath-table -->\n| fast | 1 |\n<!-- /fastpath-table -->",
+                "<!-- rss-timeline -->\nrss table\n<!-- /rss-timeline -->")
+        with open(os.path.join(root, "docs", "benchmarks.md"), "w") as f:
+            f.write("# old\n\n" + "\n\nstale text\n\n".join(kept) + "\n")
+        names = [a["name"] for a in j["allocators"] if a["status"] == "ok"]
+        cases = [dict(label=l, workload=l.split()[0], threads=2 if " " in l else None)
+                 for l in dict.fromkeys(r["label"] for r in j["rows"])]
+
+        class A:
+            allocs_ok = [a for a in j["allocators"] if a["status"] == "ok"]
+        keep, keep_short = run.ROOT, run.SHORT_S
+        try:
+            run.ROOT, run.SHORT_S = root, 0.0
+            run.write_docs(j["meta"], "RESULTS-TABLE\n", [], out, A, cases, j["rows"])
+        finally:
+            run.ROOT, run.SHORT_S = keep, keep_short
+        with open(os.path.join(root, "docs", "benchmarks.md")) as f:
+            page = f.read()
+        for k in kept:
+            check(page.count(k) == 1, f"kept once: {k[:30]}")
+        check("RESULTS-TABLE" in page and "stale text" not in page and "# old" not in page,
+              "page regenerated")
+        check(page.index("<!-- fastpath-table -->") < page.index("<!-- rss-timeline -->")
+              < page.index("## Workloads"), "sections in order")
+        with open(os.path.join(root, "README.md")) as f:
+            readme = f.read()
+        check(readme.startswith("before\n<!-- bench-table -->\nWall time, median of 2 interleaved "
+                               "runs at size `tiny`, ratio")
+              and readme.endswith("<!-- /bench-table -->\nafter\n")
+              and "old table" not in readme and "| churn " in readme
+              and "| **geometric mean** |" in readme and " ±" not in readme,
+              f"README block: {readme}")
+
+    return run_tests((runner_exits_zero, csv_is_well_formed, spread_and_rotation,
+                      json_matches_csv, markdown_table, charts_written, verdicts,
+                      list_and_errors, replay_reported, kite_secure_and_mimalloc3,
+                      real_programs, docs_and_readme_blocks))
 
 
 if __name__ == "__main__":

@@ -79,7 +79,60 @@ static const char *const k_tiny[] = {
     "./kite-wl-churn -t 2 -n 20000 -k 256",
     "./kite-wl-churn -t 8 -n 5000 -k 256",
     "./kite-wl-churn -t 1 -n 5000 -k 64 -r 100",
+    "./kite-wl-xfer -t 2 -n 2000",
+    "./kite-wl-xfer -t 8 -n 2000 -q 3",
+    "./kite-wl-thread-rounds -t 4 -n 3 -k 100 -i 500",
+    "./kite-wl-rnbench -m 1 -t 8 -n 1000 -i 5000",
+    "./kite-wl-churn -t 8 -n 5000 -k 256 -m 16000",
+    "./kite-wl-large -t 1 -n 4 -l 3 -a 5242880 -m 8388608",
+    "./kite-wl-graph -n 5000 -r 2 -w 0",
+    "./kite-wl-phases -n 4 -t 4 -i 10",
 };
+
+/* The checksums of the new workloads at fixed options: they depend only on the options and
+ * the seed (never on the allocator or the scheduling), so a change in what a workload does
+ * shows up here. Computed once under glibc and kite, which agree. */
+static const struct { const char *cmd, *sum; } k_known[] = {
+    {"./kite-wl-xfer -t 2 -n 2000", "9e3779b97f506e5b"},
+    {"./kite-wl-xfer -t 5 -n 1000 -q 7", "9e3779b97f506ac0"},
+    {"./kite-wl-thread-rounds -t 4 -n 3 -k 100 -i 500", "19316937806572ea"},
+    {"./kite-wl-rnbench -m 1 -t 2 -n 1000 -i 5000", "62847c80948fff2c"},
+    {"./kite-wl-churn -t 2 -n 20000 -k 256 -m 16000", "9e3779b9928dfd80"},
+    {"./kite-wl-large -t 1 -n 4 -l 3 -a 5242880 -m 8388608", "e69f651667737b19"},
+    {"./kite-wl-graph -n 5000 -r 1 -w 0", "0000000000bf0a02"},
+    {"./kite-wl-phases -n 4 -t 4 -i 10", "8d2ac06039975329"},
+    {"./kite-wl-replay -l 1 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "961be508da10b59b"},
+    {"./kite-wl-replay -l 3 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "3d3091665e1ab1f6"},
+};
+
+TEST(new_workloads_known_checksums) {
+  char ck[32];
+  for (size_t i = 0; i < sizeof k_known / sizeof k_known[0]; i++) {
+    int st = run("%s", k_known[i].cmd);
+    expect_ok(k_known[i].cmd, st);
+    const char *got = checksum(ck, sizeof ck);
+    if (!got || strcmp(got, k_known[i].sum)) fprintf(stderr, "%s:\n%s\n", k_known[i].cmd, g_out);
+    expect_true(got && !strcmp(got, k_known[i].sum));
+  }
+  /* rnbench -m 1 says which loop ran; -m 2 is not a mode */
+  expect_ok("rnbench -m 1", run("./kite-wl-rnbench -m 1 -t 1 -n 100 -i 1000"));
+  expect_true(strstr(g_out, "x 1000 iterations (mode 1)") != NULL);
+  expect_true(exited(run("./kite-wl-rnbench -m 2"), 64));
+  /* phases announces every phase, in order */
+  expect_ok("phases", run("./kite-wl-phases -n 2 -t 2 -i 5"));
+  const char *want[] = {"phase build ", "phase free ", "phase idle ", "phase rebuild ",
+                        "phase threads ", "phase idle2 ", "phase teardown ", "phase end "};
+  const char *at = g_out;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const char *p = strstr(at, want[i]);
+    expect_true(p != NULL);
+    if (p) at = p;
+  }
+  /* replay: a missing or malformed trace is a usage error naming the problem */
+  expect_true(exited(run("./kite-wl-replay -l 1 /nonexistent.trace"), 64));
+  expect_true(exited(run("./kite-wl-replay"), 2));
+  expect_true(strstr(g_out, "one TRACE file") != NULL);
+}
 
 TEST(tiny_runs_verify_themselves) {
   for (size_t i = 0; i < sizeof k_tiny / sizeof k_tiny[0]; i++) expect_ok(k_tiny[i], run("%s", k_tiny[i]));
@@ -133,7 +186,8 @@ TEST(seeded_and_deterministic) {
 TEST(help_and_bad_options) {
   static const char *const names[] = {"collatz-ivec", "collatz-list", "rnbench", "larson",
                                       "xmalloc", "cache-thrash", "cache-scratch", "realloc",
-                                      "large", "graph", "thread-churn", "churn"};
+                                      "large", "graph", "thread-churn", "churn", "xfer",
+                                      "thread-rounds", "phases", "replay"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int st = run("./kite-wl-%s -h", names[i]);
     expect_true(exited(st, 0));
@@ -152,6 +206,12 @@ TEST(self_checks_catch_a_corrupting_allocator) {
       "./kite-wl-xmalloc -t 2 -n 100",
       "./kite-wl-collatz-list -n 1000",
       "./kite-wl-churn -t 2 -n 20000 -k 256",
+      "./kite-wl-xfer -t 2 -n 5000",
+      "./kite-wl-thread-rounds -t 2 -n 2 -k 100 -i 2000",
+      "./kite-wl-rnbench -m 1 -t 2 -n 1000 -i 20000",
+      "./kite-wl-graph -n 5000 -r 1 -w 0",
+      "./kite-wl-phases -n 2 -t 2 -i 1",
+      "./kite-wl-replay -l 20 \"$KITE_BENCH_SRC/tests/data/traces/sqlite3.trace\"",
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int st = run("env LD_PRELOAD=./libkite-bench-wrong.so %s", cmds[i]);
@@ -172,6 +232,7 @@ int main(void) {
   if (!g_bin) g_bin = ".";
   test_rng_init(1);
   RUN(tiny_runs_verify_themselves);
+  RUN(new_workloads_known_checksums);
   RUN(collatz_known_answers);
   RUN(seeded_and_deterministic);
   RUN(help_and_bad_options);

@@ -1,0 +1,82 @@
+/* src/purger.c -- the background purger (contract in purger.h).
+ *
+ * state: 0 no thread, 1 a thread is running (or being created), 2 creation failed (never
+ * retried: a free must not pay for pthread_create again and again). A free that left
+ * memory behind calls wake(): if state is 0 it claims the start (0 -> 1) and creates the
+ * thread. The thread, when it finds nothing to purge, stores 0, then looks once more: if
+ * something arrived in between it claims the start back and goes on, else it exits. All
+ * four accesses are sequentially consistent (the free's update of the dirty counter or of
+ * the huge cache bytes, its load of state; the thread's store of 0 and its second look,
+ * through _kite_arena_dirty_bytes / _kite_huge_cache_bytes), so either the free sees 0 and
+ * starts a thread, or the thread sees the new memory: nothing is left without a purger.
+ */
+#define _GNU_SOURCE
+#include "purger.h"
+#include "arena.h"
+#include "huge.h"
+#include "options.h"
+#include "os.h"
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+static int state;   /* atomic: see above */
+static bool enabled; /* atomic */
+
+static bool pending(void) {
+  return _kite_arena_dirty_bytes() != 0 || _kite_huge_cache_bytes() != 0;
+}
+
+static void *purger_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    int64_t d = _kite_options.purge_delay_ms;
+    if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_ACQUIRE) || !pending()) {
+      __atomic_store_n(&state, 0, __ATOMIC_SEQ_CST);
+      if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_SEQ_CST) || !pending()) break;
+      int expected = 0;
+      if (!__atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
+    }
+    uint64_t tick = (uint64_t)d / 8;
+    if (tick < 5) tick = 5;
+    struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    _kite_arena_purge(false);
+    _kite_huge_cache_release(false);
+  }
+  return NULL;
+}
+
+static void purger_start(void) {
+  int expected = 0;
+  if (!__atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return;
+  pthread_attr_t attr;
+  pthread_t t;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024); /* little address space under ulimit -v */
+    /* the thread takes no signal meant for the program: it inherits a full mask */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&t, &attr, purger_main, NULL); /* may call malloc/free: no lock held */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) __atomic_store_n(&state, 2, __ATOMIC_SEQ_CST);
+}
+
+/* The hook: a free left committed free memory behind. */
+static void wake(void) {
+  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_options.purge_delay_ms > 0) purger_start();
+}
+
+void _kite_purger_enable(bool on) {
+  __atomic_store_n(&enabled, on, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&_kite_arena_dirty_hook, on ? wake : (void (*)(void))0, __ATOMIC_RELEASE);
+}
+
+void _kite_purger_fork_child(void) {
+  if (__atomic_load_n(&state, __ATOMIC_RELAXED) == 1) __atomic_store_n(&state, 0, __ATOMIC_RELAXED);
+}

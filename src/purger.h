@@ -1,0 +1,24 @@
+/* src/purger.h -- the optional background purger (KITE_BACKGROUND=1): a thread that runs
+ * the arena decay steps and expires the huge cache while something freed is still
+ * committed, so memory goes back to the OS in a process that has stopped calling malloc.
+ *
+ * Layer: above arena and huge (it calls their purge functions; they reach it only through
+ * _kite_arena_dirty_hook, which _kite_purger_enable installs). Below init and introspect.
+ *
+ * Life cycle: no thread until a free leaves committed free memory behind; the thread then
+ * sleeps in steps of max(KITE_PURGE_DELAY_MS / 8, 5 ms), purging after each, and exits
+ * as soon as nothing is left to purge (after at most about KITE_PURGE_DELAY_MS), so it
+ * never keeps a process alive and a program that never frees never has one. The next free
+ * that leaves memory behind starts it again. A forked child starts without it (fork hook)
+ * and starts its own the same lazy way. Not started when the delay is negative (only
+ * kite_trim purges then) or zero (frees purge at once).
+ */
+#ifndef KITE_PURGER_H
+#define KITE_PURGER_H
+#include "types.h"
+
+/* Turn the background purger on or off (off: a running thread finishes its step and exits). */
+void _kite_purger_enable(bool on);
+/* Fork: the child has no purger thread. */
+void _kite_purger_fork_child(void);
+#endif

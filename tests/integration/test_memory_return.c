@@ -1,0 +1,279 @@
+/* tests/integration/test_memory_return.c -- memory goes back to the OS without the program
+ * calling malloc, and address space comes back after an out-of-memory episode.
+ *
+ *   thread_exit    threads allocate and free 64 MiB of small and large blocks and exit;
+ *                  with the background purger on, committed bytes and RSS fall back
+ *                  (polled: no allocator call from the test meanwhile)
+ *   idle           the main thread frees 96 MiB of large blocks and goes idle: committed
+ *                  and RSS fall by most of it
+ *   fork_purger    fork while the purger thread runs: the child allocates, frees and
+ *                  goes idle; its own purger (started lazily) returns the memory; the
+ *                  parent's purger still works
+ *   oom_arenas     (child process) exhaust RLIMIT_AS with 1 MiB blocks, free everything:
+ *                  the extra arenas are unmapped and malloc(64 MiB) succeeds
+ *   many_threads   8 threads claim and free runs of every order at once, patterns checked
+ * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
+ * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
+ */
+#define _GNU_SOURCE
+#include <kite.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define MiB ((size_t)1 << 20)
+
+static size_t statm_field(int k) {
+  char buf[160];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *s = buf;
+  for (int i = 0; i < k; i++) strtoull(s, &s, 10);
+  return (size_t)strtoull(s, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+static size_t rss(void) { return statm_field(1); }
+static size_t vm(void) { return statm_field(0); }
+static size_t committed(void) {
+  kite_stats_t s;
+  kite_stats_get(&s);
+  return s.committed;
+}
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+/* Wait (at most 20 s) until committed bytes are at most `limit`; returns the last value. */
+static size_t wait_committed_below(size_t limit) {
+  size_t c = committed();
+  for (int i = 0; i < 2000 && c > limit; i++) {
+    sleep_ms(10);
+    c = committed();
+  }
+  return c;
+}
+
+/* ---- thread exit ---- */
+static void *churn_thread(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  enum { N = 4096 };
+  static __thread void *blocks[N];
+  size_t total = 0;
+  int n = 0;
+  /* 8 MiB of small blocks, then 8 MiB of large ones, each written, then all freed */
+  while (total < 8 * MiB && n < N - 8) {
+    size_t sz = 64 + (seed = seed * 1103515245u + 12345u) % 8000;
+    blocks[n] = kite_malloc(sz);
+    if (!blocks[n]) break;
+    memset(blocks[n], 0x5a, sz);
+    total += sz;
+    n++;
+  }
+  for (int i = 0; i < 8; i++) {
+    size_t sz = MiB;
+    void *p = kite_malloc(sz);
+    if (!p) break;
+    memset(p, 0x33, sz);
+    blocks[n++] = p;
+  }
+  for (int i = 0; i < n; i++) kite_free(blocks[i]);
+  return (void *)(uintptr_t)n;
+}
+
+TEST(thread_exit) {
+  kite_malloc_trim(0);
+  size_t base = committed();
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) assert_int_eq(pthread_create(&t[i], NULL, churn_thread, (void *)(uintptr_t)(i + 1)), 0);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    expect_true((uintptr_t)r > 100);
+  }
+  size_t after_exit = committed();
+  expect_true(after_exit >= base); /* what the threads left, before the purger's step */
+  fprintf(stderr, "thread_exit: committed %zu KiB before, %zu KiB after the threads exited\n", base >> 10,
+          after_exit >> 10);
+  size_t c = wait_committed_below(base + 4 * MiB);
+  fprintf(stderr, "thread_exit: committed %zu KiB after idle\n", c >> 10);
+  expect_true(c <= base + 4 * MiB);
+}
+
+/* ---- idle ---- */
+TEST(idle) {
+  enum { N = 24 };
+  void *b[N];
+  kite_malloc_trim(0);
+  size_t base = committed(), rss0 = rss();
+  for (int i = 0; i < N; i++) {
+    b[i] = kite_malloc(4 * MiB); /* large runs */
+    assert_true(b[i] != NULL);
+    memset(b[i], i + 1, 4 * MiB);
+  }
+  size_t rss_full = rss();
+  expect_true(rss_full >= rss0 + 80 * MiB);
+  for (int i = 0; i < N; i++) kite_free(b[i]);
+  size_t c = wait_committed_below(base + 8 * MiB);
+  size_t rss_idle = rss();
+  fprintf(stderr, "idle: rss %zu -> %zu -> %zu KiB, committed %zu -> %zu KiB\n", rss0 >> 10, rss_full >> 10,
+          rss_idle >> 10, base >> 10, c >> 10);
+  expect_true(c <= base + 8 * MiB);
+  expect_true(rss_idle + 80 * MiB <= rss_full);
+}
+
+/* ---- fork with the purger running ---- */
+TEST(fork_purger) {
+  enum { N = 16 };
+  void *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = kite_malloc(2 * MiB);
+    assert_true(b[i] != NULL);
+    memset(b[i], 7, 2 * MiB);
+  }
+  for (int i = 0; i < N; i++) kite_free(b[i]); /* the purger starts */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(60); /* a deadlock in the child ends as a signal, reported below */
+    size_t base = committed();
+    void *c[N];
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+      c[i] = kite_malloc(3 * MiB);
+      if (!c[i]) { ok = 0; break; }
+      memset(c[i], 9, 3 * MiB);
+    }
+    for (int i = 0; ok && i < N; i++) kite_free(c[i]);
+    size_t after = wait_committed_below(base + 8 * MiB);
+    _exit(!ok ? 2 : after <= base + 8 * MiB ? 0 : 1);
+  }
+  int status = 0;
+  expect_int_eq(waitpid(pid, &status, 0), pid);
+  expect_true(WIFEXITED(status));
+  if (WIFSIGNALED(status)) fprintf(stderr, "fork_purger: child died of signal %d\n", WTERMSIG(status));
+  else expect_int_eq(WEXITSTATUS(status), 0);
+  /* the parent's purger still returns memory */
+  size_t base = committed();
+  for (int i = 0; i < N; i++) {
+    b[i] = kite_malloc(2 * MiB);
+    assert_true(b[i] != NULL);
+    memset(b[i], 8, 2 * MiB);
+  }
+  for (int i = 0; i < N; i++) kite_free(b[i]);
+  expect_true(wait_committed_below(base + 8 * MiB) <= base + 8 * MiB);
+}
+
+/* ---- out of memory, then address space back ---- */
+#define MAX_BIG 65536
+static void *big[MAX_BIG];
+
+static int oom_child(void) {
+  void *w = kite_malloc(100);
+  kite_free(w);
+  kite_stats_t s0;
+  kite_stats_get(&s0);
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = vm() + 256 * MiB;
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return 10;
+  size_t n = 0;
+  while (n < MAX_BIG && (big[n] = kite_malloc(MiB)) != NULL) memset(big[n++], 1, 4096);
+  if (n == MAX_BIG) return 11;  /* the limit was not honoured */
+  if (errno != ENOMEM) return 12;
+  kite_stats_t s1;
+  kite_stats_get(&s1);
+  if (s1.arenas <= s0.arenas) return 13; /* the episode mapped more arenas */
+  fprintf(stderr, "oom_arenas: %zu MiB before NULL, arenas %llu -> %llu\n", n, (unsigned long long)s0.arenas,
+          (unsigned long long)s1.arenas);
+  for (size_t i = 0; i < n; i++) kite_free(big[i]);
+  void *p = kite_malloc(64 * MiB);
+  if (!p) return 14;
+  memset(p, 2, 64 * MiB);
+  kite_free(p);
+  kite_stats_t s2;
+  kite_stats_get(&s2);
+  fprintf(stderr, "oom_arenas: after freeing, malloc(64 MiB) ok, arenas %llu\n", (unsigned long long)s2.arenas);
+  if (s2.arenas > s0.arenas) return 15;
+  /* and again: the space comes back every time */
+  n = 0;
+  while (n < MAX_BIG && (big[n] = kite_malloc(MiB)) != NULL) n++;
+  for (size_t i = 0; i < n; i++) kite_free(big[i]);
+  p = kite_malloc(64 * MiB);
+  if (!p) return 16;
+  kite_free(p);
+  return 0;
+}
+
+TEST(oom_arenas) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) _exit(oom_child());
+  int status = 0;
+  expect_int_eq(waitpid(pid, &status, 0), pid);
+  if (WIFSIGNALED(status)) TEST_FAIL_("the child died of signal %d", WTERMSIG(status));
+  else expect_int_eq(WEXITSTATUS(status), 0);
+}
+
+/* ---- many threads claiming runs ---- */
+static int run_rounds = 400;
+static void *runs_thread(void *arg) {
+  uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ull;
+  enum { LIVE = 12 };
+  unsigned char *live[LIVE] = {0};
+  size_t len[LIVE] = {0};
+  uintptr_t bad = 0;
+  for (int r = 0; r < run_rounds; r++) {
+    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+    int k = (int)(seed % LIVE);
+    if (live[k]) {
+      unsigned char tag = (unsigned char)(k + 1 + len[k]);
+      if (live[k][0] != tag || live[k][len[k] - 1] != tag || live[k][len[k] / 2] != tag) bad++;
+      kite_free(live[k]);
+    }
+    /* 65 KiB .. 4 MiB: runs of order 1..6 */
+    len[k] = ((size_t)65 << 10) + (size_t)((seed >> 20) % (4 * MiB - (65 << 10)));
+    live[k] = kite_malloc(len[k]);
+    if (!live[k]) { bad++; continue; }
+    unsigned char tag = (unsigned char)(k + 1 + len[k]);
+    live[k][0] = live[k][len[k] - 1] = live[k][len[k] / 2] = tag;
+  }
+  for (int k = 0; k < LIVE; k++) kite_free(live[k]);
+  return (void *)bad;
+}
+
+TEST(many_threads) {
+  enum { T = 8 };
+  pthread_t t[T];
+  for (int i = 0; i < T; i++) assert_int_eq(pthread_create(&t[i], NULL, runs_thread, (void *)(uintptr_t)(i + 1)), 0);
+  uintptr_t bad = 0;
+  for (int i = 0; i < T; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    bad += (uintptr_t)r;
+  }
+  expect_uint_eq(bad, 0);
+}
+
+int main(int argc, char **argv) {
+  test_rng_init(0x11ull);
+  const char *only = argc > 1 ? argv[1] : NULL;
+  int tsan = getenv("KITE_MEMRET_TSAN") != NULL; /* smaller, and no fork */
+  if (tsan) run_rounds = 60;
+  if (!only || !strcmp(only, "many_threads")) RUN(many_threads);
+  if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
+  kite_option_set(KITE_OPTION_BACKGROUND, 1);
+  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
+  if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);
+  if (!only || !strcmp(only, "idle")) RUN(idle);
+  if ((!only && !tsan) || (only && !strcmp(only, "fork_purger"))) RUN(fork_purger);
+  return test_main_end();
+}
