@@ -127,6 +127,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
       huge_trim(c, len);
       c->magic = KITE_HUGE_MAGIC;
       huge_live(1, (int64_t)c->user_len);
+      KITE_TOOL_RUN_FRESH(c->user, c->user_len);
       *zero = false;
       __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
       return c->user;
@@ -161,6 +162,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
   huge_live(1, (int64_t)len);
+  KITE_TOOL_RUN_FRESH((void *)p, len); /* ASan: an unmapped arena's shadow may still be poisoned */
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
   return (void *)p;
 }

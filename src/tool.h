@@ -28,7 +28,8 @@
 #elif defined(__SANITIZE_ADDRESS__)
 /* The ASan build (KITE_SANITIZE=address): a freed small block is poisoned past its link
  * bytes, so a use after free of a kite block is an ASan report (use-after-poison); it is
- * unpoisoned when handed out again, and a run handed out anew is unpoisoned whole. A free
+ * unpoisoned when handed out again, and a run or huge map handed out anew is unpoisoned
+ * (its range may have been an arena's, since unmapped: ASan keeps the shadow). A free
  * poisons before the block is pushed on a list: once pushed, its owner may hand it out. */
 #include <sanitizer/asan_interface.h>
 /* only where something is poisoned: writing the shadow of a whole large run would cost RSS */
