@@ -65,6 +65,8 @@ pub const KITE_OPTION_ABORT_ON_ERROR: kite_option_t = 2;
 pub const KITE_OPTION_PURGE_DELAY_MS: kite_option_t = 3;
 /// Advise transparent huge pages on new arenas (bool).
 pub const KITE_OPTION_HUGEPAGES: kite_option_t = 4;
+/// Background purger thread for idle processes (bool).
+pub const KITE_OPTION_BACKGROUND: kite_option_t = 5;
 
 extern "C" {
     /// `malloc`: NULL and `errno = ENOMEM` on failure.
