@@ -46,8 +46,12 @@ void kite_heap_destroy(kite_heap_t *heap);
 void *kite_heap_malloc(kite_heap_t *heap, size_t size);
 void *kite_heap_calloc(kite_heap_t *heap, size_t count, size_t size);
 
-/* Statistics: print a summary to the given fd (2 = stderr) without allocating. */
+/* Statistics: print a summary to the given fd (2 = stderr) without allocating; each line
+ * says what its figures count (docs/stats.md). */
 void kite_stats_print(int fd);
+/* The same, and live figures per size class and per heap, as one JSON object (a stable
+ * schema, docs/stats.md) followed by a newline; written without allocating. */
+void kite_stats_print_json(int fd);
 
 /* The same counters as numbers (a snapshot; other threads keep running). */
 typedef struct kite_stats_s {
@@ -72,10 +76,23 @@ void kite_stats_get(kite_stats_t *out);
  * operation (see docs/design.md). */
 int kite_check(void);
 
+/* Heap introspection. The visitor is called with each live block (handed out, not freed)
+ * and its usable size; it returns false to stop the walk, and the walk returns false if it
+ * was stopped. The visitor must not allocate or free through kite.
+ * kite_heap_visit: the small blocks of heap (NULL: the calling thread's heap) and, for a
+ * first-class heap, its large and huge blocks. Only the thread that owns the heap may call
+ * it; blocks that other threads free meanwhile may be reported live.
+ * kite_visit_all: every live block of the process (every heap, abandoned pages, large and
+ * huge blocks). Other threads must be quiescent (not allocating or freeing), as for a
+ * debugger's walk; the arena lock is held throughout. */
+typedef bool (*kite_block_visitor_t)(void *block, size_t usable_size, void *arg);
+bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg);
+bool kite_visit_all(kite_block_visitor_t visitor, void *arg);
+
 /* Options: read from the environment (KITE_<NAME>) at start-up; these change them at run
  * time (plain stores: set them before starting threads). See docs/design.md for the table. */
 typedef enum kite_option_e {
-  KITE_OPTION_SHOW_STATS,      /* print statistics at exit (bool) */
+  KITE_OPTION_SHOW_STATS,      /* statistics at exit: 0 no, 1 text, 2 JSON */
   KITE_OPTION_VERBOSE,         /* extra messages (bool) */
   KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free (bool) */
   KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed; 0 at once; < 0 never */

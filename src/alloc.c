@@ -36,6 +36,7 @@ KITE_API void *kite_malloc(size_t n) {
       b->key = 0;
       pg->used++;
       if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
+      KITE_TOOL_BLOCK_LIVE(b, pg->block_size);
       return b;
     }
   }

@@ -488,6 +488,29 @@ size_t _kite_arena_dirty_bytes(void) {
   return __atomic_load_n(&dirty_free_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;
 }
 
+/* purge_lock keeps every arena mapped (only purges unmap them); each arena is read under
+ * its slot lock, so no run changes hands (is_free, kinds) while it is looked at. */
+void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg) {
+  _kite_lock(&purge_lock);
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t s = 0; s < hi; s++) {
+    if (!__atomic_load_n(&slots[s].arena, __ATOMIC_ACQUIRE)) continue;
+    _kite_lock(&slots[s].lock);
+    kite_arena_t *a = slots[s].arena;
+    if (a) {
+      kite_page_t *pages = arena_pages(a);
+      uint32_t mapped = __atomic_load_n(&a->mapped_units, __ATOMIC_ACQUIRE);
+      for (uint32_t i = a->meta_units; i < mapped && i < KITE_ARENA_UNITS; i++) {
+        kite_page_t *d = pages + i;
+        uint8_t kind = __atomic_load_n(&d->kind, __ATOMIC_ACQUIRE);
+        if (!a->is_free[i] && d->head_off == 0 && (kind == KITE_KIND_SMALL || kind == KITE_KIND_LARGE)) fn(d, arg);
+      }
+    }
+    _kite_unlock(&slots[s].lock);
+  }
+  _kite_unlock(&purge_lock);
+}
+
 size_t _kite_arena_count(void) { return __atomic_load_n(&arena_count, __ATOMIC_RELAXED); }
 
 /* Fork: purge_lock, then the table lock, then every slot lock (the order a thread takes

@@ -34,6 +34,12 @@ size_t _kite_arena_count(void);
 /* When set, called (with no lock held) after a free left committed free memory behind;
  * the background purger (purger.c, a layer above) installs it. */
 extern void (*_kite_arena_dirty_hook)(void);
+/* Call fn for the head descriptor of every run in use as a small page or a large block
+ * (introspection: statistics, kite_visit_all). Holds purge_lock throughout (no arena is
+ * unmapped) and each arena's slot lock while its runs are visited, so fn must not allocate
+ * or free runs; what fn reads of a page (lists, counts) may be changing under it unless
+ * the page's owner is quiescent. */
+void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg);
 /* For fork: take / release / re-create the arena locks. */
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);

@@ -49,6 +49,7 @@ KITE_API void kite_free(void *p) {
       kite_block_t *b = p;
       if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
       if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
+      KITE_TOOL_BLOCK_FREE(b, pg->block_size);
       b->next = pg->local_free;
       b->key = (uintptr_t)pg;
       pg->local_free = b;
@@ -91,6 +92,7 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
       return;
     }
   }
+  KITE_TOOL_BLOCK_FREE(b, pg->block_size);
   if (own) {
     if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
     b->key = (uintptr_t)pg;

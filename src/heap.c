@@ -534,6 +534,12 @@ void _kite_heap_collect_stats(kite_gstats_t *out) {
   _kite_unlock(&heap_lock);
 }
 
+void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg) {
+  _kite_lock(&heap_lock);
+  for (kite_heap_t *h = heap_live; h; h = h->next_all) fn(h, arg);
+  _kite_unlock(&heap_lock);
+}
+
 void _kite_heap_fork_prepare(void) { _kite_lock(&heap_lock); }
 void _kite_heap_fork_parent(void) { _kite_unlock(&heap_lock); }
 void _kite_heap_fork_child(void) { _kite_lock_reinit(&heap_lock); }

@@ -58,6 +58,9 @@ void _kite_heap_disown(kite_owned_t *o);
 size_t _kite_heap_trim(void);
 /* Merge the counters of every heap into out (global ones included). */
 void _kite_heap_collect_stats(kite_gstats_t *out);
+/* Call fn for every live heap (threads' and first-class), under the heap lock: fn must not
+ * create or destroy heaps. Reading another thread's queues is racy (introspection only). */
+void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);

@@ -19,6 +19,7 @@
 #include "message.h"
 #include "secret.h"
 #include "os.h"
+#include "tool.h"
 #include <errno.h>
 
 #define KITE_HUGE_MAGIC 0x6b69746568756765ull /* "kitehuge" */
@@ -43,6 +44,12 @@ static void huge_seal(kite_huge_t *h) { h->mac = huge_mac(h); }
 /* A header about to be trusted (freed, resized, unmapped from the cache) must verify. */
 static void huge_verify(const kite_huge_t *h) {
   if (unlikely(h->mac != huge_mac(h))) _kite_report_corruption("huge block header does not match its checksum", h->user);
+}
+
+/* Huge blocks in use now, for statistics and mallinfo2 (hblks, hblkhd). */
+static inline void huge_live(int64_t blocks, int64_t bytes) {
+  __atomic_fetch_add(&_kite_stats.huge_live_blocks, (uint64_t)blocks, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&_kite_stats.huge_live_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 static kite_huge_t *huge_header(const void *p) {
@@ -150,6 +157,8 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
       huge_trim(c, len);
       c->magic = KITE_HUGE_MAGIC;
       huge_seal(c);
+      huge_live(1, (int64_t)c->user_len);
+      KITE_TOOL_RUN_FRESH(c->user, c->user_len);
       *zero = false;
       __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
       kite_assert_internal(huge_check_block(c, true));
@@ -186,6 +195,8 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   huge_seal(h);
   _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
+  huge_live(1, (int64_t)len);
+  KITE_TOOL_RUN_FRESH((void *)p, len); /* ASan: an unmapped arena's shadow may still be poisoned */
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
   kite_assert_internal(huge_check_block(h, true));
   kite_assert_expensive(_kite_huge_check());
@@ -206,6 +217,7 @@ bool _kite_huge_free(void *p) {
   kite_huge_t *h = huge_header(p);
   if (!h) return false;
   h->magic = 0; /* a second free is reported; the cache keeps it mapped for a while */
+  huge_live(-1, -(int64_t)h->user_len);
   int64_t delay = _kite_options.purge_delay_ms;
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {
     uint64_t now = _kite_os_now_ms();
@@ -238,6 +250,7 @@ bool _kite_huge_resize(void *p, size_t new_size) {
   if (len < new_size || len == 0) return false;
   if (len == h->user_len) return true;
   if (len < h->user_len) {
+    huge_live(0, (int64_t)len - (int64_t)h->user_len);
     huge_trim(h, len);
     huge_seal(h);
     return true;
@@ -247,6 +260,7 @@ bool _kite_huge_resize(void *p, size_t new_size) {
   if (q != p) return false;
   _kite_stat_commit((int64_t)(len - h->user_len));
   _kite_pagemap_set((uintptr_t)p, len, KITE_PM_HUGE);
+  huge_live(0, (int64_t)len - (int64_t)h->user_len);
   h->user_len = len;
   huge_seal(h);
   return true;
@@ -267,7 +281,17 @@ kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   kite_page_t *pg = _kite_arena_alloc_run(order, zero);
   /* the OS refused a new arena: give back cached huge maps and other empty arenas, retry */
   if (!pg && (_kite_huge_cache_release(true) | _kite_arena_purge(true))) pg = _kite_arena_alloc_run(order, zero);
+  if (pg) KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << order);
   return pg;
+}
+
+void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg) {
+  for (size_t i = 1; i < KITE_PAGEMAP_SIZE; i++) {
+    if (__atomic_load_n(&_kite_pagemap[i], __ATOMIC_RELAXED) != KITE_PM_HUGE) continue;
+    kite_huge_t *h = (kite_huge_t *)(i << KITE_ARENA_SHIFT);
+    if (h->magic == KITE_HUGE_MAGIC && (uintptr_t)h->user == (uintptr_t)h + h->off && huge_header(h->user) == h)
+      if (!fn(h->user, h->user_len, arg)) return;
+  }
 }
 
 void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }

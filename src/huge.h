@@ -27,6 +27,10 @@ size_t _kite_huge_cache_bytes(void);
 /* A run from the arenas; when the OS refuses a new arena, the huge cache is given back and
  * the run tried once more. NULL + ENOMEM. */
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero);
+/* Call fn(p, usable size) for every live huge block until fn returns false (kite_visit_all).
+ * Walks the page map without a lock: other threads must not allocate or free huge blocks
+ * meanwhile. */
+void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg);
 void _kite_huge_fork_prepare(void);
 void _kite_huge_fork_parent(void);
 void _kite_huge_fork_child(void);

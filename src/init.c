@@ -59,5 +59,7 @@ __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init();
 __attribute__((destructor)) static void kite_dtor(void) {
   /* no duplicate (fd 2 was closed at start-up, or KITE_SHOW_STATS was set later through
    * kite_option_set): kite's message stream, which is nowhere if fd 2 changed */
-  if (_kite_options.show_stats) kite_stats_print(stats_fd >= 0 ? stats_fd : KITE_MSG_FD);
+  int fd = stats_fd >= 0 ? stats_fd : KITE_MSG_FD;
+  if (_kite_options.show_stats == 2) kite_stats_print_json(fd);
+  else if (_kite_options.show_stats) kite_stats_print(fd);
 }

@@ -28,6 +28,14 @@ static void report_bad(const char *name, const char *value, const char *want, co
   _kite_out_flush(&o);
 }
 
+/* Is the variable set to exactly word? */
+static bool env_is(const char *name, const char *word) {
+  const char *v = secure_getenv(name);
+  if (!v) return false;
+  while (*word && *v == *word) { v++; word++; }
+  return *v == 0 && *word == 0;
+}
+
 static bool env_bool(const char *name, bool dflt) {
   const char *v = secure_getenv(name);
   if (!v || !*v) return dflt;
@@ -68,7 +76,7 @@ void _kite_options_read(void) {
   int expected = 0;
   if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     _kite_message_init(); /* the start-up stderr, before anything is reported */
-    _kite_options.show_stats = env_bool("KITE_SHOW_STATS", false);
+    _kite_options.show_stats = env_is("KITE_SHOW_STATS", "json") ? 2 : env_bool("KITE_SHOW_STATS", false);
     _kite_options.verbose = env_bool("KITE_VERBOSE", false);
     _kite_options.abort_on_error = env_bool("KITE_ABORT_ON_ERROR", false);
     _kite_options.hugepages = env_bool("KITE_HUGEPAGES", false);

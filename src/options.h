@@ -15,7 +15,7 @@
 #endif
 
 typedef struct kite_options_s {
-  bool show_stats;        /* KITE_SHOW_STATS (0): print statistics to stderr at exit */
+  uint8_t show_stats;     /* KITE_SHOW_STATS (0): statistics to stderr at exit: 1 text, 2 json */
   bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
   bool abort_on_error;    /* KITE_ABORT_ON_ERROR (0): abort after reporting an invalid free */
   bool hugepages;         /* KITE_HUGEPAGES (0): advise transparent huge pages on arenas */

@@ -1,4 +1,6 @@
-/* src/override.c -- glibc's introspection names served by kite (KITE_OVERRIDE builds).
+/* src/override.c -- glibc's introspection names served by kite (KITE_OVERRIDE builds):
+ * mallinfo2, mallinfo, malloc_info, mallopt, malloc_stats. What each field and parameter
+ * means for kite is in docs/stats.md.
  * The malloc family itself is aliased where it is defined (alloc.c, free.c: an alias must
  * live in its target's file); C++ operators are in override_cxx.cpp.
  */
@@ -6,21 +8,124 @@
 #include <kite.h>
 #include "heap.h"
 #include "stats.h"
+#include "options.h"
+#include "visit.h"
+#include <errno.h>
+#include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <string.h>
 
 #if KITE_OVERRIDE
+/* glibc's fields, kite's figures:
+ *   arena    committed bytes (arenas' runs in use or not yet purged, huge maps)
+ *   ordblks  small pages + large runs in use;  smblks, fsmblks: 0 (no fastbins)
+ *   hblks    huge blocks live;  hblkhd: their bytes
+ *   usmblks  peak committed bytes
+ *   uordblks live bytes (blocks handed out, at their usable sizes)
+ *   fordblks committed bytes not live (free blocks, cached pages, unpurged runs)
+ *   keepcost 0 (kite has no top chunk; free runs go back by age, see KITE_PURGE_DELAY_MS) */
 KITE_API struct mallinfo2 mallinfo2(void) {
   struct mallinfo2 m;
   memset(&m, 0, sizeof m);
   kite_gstats_t s;
+  kite_live_t l;
   _kite_heap_collect_stats(&s);
+  _kite_live_collect(&l);
+  uint64_t live = l.small_bytes + l.large_bytes + l.huge_bytes;
   m.arena = s.committed;
-  m.hblkhd = 0;
+  m.ordblks = l.small_pages + l.large_blocks;
+  m.hblks = l.huge_blocks;
+  m.hblkhd = l.huge_bytes;
   m.usmblks = s.peak_committed;
-  m.uordblks = s.committed;
+  m.uordblks = live;
+  m.fordblks = s.committed > live ? s.committed - live : 0;
   m.keepcost = 0;
   return m;
 }
+
+static int sat_int(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+/* The old interface: the same figures, saturated at INT_MAX (glibc wraps them). */
+KITE_API struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo m;
+  m.arena = sat_int(m2.arena);
+  m.ordblks = sat_int(m2.ordblks);
+  m.smblks = sat_int(m2.smblks);
+  m.hblks = sat_int(m2.hblks);
+  m.hblkhd = sat_int(m2.hblkhd);
+  m.usmblks = sat_int(m2.usmblks);
+  m.fsmblks = sat_int(m2.fsmblks);
+  m.uordblks = sat_int(m2.uordblks);
+  m.fordblks = sat_int(m2.fordblks);
+  m.keepcost = sat_int(m2.keepcost);
+  return m;
+}
+
+/* kite's XML (schema in docs/stats.md). The caller gave a FILE, so stdio it is; the figures
+ * are taken before the first fprintf, so stdio's own allocations do not enter them and no
+ * kite lock is held while it allocates. options must be 0 (EINVAL otherwise, as glibc). */
+KITE_API int malloc_info(int options, FILE *fp) {
+  if (options != 0 || fp == NULL) { errno = EINVAL; return -1; }
+  kite_gstats_t s;
+  kite_live_t l;
+  _kite_heap_collect_stats(&s);
+  _kite_live_collect(&l);
+  unsigned long long issued = 0;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) issued += s.issued[c];
+  fprintf(fp, "<malloc version=\"kite-1\" kite=\"%s\">\n<sizes>\n", kite_version());
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    if (!s.issued[c] && !l.pages[c]) continue;
+    fprintf(fp, "  <size class=\"%u\" size=\"%u\" live_blocks=\"%llu\" live_bytes=\"%llu\" pages=\"%llu\" issued=\"%llu\"/>\n",
+            c, (unsigned)_kite_class_size_[c], (unsigned long long)l.blocks[c], (unsigned long long)l.bytes[c],
+            (unsigned long long)l.pages[c], (unsigned long long)s.issued[c]);
+  }
+  fprintf(fp, "</sizes>\n");
+  fprintf(fp, "<total type=\"small\" count=\"%llu\" size=\"%llu\" pages=\"%llu\" issued=\"%llu\"/>\n",
+          (unsigned long long)l.small_blocks, (unsigned long long)l.small_bytes, (unsigned long long)l.small_pages, issued);
+  fprintf(fp, "<total type=\"large\" count=\"%llu\" size=\"%llu\" allocs=\"%llu\"/>\n",
+          (unsigned long long)l.large_blocks, (unsigned long long)l.large_bytes, (unsigned long long)s.large_allocs);
+  fprintf(fp, "<total type=\"huge\" count=\"%llu\" size=\"%llu\" allocs=\"%llu\"/>\n",
+          (unsigned long long)l.huge_blocks, (unsigned long long)l.huge_bytes, (unsigned long long)s.huge_allocs);
+  fprintf(fp, "<total type=\"live\" count=\"%llu\" size=\"%llu\"/>\n",
+          (unsigned long long)(l.small_blocks + l.large_blocks + l.huge_blocks),
+          (unsigned long long)(l.small_bytes + l.large_bytes + l.huge_bytes));
+  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n", (unsigned long long)s.committed);
+  fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n", (unsigned long long)s.peak_committed);
+  fprintf(fp, "<system type=\"purged\" size=\"%llu\"/>\n", (unsigned long long)s.purged);
+  fprintf(fp, "<aspace type=\"arenas\" count=\"%llu\"/>\n", (unsigned long long)s.arenas);
+  fprintf(fp, "<frees remote=\"%llu\" invalid=\"%llu\"/>\n", (unsigned long long)s.remote_frees,
+          (unsigned long long)s.invalid_frees);
+  fprintf(fp, "</malloc>\n");
+  return ferror(fp) ? -1 : 0;
+}
+
+/* glibc's parameter numbers (malloc.h) that kite accepts; every other one returns 0, as
+ * glibc does for a parameter it does not know. Documented in docs/stats.md. */
+KITE_API int mallopt(int param, int value) {
+  _kite_options_ensure();
+  switch (param) {
+  case M_TRIM_THRESHOLD:
+    /* kite returns free memory by age, not by amount: 0 means "at once" (purge delay 0), a
+     * negative value "never" (glibc: no trimming); a positive threshold keeps the delay. */
+    if (value == 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+    else if (value < 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+    return 1;
+  case M_ARENA_MAX:
+  case M_ARENA_TEST:
+    /* accepted, nothing to do: kite's heaps are per thread, and pages of exited threads
+     * are adopted by others, so the number of heaps does not multiply memory as glibc's
+     * arenas do. */
+    return value >= 0 ? 1 : 0;
+  case M_MMAP_THRESHOLD:
+    /* kite's threshold for a block of its own mapping is fixed by its layout (16 MiB, the
+     * largest buddy run): only that value is accepted. */
+    return (size_t)value == KITE_LARGE_MAX ? 1 : 0;
+  default:
+    return 0;
+  }
+}
+
 KITE_API void malloc_stats(void) { kite_stats_print(2); }
 #endif

@@ -3,9 +3,11 @@
 #include "message.h"
 #include "os.h"
 #include <string.h>
+#include "tool.h"
 
 void _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
+  KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << pg->order);
   pg->kind = KITE_KIND_SMALL;
   pg->cls = (uint8_t)cls;
   pg->block_size = bs;

@@ -23,6 +23,7 @@
 #define KITE_PAGE_H
 #include "types.h"
 #include "sizeclass.h"
+#include "tool.h"
 
 #define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
@@ -36,6 +37,7 @@ static inline void *_kite_page_pop(kite_page_t *pg) {
   b->key = 0;
   pg->used++;
   if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
+  KITE_TOOL_BLOCK_LIVE(b, pg->block_size);
   return b;
 }
 

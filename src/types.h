@@ -39,6 +39,8 @@
  *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
  *   alloc / free          the public entry points (fast paths first)
  *   introspect, override  statistics and options API; the standard names
+ *   visit                 live counts (statistics) and block walks (kite_heap_visit ...)
+ *   tool.h, valgrind.c    memory-checker hooks: ASan build, libkite-valgrind.so (memcheck)
  *   init                  start-up, exit and fork (calls each layer's fork hooks)
  *
  * Build variants (compile definitions)

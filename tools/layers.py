@@ -29,6 +29,7 @@ LAYERS = [
         "sizeclass": ["sizeclass.h", "sizeclass.c"],
         "report": ["report.c"],  # declared in message.h
         "secret": ["secret.h", "secret.c"],
+        "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
@@ -45,6 +46,8 @@ LAYERS = [
         "introspect": ["introspect.c"],
         "override": ["override.c", "override_cxx.cpp"],
         "version": ["version.c", "<kite/version.h>"],
+        "valgrind": ["valgrind.c"],
+        "visit": ["visit.h", "visit.c"],
     }),
     ("init", {"init": ["init.c"]}),
 ]

@@ -48,9 +48,14 @@ pub struct kite_stats_t {
     pub arenas: u64,
 }
 
+/// `kite_block_visitor_t`: called with a live block and its usable size; returns false to
+/// stop the walk.
+pub type kite_block_visitor_t =
+    Option<unsafe extern "C" fn(block: *mut c_void, usable_size: usize, arg: *mut c_void) -> bool>;
+
 /// `enum kite_option_e`: the run-time options of `kite_option_get` / `kite_option_set`.
 pub type kite_option_t = c_int;
-/// Print statistics at exit (bool).
+/// Statistics at exit: 0 no, 1 text, 2 JSON.
 pub const KITE_OPTION_SHOW_STATS: kite_option_t = 0;
 /// Extra messages (bool).
 pub const KITE_OPTION_VERBOSE: kite_option_t = 1;
@@ -108,6 +113,20 @@ extern "C" {
 
     /// Print a statistics summary to file descriptor `fd` (2 = stderr) without allocating.
     pub fn kite_stats_print(fd: c_int);
+    /// The statistics as one JSON object and a newline (schema: docs/stats.md), without
+    /// allocating.
+    pub fn kite_stats_print_json(fd: c_int);
+
+    /// Call `visitor(block, usable_size, arg)` for each live block of `heap` (NULL: the
+    /// calling thread's heap; owner thread only); false if the visitor stopped the walk.
+    /// The visitor must not allocate or free through kite.
+    pub fn kite_heap_visit(
+        heap: *mut kite_heap_t,
+        visitor: kite_block_visitor_t,
+        arg: *mut c_void,
+    ) -> bool;
+    /// The same for every live block of the process (other threads quiescent).
+    pub fn kite_visit_all(visitor: kite_block_visitor_t, arg: *mut c_void) -> bool;
 
     /// The loaded library's version, "MAJOR.MINOR.PATCH" (a static NUL-terminated string).
     pub fn kite_version() -> *const c_char;

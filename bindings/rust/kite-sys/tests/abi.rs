@@ -19,13 +19,14 @@ fn layouts_match_the_c_compiler() {
             abi_probe::kite_sys_abi_option_size as usize,
             size_of::<kite_option_t>()
         );
-        assert_eq!(abi_probe::kite_sys_abi_option_count, 5);
+        assert_eq!(abi_probe::kite_sys_abi_option_count, 6);
         let rust = [
             KITE_OPTION_SHOW_STATS,
             KITE_OPTION_VERBOSE,
             KITE_OPTION_ABORT_ON_ERROR,
             KITE_OPTION_PURGE_DELAY_MS,
             KITE_OPTION_HUGEPAGES,
+            KITE_OPTION_BACKGROUND,
         ];
         for (c, r) in abi_probe::kite_sys_abi_options.iter().zip(rust) {
             assert_eq!(*c, r as core::ffi::c_long);

@@ -1,0 +1,146 @@
+/* src/visit.c -- live counts and block walks (contract in visit.h). */
+#include <kite.h>
+#include "visit.h"
+#include "page.h"
+#include "arena.h"
+#include "huge.h"
+#include "stats.h"
+#include <string.h>
+
+uint32_t _kite_page_live(const kite_page_t *pg) {
+  int32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~KITE_PAGE_IN_FULL;
+  kite_heap_t *h = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (h && __atomic_load_n(&h->pinned[pg->cls], __ATOMIC_RELAXED) == pg) used--;
+  used -= KITE_TF_COUNT(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED));
+  uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  if (used < 0) used = 0; /* a torn read of a page another thread is changing */
+  return (uint32_t)used > cap ? cap : (uint32_t)used;
+}
+
+static void live_run(kite_page_t *pg, void *arg) {
+  kite_live_t *l = arg;
+  if (pg->kind == KITE_KIND_LARGE) {
+    l->large_blocks++;
+    l->large_bytes += pg->large_size;
+    return;
+  }
+  unsigned c = pg->cls;
+  if (c >= KITE_CLASSES) return;
+  uint32_t n = _kite_page_live(pg);
+  l->blocks[c] += n;
+  l->bytes[c] += (uint64_t)n * _kite_class_size_[c];
+  l->pages[c]++;
+}
+
+void _kite_live_collect(kite_live_t *out) {
+  memset(out, 0, sizeof *out);
+  _kite_arena_foreach_run(live_run, out);
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    out->small_blocks += out->blocks[c];
+    out->small_bytes += out->bytes[c];
+    out->small_pages += out->pages[c];
+  }
+  out->huge_blocks = __atomic_load_n(&_kite_stats.huge_live_blocks, __ATOMIC_RELAXED);
+  out->huge_bytes = __atomic_load_n(&_kite_stats.huge_live_bytes, __ATOMIC_RELAXED);
+}
+
+/* Pages of another thread's queues may move while we walk them: the walk stops after this
+ * many pages so that a torn link can never keep it going. */
+#define KITE_WALK_MAX_PAGES (1u << 22)
+
+void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
+  out->live_blocks = out->pages = 0;
+  uint32_t budget = KITE_WALK_MAX_PAGES;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    kite_page_t *firsts[2] = {__atomic_load_n(&h->queue[c].first, __ATOMIC_RELAXED),
+                              __atomic_load_n(&h->full[c].first, __ATOMIC_RELAXED)};
+    for (int k = 0; k < 2; k++)
+      for (kite_page_t *pg = firsts[k]; pg && budget; pg = __atomic_load_n(&pg->next, __ATOMIC_RELAXED), budget--) {
+        out->pages++;
+        out->live_blocks += _kite_page_live(pg);
+      }
+  }
+}
+
+/* ---- block walks ---- */
+
+typedef struct {
+  kite_block_visitor_t fn;
+  void *arg;
+  bool stopped;
+} visit_t;
+
+/* Mark the blocks of list l that belong to pg in bits; at most cap steps (a list longer
+ * than the page's carved blocks is corrupt: stop). */
+static void mark_list(const kite_page_t *pg, const kite_block_t *l, uint64_t *bits, uint32_t cap) {
+  uintptr_t start = (uintptr_t)_kite_page_start(pg);
+  uint32_t bs = pg->block_size;
+  for (uint32_t steps = 0; l && steps <= cap; l = l->next, steps++) {
+    uintptr_t off = (uintptr_t)l - start;
+    if ((uintptr_t)l < start || off % bs) break;
+    uintptr_t i = off / bs;
+    if (i >= cap) break;
+    bits[i >> 6] |= (uint64_t)1 << (i & 63);
+  }
+}
+
+/* Visit the live blocks of small page pg: the carved blocks on none of its free lists. */
+static bool visit_page(kite_page_t *pg, visit_t *v) {
+  uint64_t bits[KITE_PAGE_MAX_BLOCKS / 64];
+  uint32_t cap = pg->capacity;
+  if (cap > KITE_PAGE_MAX_BLOCKS) cap = KITE_PAGE_MAX_BLOCKS;
+  memset(bits, 0, ((cap + 63) / 64) * sizeof bits[0]);
+  mark_list(pg, pg->free, bits, cap);
+  mark_list(pg, pg->local_free, bits, cap);
+  mark_list(pg, KITE_TF_PTR(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE)), bits, cap);
+  uint8_t *start = _kite_page_start(pg);
+  for (uint32_t i = 0; i < cap; i++) {
+    if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
+    if (!v->fn(start + (size_t)i * pg->block_size, pg->block_size, v->arg)) return false;
+  }
+  return true;
+}
+
+static void visit_run(kite_page_t *pg, void *arg) {
+  visit_t *v = arg;
+  if (v->stopped) return;
+  if (pg->kind == KITE_KIND_LARGE) {
+    if (!v->fn(_kite_page_start(pg), pg->large_size, v->arg)) v->stopped = true;
+    return;
+  }
+  if (!visit_page(pg, v)) v->stopped = true;
+}
+
+static bool visit_huge(void *p, size_t len, void *arg) {
+  visit_t *v = arg;
+  if (!v->fn(p, len, v->arg)) v->stopped = true;
+  return !v->stopped;
+}
+
+KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
+  if (!visitor) return true;
+  visit_t v = {visitor, arg, false};
+  _kite_arena_foreach_run(visit_run, &v);
+  if (!v.stopped) _kite_huge_foreach(visit_huge, &v);
+  return !v.stopped;
+}
+
+KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg) {
+  kite_heap_t *h = heap ? heap : _kite_heap_tls;
+  if (!visitor || h == &_kite_heap_empty) return true;
+  visit_t v = {visitor, arg, false};
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    for (int k = 0; k < 2; k++)
+      for (kite_page_t *pg = qs[k]->first; pg; pg = pg->next)
+        if (!visit_page(pg, &v)) return false;
+  }
+  /* a first-class heap's large and huge blocks (the list is only changed by frees of them,
+   * which the contract excludes during the walk) */
+  for (kite_owned_t *o = h->owned; o; o = o->next) {
+    void *b = o->block;
+    size_t n = kite_malloc_usable_size(b);
+    if (n && !visitor(b, n, arg)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,38 @@
+/* src/visit.h -- what is live: per-page live counts for statistics, and the block walks
+ * behind kite_heap_visit and kite_visit_all.
+ *
+ * Layer: top, beside introspect (reads the heap, page, arena and huge layers; writes
+ * nothing). Nothing here allocates: free-list membership is marked in a bitmap on the
+ * stack (a small page holds at most KITE_PAGE_MAX_BLOCKS blocks).
+ *
+ * Live blocks of a small page, from its counters (no list walk; any thread, a snapshot):
+ *   used (without the full-list sign bit) - 1 if the page is its heap's pinned page
+ *   - the count in thread_free (blocks freed by other threads, not yet collected).
+ * Live blocks of a small page, exactly (owner or quiescent process): every carved block
+ * that is on none of free, local_free, thread_free.
+ */
+#ifndef KITE_VISIT_H
+#define KITE_VISIT_H
+#include "types.h"
+#include "sizeclass.h"
+#include "heap.h"
+
+#define KITE_PAGE_MAX_BLOCKS 4096 /* 64 KiB / 16 bytes: the most blocks a small page has */
+
+/* Live figures of the whole process, computed when asked (never on the fast paths). */
+typedef struct kite_live_s {
+  uint64_t blocks[KITE_CLASSES], bytes[KITE_CLASSES], pages[KITE_CLASSES];
+  uint64_t small_blocks, small_bytes, small_pages;
+  uint64_t large_blocks, large_bytes; /* large runs in use: usable sizes */
+  uint64_t huge_blocks, huge_bytes;   /* from huge.c's counters */
+} kite_live_t;
+/* Walk every arena's runs (under the arena lock) and read the huge counters. */
+void _kite_live_collect(kite_live_t *out);
+
+/* One heap's figures (its queues and full lists; racy for another thread's heap). */
+typedef struct kite_heap_live_s { uint64_t live_blocks, pages; } kite_heap_live_t;
+void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
+
+/* Live blocks of small page pg from its counters (see above). */
+uint32_t _kite_page_live(const kite_page_t *pg);
+#endif
