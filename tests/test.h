@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 static unsigned long test_checks_passed, test_checks_failed;
 static int test_current_failed;
@@ -108,4 +110,19 @@ static inline int test_main_end(void) {
   printf("%lu passed, %lu failed\n", test_checks_passed, test_checks_failed);
   return test_checks_failed ? 1 : 0;
 }
+/* Field k of /proc/self/statm (0: VmSize, 1: resident) in bytes, read without allocating
+ * (0 if /proc is unreadable). */
+static inline size_t test_statm_bytes(int k) {
+  char buf[160];
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *s = buf;
+  for (int i = 0; i < k; i++) strtoull(s, &s, 10);
+  return (size_t)strtoull(s, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 #endif

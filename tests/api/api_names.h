@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "kite.h"
+#include "test.h" /* test_statm_bytes */
 
 #ifdef KITE_TEST_PLAIN
 #define A_VARIANT "override"
@@ -79,19 +80,7 @@ static void *(*volatile A_reallocarray_opaque)(void *, size_t, size_t) = A_reall
 static void (*volatile A_free_opaque)(void *) = A_free;
 
 /* Resident set size in bytes, read without allocating (0 if /proc is unreadable). */
-static inline size_t test_rss_bytes(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *s = buf;
-  while (*s && *s != ' ') s++; /* skip VmSize */
-  size_t pages = (size_t)strtoull(s, NULL, 10);
-  return pages * (size_t)sysconf(_SC_PAGESIZE);
-}
+static inline size_t test_rss_bytes(void) { return test_statm_bytes(1); }
 
 /* Read kite_stats_print's output into a static buffer (NUL-terminated). */
 static inline const char *test_kite_stats_text(void) {

@@ -30,20 +30,8 @@
 
 #define MiB ((size_t)1 << 20)
 
-static size_t statm_field(int k) {
-  char buf[160];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  char *s = buf;
-  for (int i = 0; i < k; i++) strtoull(s, &s, 10);
-  return (size_t)strtoull(s, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-static size_t rss(void) { return statm_field(1); }
-static size_t vm(void) { return statm_field(0); }
+static size_t rss(void) { return test_statm_bytes(1); }
+static size_t vm(void) { return test_statm_bytes(0); }
 static size_t committed(void) {
   kite_stats_t s;
   kite_stats_get(&s);

@@ -30,16 +30,7 @@
 
 static void *big[MAX_BIG];
 
-static size_t vm_size(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  return (size_t)strtoull(buf, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
+static size_t vm_size(void) { return test_statm_bytes(0); }
 
 /* Exhaust, probe, free, recover. */
 static void exhaust_and_recover(int pass) {
