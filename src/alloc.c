@@ -35,8 +35,8 @@ KITE_API void *kite_malloc(size_t n) {
       pg->free = b->next;
       b->key = 0;
       pg->used++;
+      KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
       if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
-      KITE_TOOL_BLOCK_LIVE(b, pg->block_size);
       return b;
     }
   }

@@ -92,9 +92,9 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
       return;
     }
   }
-  KITE_TOOL_BLOCK_FREE(b, pg->block_size);
   if (own) {
     if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
+    KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* after the fill writes it */
     b->key = (uintptr_t)pg;
     b->next = pg->local_free;
     pg->local_free = b;

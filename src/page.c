@@ -77,6 +77,7 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local) {
 
 void _kite_page_free_remote(kite_page_t *pg, kite_block_t *b) {
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
+  KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it at once */
   b->key = (uintptr_t)pg;
   uintptr_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {

@@ -36,8 +36,8 @@ static inline void *_kite_page_pop(kite_page_t *pg) {
   pg->free = b->next;
   b->key = 0;
   pg->used++;
+  KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
   if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
-  KITE_TOOL_BLOCK_LIVE(b, pg->block_size);
   return b;
 }
 

@@ -322,7 +322,12 @@ TEST(fill_patterns) {
   }
   int st = 0;
   waitpid(pid, &st, 0);
+#if defined(__SANITIZE_ADDRESS__)
+  /* the ASan build poisons freed blocks: ASan itself stops the write (its report, exit 1) */
+  expect_true((WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) || (WIFEXITED(st) && WEXITSTATUS(st) == 1));
+#else
   expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+#endif
 }
 #endif
 
