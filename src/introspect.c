@@ -18,11 +18,19 @@
 typedef struct {
   kite_gstats_t s;
   kite_live_t l;
+  uint64_t issued; /* blocks put on allocation lists, all classes */
 } snapshot_t;
+
+static uint64_t issued_total(const kite_gstats_t *s) {
+  uint64_t n = 0;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) n += s->issued[c];
+  return n;
+}
 
 static void snapshot(snapshot_t *sn) {
   _kite_heap_collect_stats(&sn->s);
   _kite_live_collect(&sn->l);
+  sn->issued = issued_total(&sn->s);
 }
 
 static void out_kv(kite_out_t *o, const char *label, uint64_t v) {
@@ -53,8 +61,7 @@ KITE_API void kite_stats_print(int fd) {
   kite_gstats_t *s = &sn.s;
   kite_live_t *l = &sn.l;
   kite_out_t o = {.len = 0, .fd = fd};
-  uint64_t issued = 0;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) issued += s->issued[c];
+  uint64_t issued = sn.issued;
   _kite_out_str(&o, "kite statistics\n");
   _kite_out_str(&o, "  committed: "); _kite_out_bytes(&o, s->committed);
   _kite_out_str(&o, " (memory kite holds from the OS now), peak committed: "); _kite_out_bytes(&o, s->peak_committed);
@@ -137,8 +144,7 @@ KITE_API void kite_stats_print_json(int fd) {
   kite_gstats_t *s = &sn.s;
   kite_live_t *l = &sn.l;
   kite_out_t o = {.len = 0, .fd = fd};
-  uint64_t issued = 0;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) issued += s->issued[c];
+  uint64_t issued = sn.issued;
   _kite_out_str(&o, "{\"schema\": 1, \"version\": \"");
   _kite_out_str(&o, kite_version());
   _kite_out_str(&o, "\",\n  ");
@@ -191,9 +197,7 @@ KITE_API void kite_stats_print_json(int fd) {
 KITE_API void kite_stats_get(kite_stats_t *out) {
   kite_gstats_t s;
   _kite_heap_collect_stats(&s);
-  uint64_t small = 0;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) small += s.issued[c];
-  out->small_allocs = small;
+  out->small_allocs = issued_total(&s);
   out->large_allocs = s.large_allocs;
   out->huge_allocs = s.huge_allocs;
   out->remote_frees = s.remote_frees;
