@@ -26,7 +26,8 @@
 
 #define KITE_HEAP_CACHE_MAX 8
 
-kite_page_t _kite_page_empty;
+/* direct[] of a heap's empty classes: a page with no free block (malloc's test fails) */
+kite_page_t _kite_page_empty = {.free = KITE_LINK_END, .local_free = KITE_LINK_END, .thread_free = KITE_TF_EMPTY};
 kite_heap_t _kite_heap_empty = {.direct = {[0 ... KITE_DIRECT_SLOTS - 1] = &_kite_page_empty}};
 __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec"))) = &_kite_heap_empty;
 
@@ -89,19 +90,25 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
   h->issued[pg->cls] += _kite_page_extend(pg);
 }
 
+/* A former small page's run goes back to its arena, without its link array. */
+static void run_free(kite_page_t *pg) {
+  _kite_page_fini(pg);
+  _kite_arena_free_run(pg);
+}
+
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
-    pg->kind = KITE_KIND_META; /* not a block page while cached */
+    /* not a block page while cached; it keeps its link array for the next class */
     pg->next = h->cache;
     h->cache = pg;
     h->cache_count++;
     return;
   }
-  _kite_arena_free_run(pg);
+  run_free(pg);
 }
 
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
@@ -117,7 +124,10 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
     pg = _kite_run_alloc(order, &zero);
     if (!pg) return NULL;
   }
-  _kite_page_init_small(pg, h, cls);
+  if (!_kite_page_init_small(pg, h, cls)) {
+    run_free(pg);
+    return NULL;
+  }
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
   return pg;
@@ -138,7 +148,7 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
     kite_page_t *pg = fq->first;
     visited++;
     q_remove(fq, pg);
-    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
       pg->used &= ~KITE_PAGE_IN_FULL;
       h->full_count[cls]--;
       page_collect(h, pg, true);
@@ -166,7 +176,7 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
     _kite_stat_add(&_kite_stats.pages_adopted, 1);
     page_collect(h, pg, true);
     kite_assert_internal(_kite_page_check(pg, true, 0) && pg->cls == cls);
-    if (pg->free || pg->capacity < pg->reserved) {
+    if (pg->free != KITE_LINK_END || pg->capacity < pg->reserved) {
       q_push_front(&h->queue[cls], pg);
       return pg;
     }
@@ -272,7 +282,7 @@ static void heap_abandon(kite_heap_t *h) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
   }
   h->cache_count = 0;
   heap_merge_stats(h);
@@ -305,7 +315,7 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
   while (pg) {
     kite_page_t *next = pg->next;
     page_collect(h, pg, false);
-    if (pg->free) break;
+    if (pg->free != KITE_LINK_END) break;
     if (pg->capacity < pg->reserved) { page_extend(h, pg); break; }
     q_remove(q, pg);
     pg->used |= KITE_PAGE_IN_FULL;
@@ -320,9 +330,9 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     if (!pg) return NULL;
     q_push_front(q, pg);
   }
-  if (!pg->free) {
+  if (pg->free == KITE_LINK_END) {
     page_collect(h, pg, false);
-    if (!pg->free) page_extend(h, pg);
+    if (pg->free == KITE_LINK_END) page_extend(h, pg);
   }
   if (q->first != pg) {
     q_remove(q, pg);
@@ -338,10 +348,10 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   if (pg) {
     /* sizes above the direct range allocate here; quick refill: the current page's own
      * frees become its allocation list */
-    if (pg->free) return _kite_page_pop(pg);
-    if (pg->local_free && !_kite_options.show_stats) {
+    if (pg->free != KITE_LINK_END) return _kite_page_pop(pg);
+    if (pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
       pg->free = pg->local_free;
-      pg->local_free = NULL;
+      pg->local_free = KITE_LINK_END;
       return _kite_page_pop(pg);
     }
   }
@@ -351,7 +361,7 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
 void *_kite_malloc_class(unsigned cls) {
   kite_heap_t *h = _kite_heap_tls;
   kite_page_t *pg = h->queue[cls].first;
-  if (pg && pg->free) return _kite_page_pop(pg);
+  if (pg && pg->free != KITE_LINK_END) return _kite_page_pop(pg);
   return malloc_class_generic(h, cls);
 }
 
@@ -435,7 +445,7 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
   }
   _kite_lock(&heap_lock);
   kite_owned_t *list = h->owned;
@@ -485,7 +495,7 @@ size_t _kite_heap_trim(void) {
     h->cache = pg->next;
     h->cache_count--;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
     released += KITE_UNIT_SIZE;
   }
   /* abandoned pages that became empty */
@@ -495,15 +505,7 @@ size_t _kite_heap_trim(void) {
     kite_page_t **link = &abandoned[c], *empty = NULL;
     while (*link) {
       kite_page_t *pg = *link;
-      uintptr_t tfw = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
-      kite_block_t *tf = KITE_TF_PTR(tfw);
-      if (tf) {
-        kite_block_t *t = tf;
-        while (t->next) t = t->next;
-        t->next = pg->free;
-        pg->free = tf;
-        pg->used -= KITE_TF_COUNT(tfw);
-      }
+      _kite_page_collect(pg, true, false);
       if (pg->used == 0) { __atomic_store_n(link, pg->next, __ATOMIC_RELAXED); pg->next = empty; empty = pg; }
       else link = &pg->next;
     }
@@ -513,7 +515,7 @@ size_t _kite_heap_trim(void) {
       empty = pg->next;
       pg->next = NULL;
       released += KITE_UNIT_SIZE << pg->order;
-      _kite_arena_free_run(pg);
+      run_free(pg);
     }
   }
   return released;
@@ -585,7 +587,7 @@ bool _kite_heap_check(const kite_heap_t *h) {
   if (h == &_kite_heap_empty) {
     for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++)
       if (h->direct[s] != &_kite_page_empty) return _kite_check_failed("heap: the empty heap has a page", s);
-    return _kite_page_empty.free == NULL || _kite_check_failed("heap: the empty page has a block", 0);
+    return _kite_page_empty.free == KITE_LINK_END || _kite_check_failed("heap: the empty page has a block", 0);
   }
   for (unsigned c = 0; c < KITE_CLASSES; c++)
     if (!_kite_heap_check_class(h, c, 2)) return false;

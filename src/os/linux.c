@@ -96,6 +96,13 @@ void _kite_os_decommit(void *p, size_t size) {
   errno = saved;
 }
 
+bool _kite_os_guard(void *p, size_t size) {
+  int e = errno;
+  bool ok = mprotect(p, size, PROT_NONE) == 0;
+  errno = e;
+  return ok;
+}
+
 void _kite_os_advise_huge(void *p, size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
