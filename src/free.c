@@ -95,7 +95,7 @@ KITE_API void kite_free(void *p) {
 
 /* Free block i (at p) of small page pg (head descriptor) from any thread; p is a carved
  * block start of pg. */
-static void free_small_any(kite_page_t *pg, void *p, uint32_t i) {
+static inline __attribute__((always_inline)) void free_small_any(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *h = _kite_heap_tls;
   if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
     if (pg->links[i] != KITE_LINK_LIVE) {
@@ -140,7 +140,7 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   kite_page_t *pg = _kite_page_head(d);
   if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
-    int32_t i = _kite_page_index(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_start(pg)));
+    int32_t i = _kite_page_index_of(pg, p);
     if (likely(i >= 0)) {
       free_small_any(pg, p, (uint32_t)i);
       return;

@@ -110,22 +110,6 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local) {
   return issued;
 }
 
-bool _kite_page_free_remote(kite_page_t *pg, uint32_t i) {
-  uint16_t *e = &pg->links[i];
-  uint16_t live = KITE_LINK_LIVE;
-  if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-    return false;
-  void *b = _kite_page_block(pg, i);
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
-  KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it at once */
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
-  do {
-    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
-    nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
-  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-  return true;
-}
-
 /* ---- validators (contracts in page.h) ---- */
 
 /* Walk the owner list from i, marking each block in seen[] (one bit per block). False on an

@@ -39,6 +39,7 @@
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
 
 void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
+void _kite_block_fill_free(const kite_page_t *pg, void *b);
 
 /* Block i of small page pg. */
 static inline uint8_t *_kite_page_block(const kite_page_t *pg, uint32_t i) {
@@ -92,7 +93,20 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
 /* Free block i of pg from a thread that does not own it: claim its entry (LIVE -> REMOTE)
  * with one CAS and push it on thread_free. false (nothing changed) when the block is not
  * handed out: a double or invalid free. */
-bool _kite_page_free_remote(kite_page_t *pg, uint32_t i);
+static inline bool _kite_page_free_remote(kite_page_t *pg, uint32_t i) {
+  uint16_t *e = &pg->links[i];
+  uint16_t live = KITE_LINK_LIVE;
+  if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return false;
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
+  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  do {
+    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  return true;
+}
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
