@@ -59,6 +59,16 @@
 #define KITE_ARENA_FIRST_UNITS 16
 #endif
 #define DECAY_BANDS 16
+/* Freed runs of RECENT_MIN_ORDER or more (256 KiB) are remembered, RECENT_RUNS per arena, and
+ * a request of such an order is first carved from one of them that is still free and
+ * committed: a program that frees a big buffer and asks for another of a nearby size gets
+ * the same pages back, with no page fault and no growth of its resident set. */
+#define RECENT_RUNS 8
+#define RECENT_MIN_ORDER 2
+/* The whole 2 MiB pieces of the bytes a large block was asked for (runs of 2 MiB or more
+ * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
+ * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
+#define THP_UNITS 32u
 
 /* Per-unit state owned by the slot lock lives here, not in the descriptors (which the
  * page owners write without the lock). */
@@ -72,7 +82,9 @@ typedef struct kite_arena_s {
   bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
+  uint8_t advised[KITE_ARENA_UNITS];   /* MADV_HUGEPAGE given (stays until the unit is unmapped) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
+  uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
 } kite_arena_t;
 
 #define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
@@ -245,25 +257,54 @@ static int growable_find(uint32_t from) {
   return -1;
 }
 
+/* A recently freed run of a's that can hold 2^order units and is still free and committed
+ * (its first unit at least): take 2^order units at its start. Slot lock held. */
+static bool recent_claim(kite_arena_t *a, unsigned order, uint64_t *idx) {
+  for (int i = 0; i < RECENT_RUNS; i++) {
+    uint32_t u = a->recent[i];
+    if (!u) break;
+    if ((u & ((1u << order) - 1)) || !a->is_free[u] || !a->dirty[u]) continue;
+    if (kite_buddy_alloc_at(a->buddy, u, order) == 0) {
+      *idx = u;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Remember a freed run's start (newest first; an entry already there moves to the front).
+ * Slot lock held. */
+static void recent_note(kite_arena_t *a, uint32_t idx) {
+  int i = 0;
+  while (i < RECENT_RUNS - 1 && a->recent[i] && a->recent[i] != idx) i++;
+  for (; i > 0; i--) a->recent[i] = a->recent[i - 1];
+  a->recent[0] = idx;
+}
+
+/* Mark [idx, idx + n) of a in use (they were free in the buddy heap a moment ago). Counts
+ * the units that were committed (reused) and those that were not (fresh). Slot lock held. */
+static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh, size_t *reused) {
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t u = idx + i;
+    kite_assert(a->is_free[u]);
+    a->is_free[u] = 0;
+    if (a->dirty[u]) (*reused)++; else (*fresh)++;
+    a->dirty[u] = 1;
+  }
+  a->dirty_free -= (uint32_t)*reused;
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  if (!a || kite_buddy_alloc(a->buddy, order, idx) != 0) {
+  if (!a || !((order >= RECENT_MIN_ORDER && recent_claim(a, order, idx)) || kite_buddy_alloc(a->buddy, order, idx) == 0)) {
     _kite_unlock(&s->lock);
     return NULL;
   }
-  uint32_t n = 1u << order;
   size_t fresh = 0, reused = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint64_t u = *idx + i;
-    kite_assert(a->is_free[u]);
-    a->is_free[u] = 0;
-    if (a->dirty[u]) reused++; else fresh++;
-    a->dirty[u] = 1;
-  }
-  a->dirty_free -= (uint32_t)reused;
+  units_take(a, *idx, 1u << order, &fresh, &reused);
   avail_update(a);
   kite_assert_internal(arena_check_run(a, (uint32_t)*idx, order, false));
   kite_assert_expensive(arena_check(a));
@@ -332,6 +373,7 @@ static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
     a->dirty[idx + i] = dirty;
   }
   if (dirty) a->dirty_free += n;
+  if (dirty && order >= RECENT_MIN_ORDER) recent_note(a, idx);
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);
   avail_update(a);
@@ -361,6 +403,95 @@ void _kite_arena_free_run(kite_page_t *head) {
   }
   void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
   if (hook) hook();
+}
+
+void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
+  uint32_t n = (uint32_t)(bytes >> KITE_UNIT_SHIFT) & ~(THP_UNITS - 1);
+  if (n == 0 || (n << KITE_UNIT_SHIFT) > (KITE_UNIT_SIZE << head->order)) return;
+  kite_arena_t *a = arena_of_page(head);
+  uint32_t idx = (uint32_t)(head - arena_pages(a)), first = n, last = 0;
+  arena_slot_t *s = &slots[a->slot];
+  _kite_lock(&s->lock);
+  for (uint32_t i = 0; i < n; i++)
+    if (!a->advised[idx + i]) {
+      a->advised[idx + i] = 1;
+      if (i < first) first = i;
+      last = i + 1;
+    }
+  _kite_unlock(&s->lock);
+  if (first < last)
+    _kite_os_advise_huge(_kite_page_start(head + first), (size_t)(last - first) << KITE_UNIT_SHIFT);
+}
+
+/* Grow or shrink the run in place (see arena.h). Growing: the units that join are checked
+ * free in is_free (units being purged are not) and the run's start must be aligned to the
+ * new order; then, under the slot lock, the buddy block is freed and taken again at the same
+ * place with the new order, so no other thread sees the units in between. Shrinking: the
+ * tail's descriptors are written FREE first (as free_run does), then the same exchange. */
+bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_zero) {
+  unsigned old = head->order;
+  if (new_order == old) return true;
+  if (new_order > KITE_LARGE_MAX_ORDER) return false;
+  kite_arena_t *a = arena_of_page(head);
+  uint32_t idx = (uint32_t)(head - arena_pages(a));
+  uint32_t n_old = 1u << old, n_new = 1u << new_order;
+  arena_slot_t *s = &slots[a->slot];
+  if (new_order > old) {
+    if ((idx & (n_new - 1)) || idx + n_new > KITE_ARENA_UNITS) return false;
+    size_t fresh = 0, reused = 0;
+    _kite_lock(&s->lock);
+    bool ok = idx + n_new <= a->mapped_units;
+    for (uint32_t u = idx + n_old; ok && u < idx + n_new; u++) ok = a->is_free[u];
+    if (ok) {
+      kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
+      kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
+      units_take(a, idx + n_old, n_new - n_old, &fresh, &reused);
+      head->order = (uint8_t)new_order;
+      avail_update(a);
+      kite_assert_internal(arena_check_run(a, idx, new_order, false));
+      kite_assert_expensive(arena_check(a));
+    }
+    _kite_unlock(&s->lock);
+    if (!ok) return false;
+    if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
+    if (fresh) _kite_stat_commit((int64_t)(fresh * KITE_UNIT_SIZE));
+    for (uint32_t i = n_old; i < n_new; i++) {
+      kite_page_t *d = head + i;
+      d->head_off = i;
+      d->kind = KITE_KIND_META;
+      __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
+    }
+    if (tail_zero) *tail_zero = reused == 0;
+    return true;
+  }
+  /* shrink: the units past the new end become a free (committed) part of the arena */
+  for (uint32_t i = n_new; i < n_old; i++) {
+    kite_page_t *d = head + i;
+    __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
+    d->kind = KITE_KIND_FREE;
+    d->head_off = 0;
+    d->block_size = 0;
+  }
+  uint64_t now = _kite_os_now_ms();
+  _kite_lock(&s->lock);
+  for (uint32_t u = idx + n_new; u < idx + n_old; u++) {
+    a->is_free[u] = 1;
+    a->dirty[u] = 1;
+    a->freed_ms[u] = (uint32_t)now;
+  }
+  a->dirty_free += n_old - n_new;
+  kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
+  kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
+  head->order = (uint8_t)new_order;
+  if (old - 1 >= RECENT_MIN_ORDER) recent_note(a, idx + n_old / 2); /* the freed upper half */
+  avail_update(a);
+  kite_assert_internal(arena_check_run(a, idx, new_order, false));
+  kite_assert_expensive(arena_check(a));
+  _kite_unlock(&s->lock);
+  __atomic_fetch_add(&dirty_free_units, n_old - n_new, __ATOMIC_SEQ_CST); /* see purger.c */
+  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+  return true;
 }
 
 /* ---- purging (caller holds purge_lock) ---- */
