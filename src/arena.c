@@ -520,7 +520,9 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty
   kite_arena_t *a = s->arena;
   if (!a) { _kite_unlock(&s->lock); return 0; }
   int64_t d = _kite_options.purge_delay_ms;
-  uint32_t min_age = 0; /* purge dirty free units at least this old (ms) */
+  uint32_t min_age = 0;          /* purge the dirty free units at least this old (ms) */
+  uint32_t part_age = 0;         /* then, of those at least this old, */
+  uint64_t part = 0;             /* at most this many */
   if (!a->dirty_free) goto done;
   if (!force) {
     if (d <= 0) goto done;
@@ -540,19 +542,37 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty
     uint64_t excess = total - allowed, acc = 0;
     uint32_t b = DECAY_BANDS + 1;
     while (b > 0 && acc < excess) acc += hist[--b];
-    min_age = b * band;
+    /* the bands older than b go whole; of band b only what the excess still asks for
+     * (rounded up to 2 MiB, a huge page), in address order: purging all of the youngest band
+     * purged would purge a fresh free at once when it is alone in its band */
+    min_age = (b + 1) * band;
+    part_age = b * band;
+    part = excess - (acc - hist[b]);
+    part = (part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
   }
+#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= (age))
   for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
-#define PURGEABLE(k) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= min_age)
-    if (!PURGEABLE(i)) { i++; continue; }
+    if (!PURGEABLE(i, min_age)) { i++; continue; }
     uint32_t j = i;
-    while (j < KITE_ARENA_UNITS && PURGEABLE(j)) j++;
-#undef PURGEABLE
+    while (j < KITE_ARENA_UNITS && PURGEABLE(j, min_age)) j++;
     purge_range(s, a, i, j);
     purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
     __atomic_fetch_sub(&dirty_free_units, j - i, __ATOMIC_RELAXED);
     i = j;
   }
+  /* the part, from the top down: runs are reused from their start (the recently freed
+   * runs) and carved lowest first, so the top of free memory is the least likely reused */
+  for (uint32_t j = KITE_ARENA_UNITS; j > a->meta_units && part;) {
+    if (!PURGEABLE(j - 1, part_age)) { j--; continue; }
+    uint32_t i = j;
+    while (i > a->meta_units && PURGEABLE(i - 1, part_age) && j - i < part) i--;
+    part -= j - i;
+    purge_range(s, a, i, j);
+    purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
+    __atomic_fetch_sub(&dirty_free_units, j - i, __ATOMIC_RELAXED);
+    j = i;
+  }
+#undef PURGEABLE
 done:
   *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   _kite_unlock(&s->lock);
