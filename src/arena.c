@@ -11,7 +11,8 @@
  * Every unit's descriptor says what it is: META, FREE, SMALL/LARGE head, or a non-head
  * unit of a run (head_off != 0). The descriptors of a free run are rewritten when it is
  * allocated. The arena header keeps, per unit, what only the arena's lock holder reads:
- * is_free, dirty (touched since the last purge) and freed_ms.
+ * is_free, dirty (touched since the last purge), advised (MADV_HUGEPAGE given) and freed_ms,
+ * and the starts of the last freed big runs (recent[], reused first: see RECENT_RUNS).
  *
  * The arena table: every arena has a slot (slots[], static, so a slot's lock outlives the
  * arena it guards: a thread that read a stale slot number locks it and finds arena ==
@@ -30,7 +31,7 @@
  * Decay (KITE_PURGE_DELAY_MS = D > 0): a purge step looks at the ages of an arena's dirty
  * free units in 16 bands of D/16. A unit freed at age a may stay committed with weight
  * 1 - a/D, so the step keeps at most sum(1 - a/D) units and purges the oldest first until
- * it does: what has been free for D or more always goes, recent frees stay for reuse, and
+ * it does (older bands whole, the youngest one it reaches only in part, top down): what has been free for D or more always goes, recent frees stay for reuse, and
  * a steady free rate leaves about half of the last D's frees committed. Steps run from
  * frees at most every D/16 ms (purge_lock is only tried: a free never waits for a purge),
  * from thread exit, and from the background purger. An arena whose units are all free and
