@@ -70,6 +70,16 @@
  * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
  * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
 #define THP_UNITS 32u
+/* Adaptive decay: while the units claimed in the last one or two windows of DEMAND_WINDOWS
+ * purge delays are at least the dirty free units of all arenas (the program asks for as much
+ * memory as it has just given back), and keeping them does not lift the committed total
+ * above the most the program had in use in those windows, a step keeps every free unit
+ * younger than one window (only older ones go); otherwise the plain decay. A program that
+ * frees everything and builds it again (rounds of work) keeps its pages; one that stops
+ * allocating, or whose free memory does not fit its new requests, is purged as before. */
+#ifndef DEMAND_WINDOWS
+#define DEMAND_WINDOWS 8
+#endif
 
 /* Per-unit state owned by the slot lock lives here, not in the descriptors (which the
  * page owners write without the lock). */
@@ -107,6 +117,11 @@ static kite_lock_t purge_lock = KITE_LOCK_INIT;
 static uintptr_t arena_hint;         /* where to map the next arena (atomic) */
 static uint64_t last_purge_ms;       /* atomic */
 static size_t dirty_free_units;      /* atomic: sum of dirty_free */
+static uint64_t demand_cur;          /* atomic: units claimed in this demand window */
+static uint64_t demand_prev;         /* units claimed in the previous window (purge_lock) */
+static uint64_t demand_epoch_ms;     /* start of this window (purge_lock) */
+static uint64_t used_peak_cur;       /* most units in use (committed, not free) seen by a step */
+static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
 static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));
 
 void (*_kite_arena_dirty_hook)(void);
@@ -311,6 +326,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&demand_cur, (uint64_t)1 << order, __ATOMIC_RELAXED);
   *clean = reused == 0;
   *newly = fresh;
   return a;
@@ -514,7 +530,7 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
 
 /* One decay step (or, force, a full purge) of the arena in slot s. Returns bytes purged;
  * *empty tells whether the arena is now all free and all purged. */
-static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty) {
+static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t keep_young, bool *empty) {
   size_t purged = 0;
   *empty = false;
   _kite_lock(&s->lock);
@@ -525,7 +541,9 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty
   uint32_t part_age = 0;         /* then, of those at least this old, */
   uint64_t part = 0;             /* at most this many */
   if (!a->dirty_free) goto done;
-  if (!force) {
+  if (!force && keep_young) {
+    min_age = keep_young;
+  } else if (!force) {
     if (d <= 0) goto done;
     uint32_t band = (uint32_t)(d / DECAY_BANDS) ? (uint32_t)(d / DECAY_BANDS) : 1;
     uint32_t hist[DECAY_BANDS + 1] = {0};
@@ -612,10 +630,31 @@ static size_t arena_unmap(uint32_t slot) {
 static size_t purge_all(bool force, uint64_t now) {
   size_t purged = 0, unmapped = 0;
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  /* the demand windows (see DEMAND_WINDOWS) */
+  uint32_t keep_young = 0;
+  int64_t d = _kite_options.purge_delay_ms;
+  if (!force && d > 0) {
+    uint64_t w = (uint64_t)d * DEMAND_WINDOWS;
+    if (now - demand_epoch_ms >= w) {
+      uint64_t cur = __atomic_exchange_n(&demand_cur, 0, __ATOMIC_RELAXED);
+      bool gap = now - demand_epoch_ms >= 2 * w;
+      demand_prev = gap ? 0 : cur;
+      used_peak_prev = gap ? 0 : used_peak_cur;
+      used_peak_cur = 0;
+      demand_epoch_ms = now;
+    }
+    uint64_t dirty = __atomic_load_n(&dirty_free_units, __ATOMIC_RELAXED);
+    uint64_t committed = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
+    uint64_t used = committed > dirty ? committed - dirty : 0;
+    if (used > used_peak_cur) used_peak_cur = used;
+    uint64_t demand = demand_prev + __atomic_load_n(&demand_cur, __ATOMIC_RELAXED);
+    uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;
+    if (dirty <= demand && committed <= ceiling) keep_young = (uint32_t)w;
+  }
   for (uint32_t i = 0; i < hi; i++) {
     if (!__atomic_load_n(&slots[i].arena, __ATOMIC_ACQUIRE)) continue;
     bool empty;
-    purged += arena_decay(&slots[i], force, now, &empty);
+    purged += arena_decay(&slots[i], force, now, keep_young, &empty);
     /* a decay step keeps one arena mapped (the next run would map it again) */
     if (empty && (force || __atomic_load_n(&arena_count, __ATOMIC_RELAXED) > 1)) unmapped += arena_unmap(i);
   }
