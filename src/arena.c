@@ -44,6 +44,7 @@
 #include "stats.h"
 #include "message.h"
 #include "os.h"
+#include "tool.h"
 #include <errno.h>
 #include <string.h>
 #include <kite/buddy.h>
@@ -478,6 +479,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
       d->kind = KITE_KIND_META;
       __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
     }
+    KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);
     if (tail_zero) *tail_zero = reused == 0;
     return true;
   }

@@ -321,6 +321,7 @@ void *_kite_huge_resize(void *p, size_t new_size, bool may_move) {
   }
   huge_seal(h);
   huge_live(0, (int64_t)h->user_len - (int64_t)old);
+  if (h->user_len > old) KITE_TOOL_RUN_FRESH(h->user, h->user_len); /* ASan: see huge_alloc */
   kite_assert_internal(huge_check_block(h, true));
   return h->user;
 }
