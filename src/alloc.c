@@ -66,11 +66,16 @@ static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n) {
 }
 
 
+/* Large order for n bytes (n > KITE_SMALL_MAX). */
+static inline unsigned large_order(size_t n) {
+  return _kite_ceil_log2((n + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+}
+
 /* Large run or huge map for n bytes aligned to align (0 or a power of two). */
 static void *alloc_large(size_t n, size_t align, bool *zero) {
   if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
   _kite_options_ensure();
-  unsigned order = _kite_ceil_log2((n + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  unsigned order = large_order(n);
   unsigned aorder = align > KITE_UNIT_SIZE ? _kite_ceil_log2(align) - KITE_UNIT_SHIFT : 0;
   if (aorder > order) order = aorder;
   *zero = true;
@@ -82,6 +87,7 @@ static void *alloc_large(size_t n, size_t align, bool *zero) {
     pg->next = pg->prev = NULL;
     pg->owned.owner = NULL;
     __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
+    _kite_arena_advise_run(pg, n);
     _kite_stat_add(&_kite_stats.large_allocs, 1);
     return _kite_page_start(pg);
   }
@@ -146,6 +152,12 @@ KITE_API void *kite_pvalloc(size_t n) {
   return alloc_aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
 }
 
+/* realloc without moving where it can: a small block stays when n still fits its class (and
+ * is more than half of it); a large run keeps its place when n needs the same order, gives
+ * its tail back when n needs a smaller one, and grows into its free buddy run (or buddies)
+ * when n needs a bigger one; a huge block shrinks in place, grows in place when the address
+ * space after it is free, else moves its pages (mremap, no copy). Everything else is a new
+ * block, a copy and a free. */
 KITE_API void *kite_realloc(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
@@ -161,20 +173,27 @@ KITE_API void *kite_realloc(void *p, size_t n) {
     old = pg->block_size;
     if (n <= old && n > old / 2) return p;
   } else if (pg) {
-    size_t run = KITE_UNIT_SIZE << pg->order;
     old = pg->large_size;
-    if (n <= run && n > KITE_SMALL_MAX && n >= run / 4) {
-      pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-      return p;
+    if (n > KITE_SMALL_MAX && n <= KITE_LARGE_MAX) {
+      unsigned order = large_order(n);
+      if (order == pg->order || _kite_arena_resize_run(pg, order, NULL)) {
+        pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+        if (n > old) _kite_arena_advise_run(pg, n);
+        return p;
+      }
     }
   } else if (huge) {
     old = huge;
-    if (n > KITE_LARGE_MAX && n <= KITE_MAX_REQUEST && n >= old / 2 && _kite_huge_resize(p, n)) return p;
+    if (n > KITE_LARGE_MAX && n <= KITE_MAX_REQUEST) {
+      void *q = _kite_huge_resize(p, n, true);
+      if (q) return q;
+    }
   } else {
     _kite_report_invalid("realloc(): invalid pointer", p);
     errno = EINVAL;
     return NULL;
   }
+  if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
   /* A small block that grows gets 25% headroom, so a vector growing by small steps moves
    * every ~4 classes instead of every class (classes are 12.5% apart). */
   size_t want = n;

@@ -44,4 +44,8 @@ uint64_t _kite_os_now_ms(void);
 void _kite_os_abort(void) __attribute__((noreturn));
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
 void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move);
+/* Move the mapping [p, p+old_size) to dest (a range of new_size bytes the caller mapped, which
+ * it replaces), growing it to new_size: the pages move, nothing is copied. false if it
+ * cannot (then both mappings are as they were; errno unchanged). */
+bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest);
 #endif

@@ -141,6 +141,13 @@ void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
   return q == MAP_FAILED ? NULL : q;
 }
 
+bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest) {
+  int saved = errno;
+  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+  errno = saved;
+  return q == dest;
+}
+
 int _kite_os_dup_cloexec(int fd) {
   int saved = errno;
   int r = fcntl(fd, F_DUPFD_CLOEXEC, 100);
