@@ -101,7 +101,9 @@ static void free_small_any(kite_page_t *pg, kite_block_t *b) {
     if (--pg->used <= 0) _kite_free_local_slow(h, pg);
     return;
   }
-  _kite_page_free_remote(pg, b);
+  /* no owner (its thread exited): heap.c frees it, and gives the page back once empty */
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || !_kite_heap_free_abandoned(pg, b))
+    _kite_page_free_remote(pg, b);
   if (h != &_kite_heap_empty) h->remote_frees++;
   else _kite_stat_add(&_kite_stats.remote_frees, 1);
 }
