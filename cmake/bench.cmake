@@ -18,7 +18,7 @@ endif()
 
 set(KITE_BENCH_WORKLOADS
     collatz-ivec collatz-list rnbench larson xmalloc cache-thrash cache-scratch
-    realloc large graph thread-churn churn xfer thread-rounds phases replay)
+    realloc large graph thread-churn churn xfer thread-rounds phases replay exit-rss tlb)
 set(_kite_bench_targets "")
 foreach(w ${KITE_BENCH_WORKLOADS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/bench/workloads/${w}.c)
