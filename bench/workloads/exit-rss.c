@@ -186,13 +186,15 @@ int main(int argc, char **argv) {
   if (made != freed || made_bytes != freed_bytes) bad++;
   free(ts);
   free(g_inbox);
-  printf("rss_peak_mib: %.1f\n", status_mib("VmHWM"));
-  printf("rss_exit_mib: %.1f\n", status_mib("VmRSS"));
-  fflush(stdout);
+  /* read before printing anything (stdio's buffer is memory too); the peak last, so it
+   * covers both readings */
+  double at_exit = status_mib("VmRSS");
   struct timespec idle = {idle_ms / 1000, (idle_ms % 1000) * 1000000l};
   while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
   }
-  printf("rss_idle_mib: %.1f\n", status_mib("VmRSS"));
+  double at_idle = status_mib("VmRSS");
+  printf("rss_peak_mib: %.1f\n", status_mib("VmHWM"));
+  printf("rss_exit_mib: %.1f\nrss_idle_mib: %.1f\n", at_exit, at_idle);
   printf("blocks: %" PRIu64 ", bytes: %" PRIu64 "\n", made, made_bytes);
   return wl_finish(t1 - t0, wl_mix(made, made_bytes), bad, "blocks lost or with a broken stamp");
 }
