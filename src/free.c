@@ -109,10 +109,13 @@ static inline __attribute__((always_inline)) void free_small_any(kite_page_t *pg
     if (--pg->used <= 0) _kite_free_local_slow(h, pg);
     return;
   }
-  if (!_kite_page_free_remote(pg, i)) {
+  if (!_kite_page_claim_remote(pg, i)) {
     _kite_report_invalid("free(): invalid pointer or double free", p);
     return;
   }
+  /* no owner (its thread exited): heap.c pushes it, and gives the page back once empty */
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || !_kite_heap_free_abandoned(pg, i))
+    _kite_page_push_remote(pg, i);
   if (h != &_kite_heap_empty) h->remote_frees++;
   else _kite_stat_add(&_kite_stats.remote_frees, 1);
 }

@@ -6,8 +6,13 @@
  *   a local free moves it back at once, remote frees are found by an amortized scan of the
  *   full list before a fresh page is taken) -> empty: cached or given back to the arena.
  *   At thread exit every non-empty page is abandoned: heap = NULL, pushed on abandoned[cls]
- *   (one global lock); a thread short of pages of that class adopts it. Remote frees to an
- *   abandoned page wait in its thread_free list for the adopter.
+ *   (one global lock); a thread short of pages of that class adopts it. A free of a block of
+ *   an abandoned page takes heap_lock (_kite_heap_free_abandoned): the free that leaves the
+ *   page empty keeps it at the front of its list for the next thread (at most
+ *   KITE_ABANDONED_EMPTY_MAX pages so kept) or gives it back to the arena, so memory of
+ *   exited threads does not wait for an adopter that may never come. Under heap_lock, heap ==
+ *   NULL on a small page with blocks means: on its abandoned list (abandon and adopt change
+ *   both together); abandoned_empty counts the listed pages with used == 0.
  *
  * Locks: heap_lock guards the heap pool, the list of live heaps, and the abandoned lists.
  * It is taken only on slow paths (thread start/exit, adoption, trim, stats).
@@ -35,6 +40,10 @@ static kite_lock_t heap_lock = KITE_LOCK_INIT;
 static kite_heap_t *heap_pool;     /* heaps of exited threads, for reuse (via next_all) */
 static kite_heap_t *heap_live;     /* all live heaps */
 static kite_page_t *abandoned[KITE_CLASSES];
+/* Empty pages kept on the abandoned lists (at their fronts) for the next threads: at most
+ * this many; an abandoned page emptied beyond it goes back to the arena at once. */
+#define KITE_ABANDONED_EMPTY_MAX 128
+static uint32_t abandoned_empty;
 static pthread_key_t heap_key;
 static bool heap_key_made;
 
@@ -162,17 +171,74 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   return found;
 }
 
+/* The abandoned lists are doubly linked (next, prev), so that the free that empties a page
+ * can take it out of the middle. Caller holds heap_lock. */
+static void abandoned_push(kite_page_t *pg) {
+  kite_page_t *first = abandoned[pg->cls];
+  pg->prev = NULL;
+  pg->next = first;
+  if (first) first->prev = pg;
+  __atomic_store_n(&abandoned[pg->cls], pg, __ATOMIC_RELAXED); /* peeked unlocked */
+}
+static void abandoned_unlink(kite_page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next;
+  else __atomic_store_n(&abandoned[pg->cls], pg->next, __ATOMIC_RELAXED);
+  if (pg->next) pg->next->prev = pg->prev;
+  pg->next = pg->prev = NULL;
+}
+
+/* Caller holds heap_lock; pg is abandoned. If every block is free (the remote frees on
+ * thread_free are all that is left), merges them and sets used to 0; then, with keep and
+ * fewer than KITE_ABANDONED_EMPTY_MAX empty pages kept, moves pg to the front of its list
+ * (the next thread short of that class adopts it without a trip through the arena and a
+ * page fault), else unlinks it and returns true: the caller gives it to the arena after
+ * unlocking. Pages already empty (used == 0) are left alone unless !keep. */
+static bool abandoned_settle(kite_page_t *pg, bool keep) {
+  if (pg->used == 0) {
+    if (keep) return false;
+    abandoned_empty--;
+    abandoned_unlink(pg);
+    return true;
+  }
+  uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+  if (KITE_TF_COUNT(tfw) != pg->used) return false;
+  _kite_page_collect(pg, true, false);
+  if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
+  abandoned_unlink(pg);
+  if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
+    abandoned_empty++;
+    abandoned_push(pg);
+    return false;
+  }
+  return true;
+}
+
+bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
+  _kite_lock(&heap_lock);
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL) { /* adopted meanwhile */
+    _kite_unlock(&heap_lock);
+    return false;
+  }
+  _kite_page_push_remote(pg, i);
+  bool empty = abandoned_settle(pg, true);
+  _kite_unlock(&heap_lock);
+  if (empty) run_free(pg);
+  return true;
+}
+
 /* Take an abandoned page of class cls, if any. */
 static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
   for (int tries = 0; tries < 8; tries++) {
     if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
     _kite_lock(&heap_lock);
     kite_page_t *pg = abandoned[cls];
-    if (pg) __atomic_store_n(&abandoned[cls], pg->next, __ATOMIC_RELAXED); /* peeked unlocked */
+    if (pg) {
+      if (pg->used == 0) abandoned_empty--;
+      abandoned_unlink(pg);
+      __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    }
     _kite_unlock(&heap_lock);
     if (!pg) return NULL;
-    pg->next = pg->prev = NULL;
-    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
     _kite_stat_add(&_kite_stats.pages_adopted, 1);
     page_collect(h, pg, true);
     kite_assert_internal(_kite_page_check(pg, true, 0) && pg->cls == cls);
@@ -269,12 +335,14 @@ static void heap_abandon(kite_heap_t *h) {
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));
-        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         _kite_lock(&heap_lock);
-        pg->next = abandoned[c];
-        __atomic_store_n(&abandoned[c], pg, __ATOMIC_RELAXED); /* peeked unlocked */
+        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+        abandoned_push(pg);
+        /* the frees that came after the collect may have emptied it */
+        bool empty = abandoned_settle(pg, true);
         _kite_unlock(&heap_lock);
         _kite_stat_add(&_kite_stats.pages_abandoned, 1);
+        if (empty) run_free(pg);
       }
     }
   }
@@ -502,12 +570,10 @@ size_t _kite_heap_trim(void) {
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
     _kite_lock(&heap_lock);
-    kite_page_t **link = &abandoned[c], *empty = NULL;
-    while (*link) {
-      kite_page_t *pg = *link;
-      _kite_page_collect(pg, true, false);
-      if (pg->used == 0) { __atomic_store_n(link, pg->next, __ATOMIC_RELAXED); pg->next = empty; empty = pg; }
-      else link = &pg->next;
+    kite_page_t *empty = NULL;
+    for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
+      next = pg->next;
+      if (abandoned_settle(pg, false)) { pg->next = empty; empty = pg; }
     }
     _kite_unlock(&heap_lock);
     while (empty) {
@@ -606,19 +672,27 @@ bool _kite_heap_check_all(void) {
   bool ok = true;
   _kite_lock(&heap_lock);
   /* abandoned pages: nobody owns them, and nobody collects them while heap_lock is held */
+  uint32_t n_empty = 0;
   for (unsigned c = 0; c < KITE_CLASSES && ok; c++) {
     kite_page_t *slow = abandoned[c];
     uint64_t k = 0;
-    for (kite_page_t *pg = abandoned[c]; pg && ok; pg = pg->next, k++) {
+    kite_page_t *prev = NULL;
+    for (kite_page_t *pg = abandoned[c]; pg && ok; prev = pg, pg = pg->next, k++) {
       if (k && (k & 1) == 0) {
         slow = slow->next;
         if (slow == pg) { ok = _kite_check_failed("heap: abandoned list has a cycle", c); break; }
       }
       if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->cls != c)
         ok = _kite_check_failed("heap: abandoned page owned or of another class", (uintptr_t)pg);
+      else if (pg->prev != (k ? prev : NULL))
+        ok = _kite_check_failed("heap: abandoned list's back link", (uintptr_t)pg);
+      else if (pg->used == 0)
+        n_empty++;
       else ok = _kite_page_check(pg, true, 0);
     }
   }
+  if (ok && n_empty != abandoned_empty)
+    ok = _kite_check_failed("heap: count of empty abandoned pages", abandoned_empty);
   _kite_unlock(&heap_lock);
   return ok;
 }

@@ -90,22 +90,25 @@ uint32_t _kite_page_extend(kite_page_t *pg);
  * allocation list is empty. Returns the blocks that count as newly issued for statistics
  * (remote frees always; local frees only when count_local). Owner only. */
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
-/* Free block i of pg from a thread that does not own it: claim its entry (LIVE -> REMOTE)
- * with one CAS and push it on thread_free. false (nothing changed) when the block is not
- * handed out: a double or invalid free. */
-static inline bool _kite_page_free_remote(kite_page_t *pg, uint32_t i) {
-  uint16_t *e = &pg->links[i];
+/* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
+ * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
+ * double or invalid free. */
+static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
   uint16_t live = KITE_LINK_LIVE;
-  if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+  if (!__atomic_compare_exchange_n(&pg->links[i], &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
+                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return false;
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
   KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
+  return true;
+}
+/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
+static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {
-    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    __atomic_store_n(&pg->links[i], (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
     nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-  return true;
 }
 #endif
 
