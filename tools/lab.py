@@ -409,8 +409,8 @@ def fidelity(res):
             ut.append(f"{tr}: {vals['rbtree_linked'] * 100:.2f}% vs {vals['rbtree_clrs'] * 100:.2f}%")
     rows.append(("000 minimum blocks: list 32 B, trees and splays 40 B, rbtree_linked 48 B "
                  "(8-byte granule); \"rbtree_linked costs utilization\"",
-                 "the same minimum blocks and granule (trees, splays, seglist); rbtree_unified "
-                 "keeps 48 B (its node also has the duplicate list)",
+                 "the same minimum blocks and granule (trees, splays, seglist), checked by "
+                 "tests/lab/test_policy.c (minimum_blocks_are_the_seeds)",
                  "utilization rbtree_linked vs rbtree_clrs: " + ("; ".join(ut) if ut else "not measured"),
                  "gcc trace: 72.95% vs 76.44%"))
     nu = largest("rbtree_clrs", "realloc")
