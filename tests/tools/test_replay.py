@@ -487,8 +487,11 @@ def test_lab_smoke():
         print("  (skipped: no matplotlib for this python; make venv provides it)", file=sys.stderr)
         return
     out = os.path.join(TMP, "doc")
+    big = os.path.join(TMP, "big")  # stands in for build/lab-traces (make lab-traces)
+    os.makedirs(big, exist_ok=True)
+    shutil.copy(os.path.join(DATA, "sort.trace"), os.path.join(big, "sort-big.trace"))
     r = run([PY, os.path.join(TOOLS, "lab.py"), "--build", BUILD, "--out", out, "--ns", "300,600",
-             "--repeats", "1", "--no-peers"])
+             "--repeats", "1", "--no-peers", "--big-traces", big])
     eq(r.returncode, 0, f"lab.py: {r.stderr[-500:]}")
     md = open(os.path.join(out, "lab.md")).read()
     check("## The seed's four questions" in md, "lab.md has the questions")
@@ -504,6 +507,19 @@ def test_lab_smoke():
     res = plot.load_results(os.path.join(out, "lab", "results.json"))
     n_alloc = len(allocators())
     eq(len(res["synthetic"]), 2 * 2 * n_alloc, "2 N x 2 experiments x every allocator")
+    # the large traces: every allocator replays each whole; the section lists its size
+    eq(len(res["big_traces"]), n_alloc, "one large trace x every allocator")
+    ops = sum(1 for x in open(os.path.join(big, "sort-big.trace")) if not x.startswith("#"))
+    eq(res["big_info"]["sort-big.trace"]["ops"], ops, "the large trace's op count")
+    for row in res["big_traces"]:
+        check(row["runs"] and row["runs"][0]["requests"] == ops, f"{row['allocator']} replayed it whole")
+    check("## Large program traces" in md and f"| sort-big.trace | {ops:,} |" in md,
+          "lab.md has the large-trace section and its size")
+    r = run([PY, os.path.join(TOOLS, "kite-lab-traces"), "-o", os.path.join(TMP, "cap"), "--only", "gcc-O2,nosuch"])
+    eq(r.returncode, 2, "kite-lab-traces --only with an unknown name")
+    check("no program nosuch" in r.stderr and "usage:" in r.stderr, r.stderr)
+    r = run([PY, os.path.join(TOOLS, "kite-lab-traces"), "-o", os.path.join(TMP, "cap"), "--list"])
+    eq(r.stdout.split(), ["gcc-O2", "python3", "perl", "sqlite3"], "kite-lab-traces --list")
     for row in res["synthetic"]:
         if row["runs"]:
             eq(row["runs"][0]["requests"], 2 * row["n"] if row["experiment"] == "insert-delete" else row["n"],
