@@ -116,6 +116,58 @@ def run_replay(replay, args, env_extra, path, rng=None, timeout=150, intervals=N
     return out, None
 
 
+BREAKDOWN_N = 100000  # the realloc script whose utilization is taken apart
+
+
+def realloc_breakdown(replay, work, seed, n=BREAKDOWN_N, policy="rbtree_clrs"):
+    """Why `realloc N` reaches ~88% utilization and not the workshop's 98%: the policy's
+    utilization taken apart into the block overhead of the live requests (header and 8-byte
+    granule, the seed's layout: the ceiling a perfectly packed heap reaches) and the free
+    holes left inside the heap span at the peak (after the N reallocs, line 4N, from
+    `kite-replay --free-at`); and how many reallocs cannot stay in place even with both free
+    neighbours whole (a property of the script)."""
+    path, _ = generate("realloc", n, seed, work)
+    first, resize = [], []
+    with open(path) as f:
+        for line in f:
+            t = line.split()
+            if t[0] == "a":
+                first.append(int(t[2]))
+            elif t[0] == "r":
+                resize.append(int(t[2]))
+
+    def blk(x):  # ds/blocks.h with the seed's granule: 8-byte header, 8-byte steps, 40 B minimum
+        return max(40, (x + 8 + 7) // 8 * 8)
+    r = subprocess.run([replay, "--json", "--policy", policy, "--free-at", str(4 * n), "-r",
+                        str(3 * n + 1), str(4 * n), path], capture_output=True, text=True, timeout=300)
+    lines = r.stderr.strip().splitlines()
+    if r.returncode != 0 or not lines or not lines[0].startswith("free-at"):
+        return None
+    j = json.loads(r.stdout)
+    free = sorted((int(a), int(b)) for a, b in (x.split() for x in lines[1:]))
+    # the largest free block is the unused rest of the region above the span: not a hole
+    cap, cnt = free[-1]
+    free[-1] = (cap, cnt - 1)
+    holes = sum((c + 8) * k for c, k in free)
+    nholes = sum(k for _, k in free)
+    right = [blk(x) for x in first[2::2]] + [float("inf")]  # the last block meets the heap's top
+    stay = sum(1 for i, x in enumerate(resize)
+               if blk(x) <= blk(first[2 * i + 1]) + blk(first[2 * i]) + right[i])
+    # the same script with reallocs near the old size (-25% .. +33%): they stay in place
+    near = os.path.join(work, f"realloc-near-{n}-s{seed}.script")
+    if not os.path.exists(near):
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_trace.py"), "realloc", str(n), "--near",
+                        "--seed", str(seed), "-o", near], capture_output=True, check=True)
+    rn = subprocess.run([replay, "--json", "--policy", policy, "-r", str(3 * n + 1), str(4 * n), near],
+                        capture_output=True, text=True, timeout=300)
+    near_u = json.loads(rn.stdout)["utilization"] if rn.returncode == 0 else None
+    return {"n": n, "policy": policy, "near_utilization": near_u, "utilization": j["utilization"],
+            "span": j["footprint_bytes"],
+            "peak_live": j["peak_live_bytes"], "initial_span": sum(blk(x) for x in first),
+            "initial_live": sum(first), "live_blocks": sum(blk(x) for x in resize),
+            "holes": holes, "nholes": nholes, "cannot_stay": n - stay}
+
+
 def trace_info(path):
     """A large trace's size and the command it was captured from (its header)."""
     info = {"ops": 0, "bytes": os.path.getsize(path), "command": None, "mallocs": 0, "frees": 0,
@@ -447,9 +499,15 @@ def fidelity(res):
                  "traced with ltrace; sizes not given; \"mostly calls to malloc() and free()\""))
     nu = largest("rbtree_clrs", "realloc")
     u = util("rbtree_clrs", "realloc", nu) if nu else None
-    rows.append(("000 realloc script utilization", "`realloc N` of tools/gen_trace.py",
-                 f"rbtree_clrs at N = {nu:,}: {u * 100:.1f}%" if u else "not measured",
-                 "98% (its own realloc script; the lab's generator draws other sizes)"))
+    b = res.get("realloc_breakdown")
+    rows.append(("000 realloc script utilization", "`realloc N` of tools/gen_trace.py; taken apart in "
+                 "\"Why realloc utilization ...\" above",
+                 (f"rbtree_clrs at N = {nu:,}: {u * 100:.1f}%" if u else "not measured")
+                 + (f"; {b['cannot_stay']:,} of {b['n']:,} reallocs cannot stay in place, holes "
+                    f"{100 * b['holes'] / b['span']:.1f}% of the span; with reallocs near the old size "
+                    f"(`--near`) {b['near_utilization'] * 100:.1f}%, the block-overhead ceiling"
+                    if b and b.get("near_utilization") else ""),
+                 "98% (measured in issue #13 with the workshop's own realloc script, not in the seed)"))
     rows.append(("000 `.script` semantics (an id is a slot: a second `f` is free(NULL), `r` of "
                  "NULL is realloc(NULL), `a` of a live id leaks)", "lab/trace/trace_io.c, "
                  "docs/trace-format.md; one script per case in tests/data/scripts/",
@@ -499,6 +557,52 @@ def fidelity(res):
     for a, b, c, d in rows:
         L.append(f"| {a} | {b} | {c} | {d} |")
     L.append("")
+    return L
+
+
+def mb(x):
+    return f"{x / 1e6:.1f} MB"
+
+
+def breakdown_section(b):
+    """Why the realloc script's utilization is about 88% and the workshop's was 98%."""
+    if not b:
+        return []
+    n = b["n"]
+    ceiling = b["peak_live"] / b["live_blocks"]
+    L = [f"### Why realloc utilization is {b['utilization'] * 100:.1f}% here and 98% in the workshop\n",
+         "The measure is the seed's: peak requested bytes over the heap's span (its text does not "
+         "define it further; 98% is what issue #13 measured running the workshop's own harness on "
+         "its own realloc script, which is not among the seed's files). Taken apart at "
+         f"N = {n:,} for `{b['policy']}` (`kite-replay --free-at {4 * n}`: the free blocks at the "
+         "peak, after the reallocs):\n",
+         f"- The 2N mallocs (1-500 B) lay out a span of {mb(b['initial_span'])} holding "
+         f"{mb(b['initial_live'])}. The N reallocs (200-1000 B) raise the live bytes to "
+         f"{mb(b['peak_live'])}, the peak: {mb(b['peak_live'] - b['initial_span'])} more than that "
+         "whole span.",
+         f"- {b['cannot_stay']:,} of the {n:,} reallocs ({100 * b['cannot_stay'] / n:.1f}%) ask for "
+         "more than their block and both free neighbours hold together, so they cannot stay in place "
+         "under any policy that leaves the other blocks where they are. They move to the top of the "
+         f"heap, and the blocks they leave become {b['nholes']:,} free holes of "
+         f"{mb(b['holes'])} inside the final span of {mb(b['span'])} "
+         f"({100 * b['holes'] / b['span']:.1f}%), most too small for the later requests.",
+         f"- Packed without holes, the live requests need {mb(b['live_blocks'])} of blocks (8-byte "
+         f"header, 8-byte granule): a ceiling of {ceiling * 100:.1f}%. The holes take the rest: "
+         f"{mb(b['peak_live'])} / {mb(b['span'])} = {b['utilization'] * 100:.1f}%.",
+         ""]
+    if b.get("near_utilization"):
+        L.append("The seed describes its realloc script as \"a random distribution of calls for more "
+                 "or less space, with a slight skew towards asking for more space\". The same script "
+                 "with each realloc asking for -25% .. +33% of its block (`tools/gen_trace.py realloc "
+                 f"{n} --near`) leaves no holes: `{b['policy']}` reaches "
+                 f"{b['near_utilization'] * 100:.1f}%, the block-overhead ceiling of 1-500 B requests "
+                 f"(its peak is then the 2N mallocs). So the lab's {b['utilization'] * 100:.0f}% comes from its script, whose "
+                 "reallocs grow the live bytes by 20%, past the span laid out before them, not from the "
+                 "measure or the policies; the workshop's 98% reads as the ceiling of a script "
+                 "whose reallocs stay in place; with 8-12 bytes of overhead a block, 98% implies "
+                 "requests of about 500 B on average, larger than the lab's 1-500 B (an inference: "
+                 "its sizes are not known here). The lab keeps its script: it is the one that "
+                 "exercises coalescing on both sides and moving.\n")
     return L
 
 
@@ -650,6 +754,7 @@ def write_report(res, path, charts):
     L.append("")
     if "utilization.png" in charts:
         L.append("![utilization.png](lab/utilization.png)\n")
+    L.extend(breakdown_section(res.get("realloc_breakdown")))
     L.append("## Captured programs\n")
     L.append("The traces in `tests/data/traces/` (captured with `tools/kite-trace`, see "
              "[trace-format.md](trace-format.md)), each replayed whole.\n")
@@ -763,9 +868,17 @@ def main(argv):
         import plot
         res = plot.load_results(os.path.join(charts_dir, "results.json"))
         replay = os.path.join(build, "kite-replay")
+        changed = False
         if "peaks" not in res and os.path.exists(replay):  # results from before the peaks view
             os.makedirs(os.path.join(build, "lab"), exist_ok=True)
             res["peaks"] = peaks(replay, os.path.join(build, "lab"), res.get("seed", seed))
+            changed = True
+        if "realloc_breakdown" not in res and os.path.exists(replay):  # from before it
+            os.makedirs(os.path.join(build, "lab"), exist_ok=True)
+            res["realloc_breakdown"] = realloc_breakdown(replay, os.path.join(build, "lab"),
+                                                         res.get("seed", seed))
+            changed = True
+        if changed:
             with open(os.path.join(charts_dir, "results.json"), "w") as f:
                 f.write(json.dumps({"command": res["command"]}) + "\n")
                 json.dump(res, f, indent=1)
@@ -873,6 +986,7 @@ def main(argv):
                 iv["rows"][label] = runs
         res["intervals"] = iv
     res["peaks"] = peaks(replay, work, seed)
+    res["realloc_breakdown"] = realloc_breakdown(replay, work, seed)
     res["elapsed_s"] = time.time() - t0
     with open(os.path.join(charts_dir, "results.json"), "w") as f:
         f.write(json.dumps({"command": res["command"]}) + "\n")  # the command line first
