@@ -2,7 +2,8 @@
  * Include after ds/blocks.h.
  *
  * Node (the payload of a free block: 24 bytes, so a 40-byte block holds it with header and
- * footer; 32 bytes and 48-byte blocks where the policy defines LAB_DNODE_PARENT):
+ * footer; 32 bytes and 48-byte blocks where the policy defines LAB_DNODE_PARENT alone, as
+ * rbtree_linked does; 24 bytes again with LAB_DNODE_PARENT and LAB_DNODE_NO_DUPS, rbtree_unified):
  *
  *     tree node:  link[0], link[1]  children (left, right)
  *                 dups              first block of the same size, or NULL (absent where the
