@@ -21,7 +21,7 @@ Runs at N <= 100,000 are repeated (--repeats, default 3): the report gives the m
 the min-max of the repeats, and calls an answer undecided where that spread reaches equal
 time; larger N run once. A run that fails is recorded as a failure with its
 message, never as a time. Default N: 5k 10k 25k 50k 100k 250k 500k 1M -- the seed's range,
-sized so the whole job stays under ~10 minutes on a 2-core machine.
+the synthetic part takes 10-20 minutes on a 2-core machine, the large traces as long again.
 """
 import argparse
 import datetime
@@ -483,7 +483,8 @@ def fidelity(res):
             vals = {r["allocator"]: med(r["runs"], "utilization") for r in rows_k
                     if r["trace"] == tr and r["runs"] and not r.get("error")}
             if vals.get("rbtree_linked") and vals.get("rbtree_clrs"):
-                ut.append(f"{tr}: {vals['rbtree_linked'] * 100:.2f}% vs {vals['rbtree_clrs'] * 100:.2f}%")
+                tag = f"{tr} (large)" if key == "big_traces" else tr
+                ut.append(f"{tag}: {vals['rbtree_linked'] * 100:.2f}% vs {vals['rbtree_clrs'] * 100:.2f}%")
     rows.append(("000 minimum blocks: list 32 B, trees and splays 40 B, rbtree_linked 48 B "
                  "(8-byte granule); \"rbtree_linked costs utilization\"",
                  "the same minimum blocks and granule (trees, splays, seglist), checked by "
@@ -659,11 +660,39 @@ def big_section(res, labels, charts, trace_cell):
                              f"{ut['rbtree_clrs'] * 100:.2f}%")
         L.append(f"- `{t}`: " + "; ".join(parts) + ".")
     L.append("")
+    costs, free_ = [], []
+    for t in names:
+        a, b = row.get(("rbtree_linked", t)), row.get(("rbtree_clrs", t))
+        if a and b and a["runs"] and b["runs"]:
+            d = (med(b["runs"], "utilization") - med(a["runs"], "utilization")) * 100
+            if d >= 0.5:
+                costs.append(f"`{t}` {d:.1f}")
+            else:
+                free_.append(f"`{t}`")
+    others = [p for p in TREES if p != "rbtree_linked"]
+    agree = 0.0
+    for t in names:
+        us = [med(row[(p, t)]["runs"], "utilization") for p in others
+              if (p, t) in row and row[(p, t)]["runs"]]
+        us = [u for u in us if u is not None]
+        if us:
+            agree = max(agree, (max(us) - min(us)) * 100)
+    shares = {t: 100 * info[t]["reallocs"] / info[t]["ops"] for t in names if info.get(t, {}).get("ops")}
     L.append("The seed found its traces \"mostly calls to malloc() and free()\", with few reallocs, "
              "and the utilization of most of its allocators \"the same or very similar\", "
              "`rbtree_linked` paying for its larger node (its gcc trace: 72.95% against 76.44% "
-             "for the other trees). The realloc share and the utilization spread above are the "
-             "same measures on these traces.\n")
+             "for the other trees, 3.5 points). Here: " +
+             (f"`rbtree_linked` loses utilization against `rbtree_clrs` on {', '.join(costs)} "
+              "points (the seed's finding, on these traces)" if costs else
+              "`rbtree_linked` loses no utilization to speak of against `rbtree_clrs`") +
+             (f", and less than half a point on {', '.join(free_)}" if free_ and costs else "") +
+             f"; the other trees and splays, all on 40-byte blocks, differ by at most {agree:.2f} points. "
+             + (f"Reallocs are {min(shares.values()):.1f}% to {max(shares.values()):.1f}% of the ops "
+                f"(`{max(shares, key=shares.get)}` the most)." if shares else "") + "\n")
+    skipped = [r for r in big if r.get("skipped")]
+    if skipped:
+        L.append("*skipped* in this table: " + "; ".join(
+            f"{r['allocator']} on `{r['trace']}` ({r['skipped']})" for r in skipped) + ".\n")
     return L
 
 
@@ -700,8 +729,10 @@ def write_report(res, path, charts):
              "response* is the mean of the kept samples, *time* that mean times the N requests "
              "of the range. N = " + ", ".join(f"{n:,}" for n in ns) +
              f"; runs at N <= 100,000 are repeated {res['repeats']} times: tables show the median "
-             "and, in brackets, the minimum and maximum of the repeats. The N points stop at 1,000,000, as the seed's did, so the job stays near "
-             "10 minutes on a 2-core machine.\n")
+             "and, in brackets, the minimum and maximum of the repeats. The N points stop at 1,000,000, as the seed's did. "
+             "A policy that grows quadratically is stopped where its next N would take over "
+             f"{SKIP_S} s a run, so how many points it gets depends on the machine's load; this run "
+             f"took {res.get('elapsed_s', 0) / 60:.0f} minutes in all.\n")
     L.append("Allocators: the lab policies (single-threaded reference designs over one heap "
              "region), kite (`kite_malloc`...), glibc's malloc, and the installed peers preloaded "
              "under `--malloc`. Two footprints, kept apart: **utilization** (lab policies only) = "
