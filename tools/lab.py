@@ -629,7 +629,7 @@ def big_section(res, labels, charts, trace_cell):
          "|---|---:|---:|---:|---|"]
     for t in names:
         i = info.get(t, {})
-        cmd = (i.get("command") or "")
+        cmd = (i.get("command") or "").replace(ROOT + os.sep, "")  # the worktree's own path
         cmd = cmd if len(cmd) <= 90 else cmd[:87] + "..."
         L.append(f"| {t} | {i.get('ops', 0):,} | {i.get('mallocs', 0):,} / {i.get('frees', 0):,} / "
                  f"{i.get('reallocs', 0):,} | {i.get('bytes', 0) / 2**20:,.0f} MiB | `{cmd}` |")
