@@ -4,6 +4,8 @@
 #   make bench   build, then compare kite with glibc and the installed peers (short size),
 #                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
+#   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
+#                build/lab-traces/, which make lab then replays too
 #   make install PREFIX=/usr/local   install the library, headers, kite.pc, the CMake package,
 #                tools and man pages (cmake --install build --prefix PREFIX)
 #   make deb     the Debian packages (libkite0, libkite-dev, kite-tools) into build-deb/, and
@@ -17,7 +19,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab security venv clean install deb
+.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv clean install deb
 
 all: build
 
@@ -62,6 +64,9 @@ bench-hugepages: build venv
 
 lab: build venv
 	$(PY) tools/lab.py
+
+lab-traces: build venv
+	$(PY) tools/kite-lab-traces
 
 PREFIX ?= /usr/local
 install: build

@@ -1,9 +1,10 @@
 /* lab/rbtree_unified.c -- best fit over a red-black tree whose children are an array.
  *
  * Blocks: the boundary-tag layout of ds/blocks.h (8-byte header, the seed's 8-byte granule:
- * 8-aligned payloads, footer in free blocks, 48-byte minimum block: header, the 32-byte node
- * with its parent field, footer). A free block's payload holds the node of
- * ds/dups.h {link[2], dups (unused here), parent}; the colour is the header's RED bit.
+ * 8-aligned payloads, footer in free blocks, the seed's 40-byte minimum block: header, the
+ * 24-byte node, footer, as rbtree_clrs). A free block's payload holds the node of ds/dups.h
+ * built without its duplicate list (LAB_DNODE_NO_DUPS): {link[2], parent}, the same three
+ * words as CLRS's {parent, left, right}; the colour is the header's RED bit.
  *
  * This is the seed's "unified left/right" variant of CLRS: the children are link[0] and
  * link[1], and each pair of mirror-image cases (insert fix-up, delete fix-up, rotations) is
@@ -12,12 +13,13 @@
  * every free block is a node and equal sizes need no special case.
  *
  * malloc: descend to the smallest (size, address) with size >= need, erase it: O(log n).
- * Invariants: those of ds/rbtree_parent.h, plus `dups` is NULL everywhere.
+ * Invariants: those of ds/rbtree_parent.h.
  */
 #define LAB_POLICY_NAME "rbtree_unified"
 #define LAB_ALIGN 8
-#define LAB_MIN_BLOCK 48
+#define LAB_MIN_BLOCK 40
 #define LAB_DNODE_PARENT
+#define LAB_DNODE_NO_DUPS
 #include "ds/blocks.h"
 #include "ds/dups.h"
 #include "ds/rbtree_parent.h"

@@ -2,7 +2,7 @@
 """gen_trace.py -- synthetic allocation traces, built the way the seed builds its timing scripts.
 
     tools/gen_trace.py insert-delete N [-o OUT] [--seed S]
-    tools/gen_trace.py realloc N       [-o OUT] [--seed S]
+    tools/gen_trace.py realloc N       [-o OUT] [--seed S] [--near]
     tools/gen_trace.py random N        [-o OUT] [--seed S] [--max-live L] [--max-size B]
     tools/gen_trace.py from-dist TRACE N [-o OUT] [--seed S]
 
@@ -11,6 +11,8 @@ insert-delete N: 2N mallocs of 1-500 bytes (ids 0..2N-1), free every other id (0
   mallocs of 1-500 bytes (removals); the timed part is lines 2N+1 .. 4N.
 realloc N: the same 2N mallocs and N frees, then N reallocs of the remaining ids to 200-1000
   bytes (each coalesces with its free neighbours); the timed part is lines 3N+1 .. 4N.
+  --near: each realloc asks for its block's size -25% .. +33% instead (more or less space,
+  skewed towards more, as the seed describes its script), so nearly every one stays in place.
 random N: N ops, a seeded mix of malloc (sizes log-uniform 1..max-size), free and realloc of
   random live ids, at most max-live ids live.
 from-dist TRACE N: N ops whose sizes are drawn from the allocation sizes of TRACE (any format
@@ -38,10 +40,14 @@ def insert_delete(n, rng):
     return ops, (2 * n + 1, 4 * n)
 
 
-def realloc_n(n, rng):
+def realloc_n(n, rng, near=False):
     ops = [("m", i, rng.randint(1, 500), 0) for i in range(2 * n)]
     ops += [("f", i, 0) for i in range(0, 2 * n, 2)]
-    ops += [("r", i, i, rng.randint(200, 1000), 0) for i in range(1, 2 * n, 2)]
+    if near:
+        ops += [("r", i, i, max(1, ops[i][2] + rng.randint(-(ops[i][2] // 4), ops[i][2] // 3)), 0)
+                for i in range(1, 2 * n, 2)]
+    else:
+        ops += [("r", i, i, rng.randint(200, 1000), 0) for i in range(1, 2 * n, 2)]
     ops += [("f", i, 0) for i in range(1, 2 * n, 2)]
     return ops, (3 * n + 1, 4 * n)
 
@@ -116,6 +122,8 @@ def main(argv):
     ap.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default 1)")
     ap.add_argument("--max-live", type=int, default=1000, metavar="L",
                     help="random: most ids live at once (default 1000)")
+    ap.add_argument("--near", action="store_true",
+                    help="realloc: resize each block by -25%% .. +33%% of its size")
     ap.add_argument("--max-size", type=int, default=4096, metavar="B",
                     help="random: largest malloc size (default 4096)")
     a = ap.parse_args(argv)
@@ -133,7 +141,7 @@ def main(argv):
             if kind == "insert-delete":
                 ops, rng_range = insert_delete(n, rng)
             elif kind == "realloc":
-                ops, rng_range = realloc_n(n, rng)
+                ops, rng_range = realloc_n(n, rng, a.near)
             elif kind == "random":
                 ops, rng_range = random_trace(n, rng, max_live, max_size)
             else:

@@ -12,6 +12,7 @@ others in 16 distinct colour/marker/dash combinations, legends right of the axes
   traces-response.png          average response time on each captured program trace
   traces-utilization.png       utilization (lab policies) on each captured program trace
   traces-rss.png               peak RSS growth (every allocator) on each captured program trace
+  big-traces-*.png             the same three for the large traces of build/lab-traces/
   trace-intervals.png          average response per line interval of the longest trace
   peak-free.png                the free structure at the heap's peak (tree nodes and their
                                duplicates; the seglist's list lengths), as the seed's peaks tool
@@ -119,8 +120,8 @@ def line_chart(results, exp, col, ylabel, title, path, log=True):
     plt.close(fig)
 
 
-def bar_chart(results, key, ylabel, title, path, pct=False, log=False):
-    rows = [r for r in results["traces"] if not r.get("error")]
+def bar_chart(results, key, ylabel, title, path, pct=False, log=False, which="traces"):
+    rows = [r for r in results.get(which, []) if not r.get("error") and r.get("runs")]
     traces = sorted({r["trace"] for r in rows})
     # only the allocators that have this measure (utilization: the lab policies)
     allocs = order(results, {r["allocator"] for r in rows if median_runs(r["runs"], key) is not None})
@@ -210,6 +211,15 @@ def draw_all(results, out_dir):
               p("traces-utilization.png"), pct=True)
     bar_chart(results, "rss_bytes", "peak RSS growth, bytes (log)",
               "Captured programs: peak RSS growth (every allocator)", p("traces-rss.png"), log=True)
+    if results.get("big_traces"):
+        bar_chart(results, "avg_ns", "average response time (ns per request)",
+                  "Large program traces: average response time (whole trace)",
+                  p("big-traces-response.png"), log=True, which="big_traces")
+        bar_chart(results, "utilization", "utilization, %", "Large program traces: utilization",
+                  p("big-traces-utilization.png"), pct=True, which="big_traces")
+        bar_chart(results, "rss_bytes", "peak RSS growth, bytes (log)",
+                  "Large program traces: peak RSS growth (every allocator)",
+                  p("big-traces-rss.png"), log=True, which="big_traces")
     utilization_chart(results, p("utilization.png"))
     if results.get("intervals"):
         intervals_chart(results, p("trace-intervals.png"))

@@ -2,10 +2,13 @@
  * Include after ds/blocks.h.
  *
  * Node (the payload of a free block: 24 bytes, so a 40-byte block holds it with header and
- * footer; 32 bytes and 48-byte blocks where the policy defines LAB_DNODE_PARENT):
+ * footer; 32 bytes and 48-byte blocks where the policy defines LAB_DNODE_PARENT alone, as
+ * rbtree_linked does; 24 bytes again with LAB_DNODE_PARENT and LAB_DNODE_NO_DUPS, rbtree_unified):
  *
  *     tree node:  link[0], link[1]  children (left, right)
- *                 dups              first block of the same size, or NULL
+ *                 dups              first block of the same size, or NULL (absent where the
+ *                                   policy defines LAB_DNODE_NO_DUPS: rbtree_unified, whose
+ *                                   node is then {link[2], parent}, 24 bytes, as the seed's)
  *                 parent            parent node (only with LAB_DNODE_PARENT: rbtree_linked,
  *                                   rbtree_unified)
  *     duplicate:  link[0]           the previous duplicate, or the tree node for the first
@@ -25,12 +28,15 @@
 
 typedef struct lab_dnode_s {
   struct lab_dnode_s *link[2];
+#ifndef LAB_DNODE_NO_DUPS
   struct lab_dnode_s *dups;
+#endif
 #ifdef LAB_DNODE_PARENT
   struct lab_dnode_s *parent;
 #endif
 } lab_dnode_t;
 
+#ifndef LAB_DNODE_NO_DUPS
 static inline size_t *lab_dup_word(const lab_dnode_t *x) { return lab_footer((void *)x, lab_size(x)); }
 static inline bool lab_is_dup(const lab_dnode_t *x) { return (*lab_dup_word(x) & LAB_FT_DUP) != 0; }
 
@@ -91,12 +97,19 @@ static bool lab_dup_check(lab_dnode_t *node, size_t *count, size_t *bytes, size_
   return true;
 }
 
+#endif
+
 /* Check the node itself: a free block, not marked DUP; counts it and its duplicates. */
 static bool lab_dnode_check(lab_dnode_t *x, size_t *count, size_t *bytes, size_t limit) {
   if (++*count > limit) LAB_FAIL("tree has more nodes than the heap has blocks");
   if (!lab_is_free_block(x)) LAB_FAIL("tree holds %p, not a free block", (void *)x);
-  if (lab_is_dup(x)) LAB_FAIL("tree node %p has the DUP bit", (void *)x);
+  if (*lab_footer(x, lab_size(x)) & LAB_FT_DUP) LAB_FAIL("tree node %p has the DUP bit", (void *)x);
   *bytes += lab_size(x);
+#ifdef LAB_DNODE_NO_DUPS
+  (void)limit;
+  return true;
+#else
   return lab_dup_check(x, count, bytes, limit);
+#endif
 }
 #endif

@@ -43,7 +43,9 @@ static inline void lab_rbp_rotate(lab_dnode_t *x, int dir) {
 /* Attach the new node x as child `dir` of parent (NULL: x becomes the root), rebalance. */
 static void lab_rbp_link(lab_dnode_t *x, lab_dnode_t *parent, int dir) {
   x->link[0] = x->link[1] = NULL;
+#ifndef LAB_DNODE_NO_DUPS
   x->dups = NULL;
+#endif
   x->parent = parent;
   if (parent) parent->link[dir] = x;
   else lab_rbp_root = x;

@@ -97,6 +97,38 @@ TEST(registry_order_and_lookup) {
   expect_true(lab_policy_find("") == NULL);
 }
 
+/* The seed's minimum blocks (seed 000): list_segregated 32 B, the CLRS, unified, stack and
+ * top-down red-black trees and both splay trees 40 B, rbtree_linked 48 B (its fourth node
+ * word). A malloc(1) gets exactly one minimum block (header + capacity), and that block, freed
+ * between two live neighbours, holds the policy's free node: the heap stays valid and the same
+ * block comes back. */
+TEST(minimum_blocks_are_the_seeds) {
+  static const struct { const char *name; size_t min_block; } seed[] = {
+      {"seglist", 32},        {"rbtree_clrs", 40},    {"rbtree_unified", 40},
+      {"rbtree_linked", 48},  {"rbtree_stack", 40},   {"rbtree_topdown", 40},
+      {"splay_stack", 40},    {"splay_topdown", 40}};
+  size_t size = 1 << 16;
+  unsigned char *r = region_alloc(size);
+  for (size_t i = 0; i < sizeof seed / sizeof seed[0]; i++) {
+    const lab_policy_t *q = lab_policy_find(seed[i].name);
+    assert_true(q != NULL);
+    assert_true(q->init(r + GUARD, size));
+    void *a = q->malloc(1), *b = q->malloc(1), *c = q->malloc(1);
+    assert_true(a && b && c);
+    if (q->header_size + q->usable_size(b) != seed[i].min_block)
+      fprintf(stderr, "%s: minimum block %zu, the seed's %zu\n", q->name,
+              q->header_size + q->usable_size(b), seed[i].min_block);
+    expect_uint_eq(q->header_size + q->usable_size(b), seed[i].min_block);
+    expect_uint_eq((uintptr_t)b - (uintptr_t)a, seed[i].min_block);
+    q->free(b);
+    expect_true(q->validate());
+    expect_ptr_eq(q->malloc(1), b);
+    expect_true(q->validate());
+  }
+  expect_true(guards_ok(r, 0, size));
+  free(r);
+}
+
 /* ---- conformance ------------------------------------------------------------------------------ */
 TEST(init_and_single_block) {
   size_t size = 1 << 20;
@@ -695,6 +727,7 @@ TEST(duplicate_node_coalesce) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     RUN(registry_order_and_lookup);
+    RUN(minimum_blocks_are_the_seeds);
     return test_main_end();
   }
   P = lab_policy_find(argv[1]);

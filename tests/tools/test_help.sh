@@ -35,7 +35,7 @@ for exe in "$build"/kite-wl-* "$build"/kite-bench-exec "$build"/kite-replay "$bu
   [ -x "$exe" ] || { echo "FAIL: $exe not built"; fails=$((fails + 1)); continue; }
   check "$(basename "$exe")" "$exe"
 done
-for s in tools/kite-trace tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
+for s in tools/kite-trace tools/kite-lab-traces tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
          tools/plot.py bench/run.py bench/seed_tables.py; do
   check "$s" "$py" "$src/$s"
 done

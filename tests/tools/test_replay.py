@@ -255,6 +255,18 @@ def test_generators():
     eq([l.split()[:2] for l in lines[6:8]], [["r", "1"], ["r", "3"]], "reallocs of the kept ids")
     check(all(200 <= int(l.split()[2]) <= 1000 for l in lines[6:8]), "realloc sizes 200-1000")
     eq(lines[8:], ["f 1", "f 3"], "realloc trace frees all")
+    # --near: the same mallocs (same seed), each realloc -25% .. +33% of its block's size
+    out_near = os.path.join(TMP, "re-near.script")
+    gen("realloc", 400, "--near", out=out_near)
+    gen("realloc", 400, out=os.path.join(TMP, "re400.script"))
+    near = open(out_near).read().split("\n")[:-1]
+    far = open(os.path.join(TMP, "re400.script")).read().split("\n")[:-1]
+    eq(near[:1200], far[:1200], "--near keeps the mallocs and frees")
+    size = {l.split()[1]: int(l.split()[2]) for l in near if l[0] == "a"}
+    rs = [(size[l.split()[1]], int(l.split()[2])) for l in near if l[0] == "r"]
+    eq(len(rs), 400, "N reallocs")
+    check(all(max(1, old - old // 4) <= new <= old + old // 3 for old, new in rs), "sizes near the old")
+    check(len({new - old for old, new in rs}) > 50, "the sizes vary")
     a, b, c = (os.path.join(TMP, f"rnd{i}.script") for i in range(3))
     gen("random", 3000, out=a, seed=5)
     gen("random", 3000, out=b, seed=5)
@@ -487,8 +499,11 @@ def test_lab_smoke():
         print("  (skipped: no matplotlib for this python; make venv provides it)", file=sys.stderr)
         return
     out = os.path.join(TMP, "doc")
+    big = os.path.join(TMP, "big")  # stands in for build/lab-traces (make lab-traces)
+    os.makedirs(big, exist_ok=True)
+    shutil.copy(os.path.join(DATA, "sort.trace"), os.path.join(big, "sort-big.trace"))
     r = run([PY, os.path.join(TOOLS, "lab.py"), "--build", BUILD, "--out", out, "--ns", "300,600",
-             "--repeats", "1", "--no-peers"])
+             "--repeats", "1", "--no-peers", "--big-traces", big])
     eq(r.returncode, 0, f"lab.py: {r.stderr[-500:]}")
     md = open(os.path.join(out, "lab.md")).read()
     check("## The seed's four questions" in md, "lab.md has the questions")
@@ -504,6 +519,23 @@ def test_lab_smoke():
     res = plot.load_results(os.path.join(out, "lab", "results.json"))
     n_alloc = len(allocators())
     eq(len(res["synthetic"]), 2 * 2 * n_alloc, "2 N x 2 experiments x every allocator")
+    # the large traces: every allocator replays each whole; the section lists its size
+    eq(len(res["big_traces"]), n_alloc, "one large trace x every allocator")
+    ops = sum(1 for x in open(os.path.join(big, "sort-big.trace")) if not x.startswith("#"))
+    eq(res["big_info"]["sort-big.trace"]["ops"], ops, "the large trace's op count")
+    for row in res["big_traces"]:
+        check(row["runs"] and row["runs"][0]["requests"] == ops, f"{row['allocator']} replayed it whole")
+    check("### Why realloc utilization" in md and "--near" in md, "lab.md takes realloc utilization apart")
+    b = res["realloc_breakdown"]
+    check(b and b["peak_live"] < b["live_blocks"] < b["span"] and 0 < b["cannot_stay"] < b["n"], str(b))
+    check(b and b["near_utilization"] > b["utilization"], "reallocs near the old size leave fewer holes")
+    check("## Large program traces" in md and f"| sort-big.trace | {ops:,} |" in md,
+          "lab.md has the large-trace section and its size")
+    r = run([PY, os.path.join(TOOLS, "kite-lab-traces"), "-o", os.path.join(TMP, "cap"), "--only", "gcc-O2,nosuch"])
+    eq(r.returncode, 2, "kite-lab-traces --only with an unknown name")
+    check("no program nosuch" in r.stderr and "usage:" in r.stderr, r.stderr)
+    r = run([PY, os.path.join(TOOLS, "kite-lab-traces"), "-o", os.path.join(TMP, "cap"), "--list"])
+    eq(r.stdout.split(), ["gcc-O2", "python3", "perl", "sqlite3"], "kite-lab-traces --list")
     for row in res["synthetic"]:
         if row["runs"]:
             eq(row["runs"][0]["requests"], 2 * row["n"] if row["experiment"] == "insert-delete" else row["n"],
