@@ -105,9 +105,11 @@ static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
 /* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
 static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  uint16_t *e = &pg->links[i];
   do {
-    __atomic_store_n(&pg->links[i], (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
-    nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
+    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
+    nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 #endif
