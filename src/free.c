@@ -118,16 +118,17 @@ static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h,
   if (--pg->used <= 0) _kite_free_local_slow(h, pg);
 }
 
-/* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap);
- * p is a carved block start of pg.
+/* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap;
+ * owner: pg->heap as the caller read it); p is a carved block start of pg.
  * Remote (~40 instructions, x86-64 -O2, callgrind; docs/design.md): claim the entry
  * LIVE -> REMOTE|END (one CAS; fails: not handed out) -> pg->heap still set (else the
  * page is abandoned: out of line) -> push i on thread_free (one CAS) -> count it. */
-static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
+static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, uint32_t i) {
+  if (owner == h) {
     free_small_own(h, pg, p, i);
     return;
   }
+  uint16_t *e = &pg->links[i];
   if (unlikely(!_kite_page_claim_remote(pg, i))) {
     free_invalid(p);
     return;
@@ -136,7 +137,7 @@ static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h,
     free_remote_abandoned(pg, i, h);
     return;
   }
-  _kite_page_push_remote(pg, i);
+  _kite_page_push_remote_at(pg, e, i);
   if (likely(h != &_kite_heap_empty)) h->remote_frees++;
   else remote_count_global();
 }
@@ -158,21 +159,30 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
 }
 
 /* free(p) of a pointer the page map puts in an arena (d: its unit's descriptor) that the
- * fast path did not take: mostly another thread's block (remote free). Checks a small block
- * as _kite_lookup() does without consulting the page map again; anything else (large run,
- * invalid pointer) goes to free_generic. */
+ * fast path did not take (h: this thread's heap): mostly another thread's block (remote
+ * free). Checks a small block as _kite_lookup() does without consulting the page map again;
+ * anything else (large run, invalid pointer) goes to free_generic. Only the head of a small
+ * page has an owner (page.c and heap.c set heap, release, on nothing else), so a unit with
+ * one needs no head or kind lookup: the acquire pairs with those stores. */
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
-  kite_page_t *pg = _kite_page_head(d);
-  if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
+  kite_page_t *pg = d;
+  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
+  if (unlikely(owner == NULL)) {
+    pg = _kite_page_head(d);
+    if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) != KITE_KIND_SMALL) goto generic;
+    owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  }
+  {
     /* _kite_page_index_of without its sign: i < capacity <= KITE_PAGE_MAX_BLOCKS */
     uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
     unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
     uint64_t i = (uint64_t)(m >> 64);
     if (likely((uint64_t)m < pg->div_magic && i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED))) {
-      free_small_any(h, pg, p, (uint32_t)i);
+      free_small_any(h, owner, pg, p, (uint32_t)i);
       return;
     }
   }
+generic:
   free_generic(p);
 }
 
@@ -193,7 +203,7 @@ static KITE_NOINLINE void free_generic(void *p) {
     return;
   }
   if (pg->kind == KITE_KIND_SMALL) {
-    free_small_any(_kite_heap_tls, pg, p, (uint32_t)_kite_page_index_of(pg, p));
+    free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, (uint32_t)_kite_page_index_of(pg, p));
   } else {
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);
