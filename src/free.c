@@ -94,14 +94,19 @@ KITE_API void kite_free(void *p) {
 }
 
 /* The rare ends of a free to another thread's page, out of line so that the remote path
- * below needs no saved registers: counting it for the heap of a thread that never
- * allocated; a page with no owner (its thread exited: heap.c pushes the block, and gives
- * the page back once empty); a block that is not handed out. */
-static KITE_COLD void remote_count_global(void) { _kite_stat_add(&_kite_stats.remote_frees, 1); }
+ * below needs no saved registers: counting it for a thread that has no heap yet (it gets
+ * one, so its later remote frees count without an atomic on shared counters); a page with
+ * no owner (its thread exited: heap.c pushes the block, and gives the page back once
+ * empty); a block that is not handed out. */
+static KITE_COLD void remote_count_heapless(void) {
+  kite_heap_t *h = _kite_heap_for_free();
+  if (h) h->remote_frees++;
+  else _kite_stat_add(&_kite_stats.remote_frees, 1);
+}
 static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i, kite_heap_t *h) {
   if (!_kite_heap_free_abandoned(pg, i)) _kite_page_push_remote(pg, i);
   if (h != &_kite_heap_empty) h->remote_frees++;
-  else remote_count_global();
+  else remote_count_heapless();
 }
 static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
 
@@ -139,7 +144,7 @@ static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h,
   }
   _kite_page_push_remote_at(pg, e, i);
   if (likely(h != &_kite_heap_empty)) h->remote_frees++;
-  else remote_count_global();
+  else remote_count_heapless();
 }
 
 kite_page_t *_kite_lookup(const void *p, size_t *huge) {
