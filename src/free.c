@@ -28,7 +28,7 @@
 void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
 #endif
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h);
 
 /* ~30 instructions for a block of this thread's own small page (docs/design.md). */
 KITE_API void kite_free(void *p) {
@@ -87,37 +87,64 @@ KITE_API void kite_free(void *p) {
       }
     }
   arena:
-    free_arena_generic(p, pg);
+    free_arena_generic(p, pg, h);
     return;
   }
   free_generic(p);
 }
 
-/* Free block i (at p) of small page pg (head descriptor) from any thread; p is a carved
- * block start of pg. */
-static inline __attribute__((always_inline)) void free_small_any(kite_page_t *pg, void *p, uint32_t i) {
-  kite_heap_t *h = _kite_heap_tls;
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
-    if (pg->links[i] != KITE_LINK_LIVE) {
-      _kite_report_invalid("free(): invalid pointer or double free", p);
-      return;
-    }
-    if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
-    KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
-    __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
-    pg->local_free = (uint16_t)i;
-    if (--pg->used <= 0) _kite_free_local_slow(h, pg);
-    return;
-  }
-  if (!_kite_page_claim_remote(pg, i)) {
-    _kite_report_invalid("free(): invalid pointer or double free", p);
-    return;
-  }
-  /* no owner (its thread exited): heap.c pushes it, and gives the page back once empty */
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || !_kite_heap_free_abandoned(pg, i))
-    _kite_page_push_remote(pg, i);
-  if (h != &_kite_heap_empty) h->remote_frees++;
+/* The rare ends of a free to another thread's page, out of line so that the remote path
+ * below needs no saved registers: counting it for a thread that has no heap yet (it gets
+ * one, so its later remote frees count without an atomic on shared counters); a page with
+ * no owner (its thread exited: heap.c pushes the block, and gives the page back once
+ * empty); a block that is not handed out. */
+static KITE_COLD void remote_count_heapless(void) {
+  kite_heap_t *h = _kite_heap_for_free();
+  if (h) h->remote_frees++;
   else _kite_stat_add(&_kite_stats.remote_frees, 1);
+}
+static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i, kite_heap_t *h) {
+  if (!_kite_heap_free_abandoned(pg, i)) _kite_page_push_remote(pg, i);
+  if (h != &_kite_heap_empty) h->remote_frees++;
+  else remote_count_heapless();
+}
+static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
+
+/* Free block i (at p) of small page pg (head descriptor) owned by h, this thread's heap. */
+static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
+  if (pg->links[i] != KITE_LINK_LIVE) {
+    free_invalid(p);
+    return;
+  }
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
+  KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
+  __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
+  pg->local_free = (uint16_t)i;
+  if (--pg->used <= 0) _kite_free_local_slow(h, pg);
+}
+
+/* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap;
+ * owner: pg->heap as the caller read it); p is a carved block start of pg.
+ * Remote (~40 instructions, x86-64 -O2, callgrind; docs/design.md): claim the entry
+ * LIVE -> REMOTE|END (one CAS; fails: not handed out) -> pg->heap still set (else the
+ * page is abandoned: out of line) -> push i on thread_free (one CAS) -> count it. */
+static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, uint32_t i) {
+  if (owner == h) {
+    free_small_own(h, pg, p, i);
+    return;
+  }
+  uint16_t *e = &pg->links[i];
+  if (unlikely(!_kite_page_claim_remote(pg, i))) {
+    free_invalid(p);
+    return;
+  }
+  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
+    free_remote_abandoned(pg, i, h);
+    return;
+  }
+  _kite_page_push_remote_at(pg, e, i);
+  if (likely(h != &_kite_heap_empty)) h->remote_frees++;
+  else remote_count_heapless();
 }
 
 kite_page_t *_kite_lookup(const void *p, size_t *huge) {
@@ -137,18 +164,30 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
 }
 
 /* free(p) of a pointer the page map puts in an arena (d: its unit's descriptor) that the
- * fast path did not take: mostly another thread's block (remote free). Checks a small block
- * as _kite_lookup() does without consulting the page map again; anything else (large run,
- * invalid pointer) goes to free_generic. */
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
-  kite_page_t *pg = _kite_page_head(d);
-  if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
-    int32_t i = _kite_page_index_of(pg, p);
-    if (likely(i >= 0)) {
-      free_small_any(pg, p, (uint32_t)i);
+ * fast path did not take (h: this thread's heap): mostly another thread's block (remote
+ * free). Checks a small block as _kite_lookup() does without consulting the page map again;
+ * anything else (large run, invalid pointer) goes to free_generic. Only the head of a small
+ * page has an owner (page.c and heap.c set heap, release, on nothing else), so a unit with
+ * one needs no head or kind lookup: the acquire pairs with those stores. */
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
+  kite_page_t *pg = d;
+  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
+  if (unlikely(owner == NULL)) {
+    pg = _kite_page_head(d);
+    if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) != KITE_KIND_SMALL) goto generic;
+    owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  }
+  {
+    /* _kite_page_index_of without its sign: i < capacity <= KITE_PAGE_MAX_BLOCKS */
+    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
+    unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
+    uint64_t i = (uint64_t)(m >> 64);
+    if (likely((uint64_t)m < pg->div_magic && i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED))) {
+      free_small_any(h, owner, pg, p, (uint32_t)i);
       return;
     }
   }
+generic:
   free_generic(p);
 }
 
@@ -169,7 +208,7 @@ static KITE_NOINLINE void free_generic(void *p) {
     return;
   }
   if (pg->kind == KITE_KIND_SMALL) {
-    free_small_any(pg, p, (uint32_t)_kite_page_index_of(pg, p));
+    free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, (uint32_t)_kite_page_index_of(pg, p));
   } else {
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);

@@ -363,11 +363,23 @@ static void heap_abandon(kite_heap_t *h) {
   _kite_unlock(&heap_lock);
 }
 
+/* Set once this thread's heap was abandoned at its exit: a free no longer makes a heap. */
+static __thread bool heap_exited __attribute__((tls_model("initial-exec")));
+
 static void heap_thread_done(void *arg) {
   kite_heap_t *h = arg;
   if (!h || h == &_kite_heap_empty) return;
+  heap_exited = true;
   _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
   heap_abandon(h);
+}
+
+kite_heap_t *_kite_heap_for_free(void) {
+  if (heap_exited) return NULL;
+  int e = errno; /* free leaves errno alone */
+  kite_heap_t *h = heap_create();
+  errno = e;
+  return h;
 }
 
 /* ---- generic allocation ---- */

@@ -94,22 +94,26 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
  * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
  * double or invalid free. */
 static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
-  uint16_t live = KITE_LINK_LIVE;
-  if (!__atomic_compare_exchange_n(&pg->links[i], &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
+  uint16_t live = KITE_LINK_LIVE, *e = &pg->links[i];
+  if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return false;
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
   KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
   return true;
 }
-/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
-static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) {
+/* Push claimed block i (its entry REMOTE|END, at e == &pg->links[i]) on pg's thread_free
+ * with one CAS. (e is passed in: after the claim's CAS the compiler would load links again.) */
+static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, uint32_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {
-    __atomic_store_n(&pg->links[i], (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
-    nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
+    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
+    nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
+/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
+static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) { _kite_page_push_remote_at(pg, &pg->links[i], i); }
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
