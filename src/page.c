@@ -4,6 +4,7 @@
 #include "os.h"
 #include <string.h>
 #include "tool.h"
+#include "secure.h"
 
 void _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
@@ -29,6 +30,9 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   if (n == 0) n = 1;
   if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
   uint8_t *start = _kite_page_start(pg) + (size_t)pg->capacity * bs;
+#if KITE_SECURE /* secure build (secure.h): zeroed, linked in a random order */
+  _kite_secure_carve(pg, start, n);
+#else
   for (uint32_t i = 0; i + 1 < n; i++) {
     kite_block_t *b = (kite_block_t *)(start + (size_t)i * bs);
     b->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
@@ -38,6 +42,7 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
   if (KITE_DEBUG >= 3) for (uint32_t i = 0; i < n; i++) _kite_block_fill_free(pg, start + (size_t)i * bs);
   pg->free = (kite_block_t *)start;
+#endif
   __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED); /* read by lookups in other threads */
   pg->carved_end = pg->capacity * bs;
   return n;

@@ -134,6 +134,13 @@ void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
   return q == MAP_FAILED ? NULL : q;
 }
 
+bool _kite_os_protect(void *p, size_t size, bool accessible) {
+  int saved = errno;
+  bool ok = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
+}
+
 int _kite_os_dup_cloexec(int fd) {
   int saved = errno;
   int r = fcntl(fd, F_DUPFD_CLOEXEC, 100);
