@@ -10,9 +10,9 @@
  *       core frees it.
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
  *       of two racing frees exactly one proceeds; a mark means double free, anything else a
- *       buffer overflow. The block is zeroed and put in a random slot of the thread's
- *       quarantine (KITE_SECURE_QUARANTINE blocks); the block it displaces is checked (link
- *       words zero, mark intact) and handed to the core's free. Blocks of first-class heaps
+ *       buffer overflow. The block is zeroed and put in the thread's quarantine (a ring of
+ *       KITE_SECURE_QUARANTINE blocks, first in first out); the oldest block, which it
+ *       displaces, is checked (link words zero, mark intact) and handed to the core's free. Blocks of first-class heaps
  *       skip the quarantine (kite_heap_destroy frees their pages at once).
  *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
  *       the core never resizes a guarded run in place.
@@ -83,28 +83,36 @@ static inline kite_page_t *small_page_of(const void *p) {
   return _kite_page_block_at(pg, u - (uintptr_t)_kite_page_start(pg)) ? pg : NULL;
 }
 
-/* Why the canary of small block p is not its live value (seen). */
-static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const char *freed) {
-  if (seen == ~canary_of(p)) return freed; /* in a quarantine */
-  if (!_kite_core_owns(p)) return freed;    /* back in the core's lists (16 B blocks: the
-                                               core's key word is the canary's place) */
+/* Why the canary of small block p (in page pg) is not its live value (seen). No free list
+ * is read: an overflow may have broken them. */
+static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p, uint64_t seen, const char *freed) {
+  if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  if (pg->block_size <= KITE_SECURE_LINK_BYTES && seen == (uintptr_t)pg) return freed; /* 16 B: the core's key word */
   return "buffer overflow (canary overwritten)";
 }
 
-/* A core small block about to be handed out: check it is still all zero beyond the link
- * words (false: a write after free, reported; the block is then kept out of use), write
- * its canary. */
+/* A core small block about to be handed out: check it is a carved block of a small page
+ * (else the core's free list was overwritten: heap corruption, abort), still zero beyond
+ * the link words
+ * and its mark is 0 (fresh carve) or the freed mark (false: a write after free, reported;
+ * the block is then kept out of use), write its canary. */
 static bool small_ready(void *p) {
-  kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p));
+  kite_page_t *pg = small_page_of(p);
+  if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
+    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
   uint32_t bs = pg->block_size;
-  const uint64_t *w = p;
-  uint64_t any = 0;
-  for (uint32_t i = KITE_SECURE_LINK_BYTES / 8; i < bs / 8; i++) any |= w[i];
-  if (unlikely(any != 0)) {
-    secure_error("write after free (a freed block changed before reuse)", p);
-    return false;
+  uint64_t c = canary_of(p);
+  if (bs > KITE_SECURE_LINK_BYTES) {
+    const uint64_t *w = p;
+    uint64_t any = 0;
+    for (uint32_t i = KITE_SECURE_LINK_BYTES / 8; i < bs / 8 - 1; i++) any |= w[i];
+    uint64_t mark = w[bs / 8 - 1];
+    if (unlikely(any != 0 || (mark != 0 && mark != ~c))) {
+      secure_error("write after free (a freed block changed before reuse)", p);
+      return false;
+    }
   }
-  __atomic_store_n(canary_slot(p, bs), canary_of(p), __ATOMIC_RELAXED);
+  __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
   return true;
 }
 
@@ -148,6 +156,7 @@ static inline bool is_large(const void *p) {
 /* ---- the quarantine ---- */
 typedef struct {
   void *slot[KITE_SECURE_QUARANTINE];
+  uint32_t next;  /* the oldest entry, replaced by the next push */
   uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
 } quarantine_t;
 enum { Q_NEW = 0, Q_ON = 1, Q_OFF = 2 };
@@ -158,7 +167,8 @@ static bool quarantine_key_ok;
 
 /* A zeroed, marked small block leaves the quarantine (or skips it): its link words must
  * still be zero and its mark intact, else someone wrote to it after free. Then the core
- * frees it (the mark is cleared: the core's free blocks are zero beyond the link words). */
+ * frees it; the mark stays (a later free of it is a double free; 16-byte blocks: the core's
+ * words cover it). */
 static void release(void *p) {
   kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p));
   uint64_t *slot = canary_slot(p, pg->block_size);
@@ -168,7 +178,6 @@ static void release(void *p) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
-  *slot = 0;
   _kite_core_free(p);
 }
 
@@ -206,9 +215,11 @@ static void quarantine_push(void *p) {
     release(p);
     return;
   }
-  unsigned i = _kite_secure_below(KITE_SECURE_QUARANTINE); /* reuse order is not FIFO */
-  void *old = q->slot[i];
-  q->slot[i] = p;
+  /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
+   * frees of this thread, so a write after free in that window is always found */
+  void *old = q->slot[q->next];
+  q->slot[q->next] = p;
+  q->next = (q->next + 1) % KITE_SECURE_QUARANTINE;
   if (old) release(old);
 }
 
@@ -219,7 +230,7 @@ static void small_free(kite_page_t *pg, void *p) {
   /* the claim: exactly one free of a live block wins, whatever the threads do */
   if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
-    secure_error(canary_verdict(p, seen, "double free"), p);
+    secure_error(canary_verdict(pg, p, seen, "double free"), p);
     return;
   }
   memset(p, 0, bs - KITE_SECURE_CANARY);
@@ -317,7 +328,7 @@ static size_t usable(const void *p, const char *what) {
   kite_page_t *pg = small_page_of(p);
   if (pg) {
     uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
-    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(p, seen, what), p); return 0; }
+    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(pg, p, seen, what), p); return 0; }
     return pg->block_size - KITE_SECURE_CANARY;
   }
   return is_large(p) ? guarded_usable(p) : 0;

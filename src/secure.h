@@ -18,9 +18,10 @@
  * under internal names (alloc.h). This header is in the bottom layer: types and secret only.
  *
  * Invariants (secure build): every small block that is not handed out is zero except its
- * first KITE_SECURE_LINK_BYTES bytes (the core's free-list words), from the carve on; a
- * handed-out small block of size bs has canary(block) in its last 8 bytes; a block in a
- * quarantine is zero throughout (its canary cleared).
+ * first KITE_SECURE_LINK_BYTES bytes (the core's free-list words) and its last 8 bytes,
+ * which hold 0 (never handed out) or the freed mark ~canary(block); a handed-out small
+ * block has canary(block) in its last 8 bytes; a block in a quarantine is zero but for its
+ * mark. (16-byte blocks: the core's second word is the canary's place.)
  */
 #ifndef KITE_SECURE_H
 #define KITE_SECURE_H
