@@ -128,6 +128,7 @@ static inline size_t guarded_usable(const void *p) {
  * the guard: too many mappings). */
 static void *large_alloc(size_t n, size_t align, bool zero) {
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
+  if (n == 0) n = 1; /* a usable size of 0 would read as "not a block" */
   size_t m = PAGE_DOWN(n + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD;
   void *p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
   if (!p) return NULL;
@@ -386,7 +387,7 @@ KITE_API void kite_heap_destroy(kite_heap_t *h) {
 KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   if (n <= SMALL_LIMIT) { SMALL_FROM(_kite_core_heap_malloc(h, n + KITE_SECURE_CANARY)); }
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
-  void *p = _kite_core_heap_malloc(h, PAGE_DOWN(n + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD);
+  void *p = _kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD);
   if (p && unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
     _kite_core_free(p);
     errno = ENOMEM;
