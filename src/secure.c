@@ -33,9 +33,9 @@
 #include <pthread.h>
 #include <string.h>
 
-#if !KITE_SECURE
-#error "secure.c is compiled only into the secure build (KITE_SECURE=1)"
-#endif
+/* Only the secure build (KITE_SECURE=1) compiles the rest; anything that builds every
+ * C file of src/ (the Rust crate kite-sys) gets an empty one. */
+#if KITE_SECURE
 _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure.h's order table");
 
 #ifndef KITE_SECURE_QUARANTINE
@@ -66,9 +66,39 @@ static KITE_COLD void secure_error(const char *kind, const void *p) {
  * Keyed by the block's address (one block's canary says nothing of another's); its first
  * byte (the one an off-by-one write hits) is never zero, so a stray string terminator is
  * always caught. The freed mark is the canary's complement. */
+static uint64_t canary_k0, canary_k1; /* secrets 2 and 3 (odd: never 0 once set) */
+
+static KITE_COLD uint64_t canary_keys(void) {
+  canary_k0 = _kite_secret(2);
+  uint64_t k1 = _kite_secret(3);
+  __atomic_store_n(&canary_k1, k1, __ATOMIC_RELEASE); /* every thread computes the same */
+  return k1;
+}
+
 static inline uint64_t canary_of(const void *p) {
-  uint64_t x = ((uintptr_t)p ^ _kite_secret(2)) * _kite_secret(3); /* secrets are odd */
+  uint64_t k1 = __atomic_load_n(&canary_k1, __ATOMIC_ACQUIRE);
+  if (unlikely(k1 == 0)) k1 = canary_keys();
+  uint64_t x = ((uintptr_t)p ^ canary_k0) * k1;
   return (x ^ (x >> 29)) | 0x80;
+}
+
+/* Are the n words at w all zero? (Four lanes: one pass, no early exit to predict.) */
+static inline bool words_zero(const uint64_t *w, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) { a |= w[i]; b |= w[i + 1]; c |= w[i + 2]; d |= w[i + 3]; }
+  for (; i < n; i++) a |= w[i];
+  return (a | b | c | d) == 0;
+}
+
+/* Zero n bytes at p (a multiple of 8): small blocks inline, larger ones by memset. */
+static inline void zero_block(void *p, size_t n) {
+  if (n <= 120) {
+    uint64_t *w = p;
+    for (size_t i = 0; i < n / 8; i++) w[i] = 0;
+  } else {
+    memset(p, 0, n);
+  }
 }
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
@@ -104,10 +134,8 @@ static bool small_ready(void *p) {
   uint64_t c = canary_of(p);
   if (bs > KITE_SECURE_LINK_BYTES) {
     const uint64_t *w = p;
-    uint64_t any = 0;
-    for (uint32_t i = KITE_SECURE_LINK_BYTES / 8; i < bs / 8 - 1; i++) any |= w[i];
     uint64_t mark = w[bs / 8 - 1];
-    if (unlikely(any != 0 || (mark != 0 && mark != ~c))) {
+    if (unlikely(!words_zero(w + KITE_SECURE_LINK_BYTES / 8, bs / 8 - 3) || (mark != 0 && mark != ~c))) {
       secure_error("write after free (a freed block changed before reuse)", p);
       return false;
     }
@@ -234,7 +262,7 @@ static void small_free(kite_page_t *pg, void *p) {
     secure_error(canary_verdict(pg, p, seen, "double free"), p);
     return;
   }
-  memset(p, 0, bs - KITE_SECURE_CANARY);
+  zero_block(p, bs - KITE_SECURE_CANARY);
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   if (unlikely(owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
   else quarantine_push(p);
@@ -430,3 +458,4 @@ void cfree(void *p) KITE_ALIAS(kite_free);
 void __libc_free(void *p) KITE_ALIAS(kite_free);
 size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
 #endif
+#endif /* KITE_SECURE */
