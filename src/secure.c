@@ -123,9 +123,8 @@ static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p
 
 /* A core small block about to be handed out: check it is a carved block of a small page
  * (else the core's free list was overwritten: heap corruption, abort), still zero beyond
- * the link words
- * and its mark is 0 (fresh carve) or the freed mark (false: a write after free, reported;
- * the block is then kept out of use), write its canary. */
+ * the link words, and its mark 0 (fresh carve) or the freed mark (else a write after free:
+ * reported, false, and the block is kept out of use); then write its canary. */
 static bool small_ready(void *p) {
   kite_page_t *pg = small_page_of(p);
   if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
