@@ -82,13 +82,21 @@ static inline uint64_t canary_of(const void *p) {
   return (x ^ (x >> 29)) | 0x80;
 }
 
-/* Are the n words at w all zero? (Four lanes: one pass, no early exit to predict.) */
+/* Are the n words at w (16-byte aligned) all zero? A cache line per step in four 16-byte
+ * lanes (SSE2, the x86-64 baseline; plain words elsewhere), no early exit to predict. */
+typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
 static inline bool words_zero(const uint64_t *w, size_t n) {
-  uint64_t a = 0, b = 0, c = 0, d = 0;
+  kite_v2_t a = {0, 0}, b = a, c = a, d = a;
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) { a |= w[i]; b |= w[i + 1]; c |= w[i + 2]; d |= w[i + 3]; }
-  for (; i < n; i++) a |= w[i];
-  return (a | b | c | d) == 0;
+  for (; i + 8 <= n; i += 8) {
+    a |= *(const kite_v2_t *)(w + i); b |= *(const kite_v2_t *)(w + i + 2);
+    c |= *(const kite_v2_t *)(w + i + 4); d |= *(const kite_v2_t *)(w + i + 6);
+  }
+  for (; i + 2 <= n; i += 2) a |= *(const kite_v2_t *)(w + i);
+  a |= b | c | d;
+  uint64_t r = a[0] | a[1];
+  for (; i < n; i++) r |= w[i];
+  return r == 0;
 }
 
 /* Zero n bytes at p (a multiple of 8): small blocks inline, larger ones by memset. */
