@@ -8,14 +8,16 @@
 #                tools and man pages (cmake --install build --prefix PREFIX)
 #   make deb     the Debian packages (libkite0, libkite-dev, kite-tools) into build-deb/, and
 #                their test (tests/install/test_deb.sh: lintian, unpack, consumer programs)
-#   make bench-rss  resident memory over time per allocator (docs/benchmarks.md's RSS section)
+#   make bench-rss  resident memory over time per allocator, and after 32 threads exit
+#                   (docs/benchmarks.md's RSS sections)
+#   make bench-hugepages  KITE_HUGEPAGES=0/1 on a random pointer chase over 1 GiB (same page)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss lab security venv clean install deb
+.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab security venv clean install deb
 
 all: build
 
@@ -52,7 +54,11 @@ bench: build venv
 	$(PY) bench/seed_tables.py --build-dir build
 
 bench-rss: build venv
-	$(PY) bench/rss_timeline.py --docs
+	$(PY) bench/rss_timeline.py --docs --reps 3
+	$(PY) bench/ops_figures.py exit-rss --docs
+
+bench-hugepages: build venv
+	$(PY) bench/ops_figures.py hugepages --docs
 
 lab: build venv
 	$(PY) tools/lab.py

@@ -16,7 +16,8 @@ schedule, so a slow read does not shift the following ones).
 Output, in --out (default bench/results/rss-<UTC timestamp>/): rss.csv (first line: the
 exact command; then allocator, rep, t_s, rss_mib, one row per sample), rss.json (the
 samples, the phase marks the program printed, per allocator peak and area), rss.md (a table
-of peak RSS and area under the curve in MiB*s per allocator, median over repetitions), and
+of peak RSS and area under the curve in MiB*s per allocator, median over repetitions, and
+one of the RSS at the end of each phase, which says where an allocator's memory went), and
 rss_timeline.png (one line per allocator, kite drawn thicker; unless --no-charts). With
 --docs: the chart goes to docs/bench/, the raw files to bench/results/rss-run/, and the
 table and chart replace the <!-- rss-timeline --> section of docs/benchmarks.md.
@@ -147,6 +148,37 @@ def chart(path, results, names, title):
     plt.close(fig)
 
 
+def phase_ends(run):
+    """{phase: RSS in MiB at its end (the last sample before the next phase's mark, or
+    before the process ended)} for one run."""
+    marks = run["phases"] + [("exit", float("inf"))]
+    out = {}
+    for (name, t0), (_, t1) in zip(marks, marks[1:]):
+        inside = [k for t, k in run["samples"] if t0 <= t < t1]
+        if inside:
+            out[name] = inside[-1] / 1024
+    return out
+
+
+def phase_table(results, names):
+    """RSS at the end of each phase, MiB, median over the clean runs of each allocator."""
+    order = []
+    for n in names:
+        for r in results[n]:
+            for ph, _ in r["phases"]:
+                if ph not in order and ph != "end":
+                    order.append(ph)
+    out = ["| allocator | " + " | ".join(order) + " |", "|---|" + "---:|" * len(order)]
+    for n in names:
+        ends = [phase_ends(r) for r in results[n] if r["status"] == "ok"]
+        cells = []
+        for ph in order:
+            m = median(e.get(ph) for e in ends)
+            cells.append("-" if m is None else f"{m:.0f}")
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def table(summary, names):
     out = ["| allocator | peak RSS, MiB | area under the curve, MiB·s | run time, s | status |",
            "|---|---:|---:|---:|---|"]
@@ -160,7 +192,7 @@ def table(summary, names):
     return "\n".join(out)
 
 
-def write_docs(md_table, chart_path, csv_path, command, meta):
+def write_docs(md_table, chart_path, csv_path, command, meta, phases_md=""):
     page = os.path.join(ROOT, "docs", "benchmarks.md")
     with open(page) as f:
         text = f.read()
@@ -185,6 +217,9 @@ def write_docs(md_table, chart_path, csv_path, command, meta):
         md_table,
         "",
     ]
+    if phases_md:
+        body += ["RSS at the end of each phase (MiB, median; the last sample before the next "
+                 "phase begins, so a phase's own peak can be higher):", "", phases_md, ""]
     if chart_path:
         body += [f"![rss_timeline.png]({rel(chart_path)})", ""]
     body.append("<!-- /rss-timeline -->")
@@ -289,8 +324,9 @@ def main(argv=None):
                                       samples=r["samples"], output=r["output"])
                                  for r in results[n]] for n in names}), f, indent=1)
     md = table(summary, names)
+    phases_md = phase_table(results, names)
     with open(os.path.join(outdir, "rss.md"), "w") as f:
-        f.write(f"Command: `{command}`\n\n{md}\n")
+        f.write(f"Command: `{command}`\n\n{md}\n\n{phases_md}\n")
     chart_path = None
     if not args.no_charts:
         cdir = os.path.join(ROOT, "docs", "bench") if args.docs else outdir
@@ -304,8 +340,10 @@ def main(argv=None):
                   file=sys.stderr)
             chart_path = None
     if args.docs:
-        write_docs(md, chart_path, csv_path, command, meta)
+        write_docs(md, chart_path, csv_path, command, meta, phases_md)
     print(md)
+    print()
+    print(phases_md)
     print(f"results in {os.path.relpath(outdir)}/")
     return 0 if all(s["status"] == "ok" for s in summary.values()) else 1
 

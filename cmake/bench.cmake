@@ -11,14 +11,15 @@
 # use LD_PRELOAD): bench-workloads (each workload at tiny size verifies itself, -h, bad
 # options, determinism, the self-check catching a corrupting allocator) and bench-runner
 # (bench/run.py end to end on two workloads, a crashing allocator reported as such), and
-# bench-rss-timeline (bench/rss_timeline.py at tiny size: its CSV, JSON and table).
+# bench-rss-timeline (bench/rss_timeline.py at tiny size: its CSV, JSON and table) and
+# bench-ops-figures (bench/ops_figures.py exit-rss and hugepages at tiny sizes).
 if(NOT KITE_SANITIZE STREQUAL "")
   return()
 endif()
 
 set(KITE_BENCH_WORKLOADS
     collatz-ivec collatz-list rnbench larson xmalloc cache-thrash cache-scratch
-    realloc large graph thread-churn churn xfer thread-rounds phases replay)
+    realloc large graph thread-churn churn xfer thread-rounds phases replay exit-rss tlb)
 set(_kite_bench_targets "")
 foreach(w ${KITE_BENCH_WORKLOADS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/bench/workloads/${w}.c)
@@ -67,4 +68,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_rss_timeline.py)
     COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_rss_timeline.py\" --build-dir \"$2\""
             sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   set_tests_properties(bench-rss-timeline PROPERTIES LABELS bench TIMEOUT 120)
+endif()
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/bench/test_ops_figures.py)
+  # bench/ops_figures.py (exit-rss, hugepages) at tiny sizes: CSV, JSON and tables
+  add_test(NAME bench-ops-figures
+    COMMAND sh -c "py=\"$1/.venv/bin/python\"; [ -x \"$py\" ] || py=python3; exec \"$py\" \"$1/tests/bench/test_ops_figures.py\" --build-dir \"$2\""
+            sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+  set_tests_properties(bench-ops-figures PROPERTIES LABELS bench TIMEOUT 120)
 endif()

@@ -6,7 +6,7 @@
 #                  linked with libkite.so), core_model, core_model_override, core_cxx,
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
-#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return,
+#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
 #                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
@@ -56,6 +56,7 @@ if(TARGET kite-noover)
     kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover-debug)
     _kite_ct_props(core_fork 300)
     kite_test(core_misuse SOURCES ${_ct}/integration/test_misuse.c LIBS kite-noover-debug)
+    target_compile_definitions(core_misuse PRIVATE KITE_TEST_DEBUG=${KITE_TEST_DEBUG})
     _kite_ct_props(core_misuse 120)
   endif()
   if(KITE_SANITIZE STREQUAL "thread")
@@ -74,6 +75,9 @@ if(TARGET kite-noover)
   if(KITE_SANITIZE STREQUAL "")
     kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover-debug)
     _kite_ct_props(core_oom 120)
+    # large runs and huge blocks: realloc in place, reuse of freed runs, memory coming back
+    kite_test(core_large SOURCES ${_ct}/integration/test_large.c LIBS kite-noover-debug)
+    _kite_ct_props(core_large 120)
     # the same stress with immediate purging of freed pages (decommit on every free)
     add_test(NAME core_stress_purge0 COMMAND core_stress 8 16 6000 2)
     _kite_ct_props(core_stress_purge0 300)

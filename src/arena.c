@@ -11,7 +11,8 @@
  * Every unit's descriptor says what it is: META, FREE, SMALL/LARGE head, or a non-head
  * unit of a run (head_off != 0). The descriptors of a free run are rewritten when it is
  * allocated. The arena header keeps, per unit, what only the arena's lock holder reads:
- * is_free, dirty (touched since the last purge) and freed_ms.
+ * is_free, dirty (touched since the last purge), advised (MADV_HUGEPAGE given) and freed_ms,
+ * and the starts of the last freed big runs (recent[], reused first: see RECENT_RUNS).
  *
  * The arena table: every arena has a slot (slots[], static, so a slot's lock outlives the
  * arena it guards: a thread that read a stale slot number locks it and finds arena ==
@@ -30,7 +31,7 @@
  * Decay (KITE_PURGE_DELAY_MS = D > 0): a purge step looks at the ages of an arena's dirty
  * free units in 16 bands of D/16. A unit freed at age a may stay committed with weight
  * 1 - a/D, so the step keeps at most sum(1 - a/D) units and purges the oldest first until
- * it does: what has been free for D or more always goes, recent frees stay for reuse, and
+ * it does (older bands whole, the youngest one it reaches only in part, top down): what has been free for D or more always goes, recent frees stay for reuse, and
  * a steady free rate leaves about half of the last D's frees committed. Steps run from
  * frees at most every D/16 ms (purge_lock is only tried: a free never waits for a purge),
  * from thread exit, and from the background purger. An arena whose units are all free and
@@ -43,6 +44,7 @@
 #include "stats.h"
 #include "message.h"
 #include "os.h"
+#include "tool.h"
 #include <errno.h>
 #include <string.h>
 #include <kite/buddy.h>
@@ -60,6 +62,26 @@
 #define KITE_ARENA_FIRST_UNITS 16
 #endif
 #define DECAY_BANDS 16
+/* Freed runs of RECENT_MIN_ORDER or more (256 KiB) are remembered, RECENT_RUNS per arena, and
+ * a request of such an order is first carved from one of them that is still free and
+ * committed: a program that frees a big buffer and asks for another of a nearby size gets
+ * the same pages back, with no page fault and no growth of its resident set. */
+#define RECENT_RUNS 8
+#define RECENT_MIN_ORDER 2
+/* The whole 2 MiB pieces of the bytes a large block was asked for (runs of 2 MiB or more
+ * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
+ * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
+#define THP_UNITS 32u
+/* Adaptive decay: while the units claimed in the last one or two windows of DEMAND_WINDOWS
+ * purge delays are at least the dirty free units of all arenas (the program asks for as much
+ * memory as it has just given back), and keeping them does not lift the committed total
+ * above the most the program had in use in those windows, a step keeps every free unit
+ * younger than one window (only older ones go); otherwise the plain decay. A program that
+ * frees everything and builds it again (rounds of work) keeps its pages; one that stops
+ * allocating, or whose free memory does not fit its new requests, is purged as before. */
+#ifndef DEMAND_WINDOWS
+#define DEMAND_WINDOWS 8
+#endif
 
 /* Per-unit state owned by the slot lock lives here, not in the descriptors (which the
  * page owners write without the lock). */
@@ -73,7 +95,9 @@ typedef struct kite_arena_s {
   bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
+  uint8_t advised[KITE_ARENA_UNITS];   /* MADV_HUGEPAGE given (stays until the unit is unmapped) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
+  uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
 } kite_arena_t;
 
 #define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
@@ -95,6 +119,11 @@ static kite_lock_t purge_lock = KITE_LOCK_INIT;
 static uintptr_t arena_hint;         /* where to map the next arena (atomic) */
 static uint64_t last_purge_ms;       /* atomic */
 static size_t dirty_free_units;      /* atomic: sum of dirty_free */
+static uint64_t demand_cur;          /* atomic: units claimed in this demand window */
+static uint64_t demand_prev;         /* units claimed in the previous window (purge_lock) */
+static uint64_t demand_epoch_ms;     /* start of this window (purge_lock) */
+static uint64_t used_peak_cur;       /* most units in use (committed, not free) seen by a step */
+static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
 static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));
 
 void (*_kite_arena_dirty_hook)(void);
@@ -251,12 +280,49 @@ static int growable_find(uint32_t from) {
   return -1;
 }
 
+/* A recently freed run of a's that can hold 2^order units and is still free and committed
+ * (its first unit at least): take 2^order units at its start. Slot lock held. */
+static bool recent_claim(kite_arena_t *a, unsigned order, uint64_t *idx) {
+  for (int i = 0; i < RECENT_RUNS; i++) {
+    uint32_t u = a->recent[i];
+    if (!u) break;
+    if ((u & ((1u << order) - 1)) || !a->is_free[u] || !a->dirty[u]) continue;
+    if (kite_buddy_alloc_at(a->buddy, u, order) == 0) {
+      *idx = u;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Remember a freed run's start (newest first; an entry already there moves to the front).
+ * Slot lock held. */
+static void recent_note(kite_arena_t *a, uint32_t idx) {
+  int i = 0;
+  while (i < RECENT_RUNS - 1 && a->recent[i] && a->recent[i] != idx) i++;
+  for (; i > 0; i--) a->recent[i] = a->recent[i - 1];
+  a->recent[0] = idx;
+}
+
+/* Mark [idx, idx + n) of a in use (they were free in the buddy heap a moment ago). Counts
+ * the units that were committed (reused) and those that were not (fresh). Slot lock held. */
+static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh, size_t *reused) {
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t u = idx + i;
+    kite_assert(a->is_free[u]);
+    a->is_free[u] = 0;
+    if (a->dirty[u]) (*reused)++; else (*fresh)++;
+    a->dirty[u] = 1;
+  }
+  a->dirty_free -= (uint32_t)*reused;
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  if (!a || kite_buddy_alloc(a->buddy, order, idx) != 0) {
+  if (!a || !((order >= RECENT_MIN_ORDER && recent_claim(a, order, idx)) || kite_buddy_alloc(a->buddy, order, idx) == 0)) {
     _kite_unlock(&s->lock);
     return NULL;
   }
@@ -267,21 +333,14 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   *idx = cand[_kite_secure_below(nc)];
   for (unsigned i = 0; i < nc; i++) if (cand[i] != *idx) kite_check(kite_buddy_free(a->buddy, cand[i], NULL) == 0);
 #endif
-  uint32_t n = 1u << order;
   size_t fresh = 0, reused = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint64_t u = *idx + i;
-    kite_assert(a->is_free[u]);
-    a->is_free[u] = 0;
-    if (a->dirty[u]) reused++; else fresh++;
-    a->dirty[u] = 1;
-  }
-  a->dirty_free -= (uint32_t)reused;
+  units_take(a, *idx, 1u << order, &fresh, &reused);
   avail_update(a);
   kite_assert_internal(arena_check_run(a, (uint32_t)*idx, order, false));
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&demand_cur, (uint64_t)1 << order, __ATOMIC_RELAXED);
   *clean = reused == 0;
   *newly = fresh;
   return a;
@@ -345,6 +404,7 @@ static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
     a->dirty[idx + i] = dirty;
   }
   if (dirty) a->dirty_free += n;
+  if (dirty && order >= RECENT_MIN_ORDER) recent_note(a, idx);
   int rc = kite_buddy_free(a->buddy, idx, NULL);
   kite_check(rc == 0);
   avail_update(a);
@@ -376,6 +436,96 @@ void _kite_arena_free_run(kite_page_t *head) {
   if (hook) hook();
 }
 
+void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
+  uint32_t n = (uint32_t)(bytes >> KITE_UNIT_SHIFT) & ~(THP_UNITS - 1);
+  if (n == 0 || (n << KITE_UNIT_SHIFT) > (KITE_UNIT_SIZE << head->order)) return;
+  kite_arena_t *a = arena_of_page(head);
+  uint32_t idx = (uint32_t)(head - arena_pages(a)), first = n, last = 0;
+  arena_slot_t *s = &slots[a->slot];
+  _kite_lock(&s->lock);
+  for (uint32_t i = 0; i < n; i++)
+    if (!a->advised[idx + i]) {
+      a->advised[idx + i] = 1;
+      if (i < first) first = i;
+      last = i + 1;
+    }
+  _kite_unlock(&s->lock);
+  if (first < last)
+    _kite_os_advise_huge(_kite_page_start(head + first), (size_t)(last - first) << KITE_UNIT_SHIFT);
+}
+
+/* Grow or shrink the run in place (see arena.h). Growing: the units that join are checked
+ * free in is_free (units being purged are not) and the run's start must be aligned to the
+ * new order; then, under the slot lock, the buddy block is freed and taken again at the same
+ * place with the new order, so no other thread sees the units in between. Shrinking: the
+ * tail's descriptors are written FREE first (as free_run does), then the same exchange. */
+bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_zero) {
+  unsigned old = head->order;
+  if (new_order == old) return true;
+  if (new_order > KITE_LARGE_MAX_ORDER) return false;
+  kite_arena_t *a = arena_of_page(head);
+  uint32_t idx = (uint32_t)(head - arena_pages(a));
+  uint32_t n_old = 1u << old, n_new = 1u << new_order;
+  arena_slot_t *s = &slots[a->slot];
+  if (new_order > old) {
+    if ((idx & (n_new - 1)) || idx + n_new > KITE_ARENA_UNITS) return false;
+    size_t fresh = 0, reused = 0;
+    _kite_lock(&s->lock);
+    bool ok = idx + n_new <= a->mapped_units;
+    for (uint32_t u = idx + n_old; ok && u < idx + n_new; u++) ok = a->is_free[u];
+    if (ok) {
+      kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
+      kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
+      units_take(a, idx + n_old, n_new - n_old, &fresh, &reused);
+      head->order = (uint8_t)new_order;
+      avail_update(a);
+      kite_assert_internal(arena_check_run(a, idx, new_order, false));
+      kite_assert_expensive(arena_check(a));
+    }
+    _kite_unlock(&s->lock);
+    if (!ok) return false;
+    if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
+    if (fresh) _kite_stat_commit((int64_t)(fresh * KITE_UNIT_SIZE));
+    for (uint32_t i = n_old; i < n_new; i++) {
+      kite_page_t *d = head + i;
+      d->head_off = i;
+      d->kind = KITE_KIND_META;
+      __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
+    }
+    KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);
+    if (tail_zero) *tail_zero = reused == 0;
+    return true;
+  }
+  /* shrink: the units past the new end become a free (committed) part of the arena */
+  for (uint32_t i = n_new; i < n_old; i++) {
+    kite_page_t *d = head + i;
+    __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
+    d->kind = KITE_KIND_FREE;
+    d->head_off = 0;
+    d->block_size = 0;
+  }
+  uint64_t now = _kite_os_now_ms();
+  _kite_lock(&s->lock);
+  for (uint32_t u = idx + n_new; u < idx + n_old; u++) {
+    a->is_free[u] = 1;
+    a->dirty[u] = 1;
+    a->freed_ms[u] = (uint32_t)now;
+  }
+  a->dirty_free += n_old - n_new;
+  kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
+  kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
+  head->order = (uint8_t)new_order;
+  if (old - 1 >= RECENT_MIN_ORDER) recent_note(a, idx + n_old / 2); /* the freed upper half */
+  avail_update(a);
+  kite_assert_internal(arena_check_run(a, idx, new_order, false));
+  kite_assert_expensive(arena_check(a));
+  _kite_unlock(&s->lock);
+  __atomic_fetch_add(&dirty_free_units, n_old - n_new, __ATOMIC_SEQ_CST); /* see purger.c */
+  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+  return true;
+}
+
 /* ---- purging (caller holds purge_lock) ---- */
 
 /* Decommit [i, j) of a: reserved while the OS call runs without the slot lock. Entered and
@@ -395,16 +545,20 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
 
 /* One decay step (or, force, a full purge) of the arena in slot s. Returns bytes purged;
  * *empty tells whether the arena is now all free and all purged. */
-static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty) {
+static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t keep_young, bool *empty) {
   size_t purged = 0;
   *empty = false;
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
   if (!a) { _kite_unlock(&s->lock); return 0; }
   int64_t d = _kite_options.purge_delay_ms;
-  uint32_t min_age = 0; /* purge dirty free units at least this old (ms) */
+  uint32_t min_age = 0;          /* purge the dirty free units at least this old (ms) */
+  uint32_t part_age = 0;         /* then, of those at least this old, */
+  uint64_t part = 0;             /* at most this many */
   if (!a->dirty_free) goto done;
-  if (!force) {
+  if (!force && keep_young) {
+    min_age = keep_young;
+  } else if (!force) {
     if (d <= 0) goto done;
     uint32_t band = (uint32_t)(d / DECAY_BANDS) ? (uint32_t)(d / DECAY_BANDS) : 1;
     uint32_t hist[DECAY_BANDS + 1] = {0};
@@ -422,19 +576,37 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, bool *empty
     uint64_t excess = total - allowed, acc = 0;
     uint32_t b = DECAY_BANDS + 1;
     while (b > 0 && acc < excess) acc += hist[--b];
-    min_age = b * band;
+    /* the bands older than b go whole; of band b only what the excess still asks for
+     * (rounded up to 2 MiB, a huge page), in address order: purging all of the youngest band
+     * purged would purge a fresh free at once when it is alone in its band */
+    min_age = (b + 1) * band;
+    part_age = b * band;
+    part = excess - (acc - hist[b]);
+    part = (part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
   }
+#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= (age))
   for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
-#define PURGEABLE(k) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= min_age)
-    if (!PURGEABLE(i)) { i++; continue; }
+    if (!PURGEABLE(i, min_age)) { i++; continue; }
     uint32_t j = i;
-    while (j < KITE_ARENA_UNITS && PURGEABLE(j)) j++;
-#undef PURGEABLE
+    while (j < KITE_ARENA_UNITS && PURGEABLE(j, min_age)) j++;
     purge_range(s, a, i, j);
     purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
     __atomic_fetch_sub(&dirty_free_units, j - i, __ATOMIC_RELAXED);
     i = j;
   }
+  /* the part, from the top down: runs are reused from their start (the recently freed
+   * runs) and carved lowest first, so the top of free memory is the least likely reused */
+  for (uint32_t j = KITE_ARENA_UNITS; j > a->meta_units && part;) {
+    if (!PURGEABLE(j - 1, part_age)) { j--; continue; }
+    uint32_t i = j;
+    while (i > a->meta_units && PURGEABLE(i - 1, part_age) && j - i < part) i--;
+    part -= j - i;
+    purge_range(s, a, i, j);
+    purged += (size_t)(j - i) << KITE_UNIT_SHIFT;
+    __atomic_fetch_sub(&dirty_free_units, j - i, __ATOMIC_RELAXED);
+    j = i;
+  }
+#undef PURGEABLE
 done:
   *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   _kite_unlock(&s->lock);
@@ -473,10 +645,31 @@ static size_t arena_unmap(uint32_t slot) {
 static size_t purge_all(bool force, uint64_t now) {
   size_t purged = 0, unmapped = 0;
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  /* the demand windows (see DEMAND_WINDOWS) */
+  uint32_t keep_young = 0;
+  int64_t d = _kite_options.purge_delay_ms;
+  if (!force && d > 0) {
+    uint64_t w = (uint64_t)d * DEMAND_WINDOWS;
+    if (now - demand_epoch_ms >= w) {
+      uint64_t cur = __atomic_exchange_n(&demand_cur, 0, __ATOMIC_RELAXED);
+      bool gap = now - demand_epoch_ms >= 2 * w;
+      demand_prev = gap ? 0 : cur;
+      used_peak_prev = gap ? 0 : used_peak_cur;
+      used_peak_cur = 0;
+      demand_epoch_ms = now;
+    }
+    uint64_t dirty = __atomic_load_n(&dirty_free_units, __ATOMIC_RELAXED);
+    uint64_t committed = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
+    uint64_t used = committed > dirty ? committed - dirty : 0;
+    if (used > used_peak_cur) used_peak_cur = used;
+    uint64_t demand = demand_prev + __atomic_load_n(&demand_cur, __ATOMIC_RELAXED);
+    uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;
+    if (dirty <= demand && committed <= ceiling) keep_young = (uint32_t)w;
+  }
   for (uint32_t i = 0; i < hi; i++) {
     if (!__atomic_load_n(&slots[i].arena, __ATOMIC_ACQUIRE)) continue;
     bool empty;
-    purged += arena_decay(&slots[i], force, now, &empty);
+    purged += arena_decay(&slots[i], force, now, keep_young, &empty);
     /* a decay step keeps one arena mapped (the next run would map it again) */
     if (empty && (force || __atomic_load_n(&arena_count, __ATOMIC_RELAXED) > 1)) unmapped += arena_unmap(i);
   }

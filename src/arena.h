@@ -23,6 +23,15 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
 /* Give a run back (head descriptor). It stays committed for reuse until the decay purges
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
+/* The run at head (the caller's) is to hold `bytes` bytes: advise transparent huge pages
+ * over the whole 2 MiB pieces of them, once per unit while the arena stays mapped. */
+void _kite_arena_advise_run(kite_page_t *head, size_t bytes);
+/* Resize the run at head in place to 2^new_order units (realloc of a large block): grow when
+ * the run starts at a multiple of the new size and the units that join it are free (then
+ * *tail_zero, if not NULL, tells whether they are all known to be zero), or shrink, the tail
+ * going back as a free committed run. The caller owns the run. false (nothing changed) when
+ * it cannot grow. */
+bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_zero);
 /* force: decommit every free run and unmap every empty arena (waits for a purge in
  * progress); else one decay step (skipped if another thread is purging). Returns the
  * number of bytes decommitted plus those of the arenas unmapped. */

@@ -744,6 +744,39 @@ int kite_buddy_unreserve(kite_buddy_t *b, uint64_t start, uint64_t count) {
   return range_op(b, start, count, 0);
 }
 
+/* ---- allocation at a given place ---------------------------------------------------------- */
+/* The aligned block [index, index + 2^order) becomes one allocated block if every unit of it
+ * is free: the reserve code splits the free block(s) around it exactly as it would for a
+ * hole, and the hole, being one aligned block, is then relabelled ALLOC (tree node) or given
+ * its start bit (chunk). Neither relabelling changes a free word or a node's value as its
+ * parent sees it (ALLOC and RSV both read "nothing free here"), so the counters the reserve
+ * kept are the allocation's. Fingers need no change: taking free units never breaks I5. */
+int kite_buddy_alloc_at(kite_buddy_t *b, uint64_t index, unsigned order) {
+  if (unlikely(!b)) return KITE_BUDDY_EINVAL;
+  if (order > b->max_order) return KITE_BUDDY_EORDER;
+  uint64_t size = (uint64_t)1 << order;
+  if (index >= b->units || size > b->units - index || (index & (size - 1))) return KITE_BUDDY_ERANGE;
+  int small = order < CHUNK_ORDER;
+  uint64_t c = index >> CHUNK_ORDER, p = small ? index : index >> order;
+  block_class_t cl = classify(b, small ? CHUNK_ORDER : order, small ? c : p);
+  if (cl.kind == K_MIXED) {
+    if (!small) return KITE_BUDDY_EBUSY; /* a partial node: something inside is not free */
+    uint64_t bits = run_bits(order, (unsigned)index & 63);
+    if ((b->chunk[c].free & bits) != bits) return KITE_BUDDY_EBUSY;
+  } else if (cl.kind != K_FREE_IN) {
+    return KITE_BUDDY_EBUSY;
+  }
+  range_block_apply(b, order, p, 1);
+  if (small) {
+    kite_buddy_chunk_t *ch = &b->chunk[c];
+    ch->rsv &= ~run_bits(order, (unsigned)index & 63);
+    ch->start |= (uint64_t)1 << (index & 63);
+  } else {
+    node_set(b, order, p, ALLOC);
+  }
+  return KITE_BUDDY_OK;
+}
+
 /* ---- queries ---------------------------------------------------------------------------- */
 
 uint64_t kite_buddy_units(const kite_buddy_t *b) { return b ? b->units : 0; }

@@ -3,15 +3,17 @@
  *
  * Fast path (x86-64, -O2; counted with callgrind, see docs/design.md):
  *   free(p): page map says "arena" -> descriptor by masking -> owner is this thread's heap
- *            and p is a carved block start of the page (one compare, one multiply) -> push
- *            on local_free, --used; used <= 0 (empty, or the page is on the full list) -> slow
- *            path.
+ *            -> one multiply gives "p is a block start" and the block's index i ->
+ *            links[i] == LIVE (else: not handed out) -> links[i] = local_free, local_free =
+ *            i, --used; used <= 0 (empty, or the page is on the full list) -> slow path.
+ *            The block itself is never read or written.
  * Everything else (other threads' blocks, large runs, huge maps, invalid pointers) goes to
  * *_generic functions, out of line.
  *
- * Double frees: a free block carries key == its page descriptor's address; a block being
- * freed whose key matches is checked against the lists on the slow path (the owner can
- * check exactly; another thread decides by the key).
+ * Double frees: a block is freed only from LIVE. The owner checks and writes its entry with
+ * plain accesses (it alone writes entries that are not LIVE); another thread claims LIVE ->
+ * REMOTE with one CAS (page.h: when that CAS lands between the owner's check and store,
+ * the owner's collect finds the overwritten claim and reports it). Uncarved blocks read 0.
  */
 #include <kite.h>
 #include "alloc.h"
@@ -32,9 +34,9 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
-    kite_page_t *pg = _kite_unit_of(u);
+    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) */
+    kite_page_t *pg = (kite_page_t *)((u >> KITE_ARENA_SHIFT) << KITE_ARENA_SHIFT) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
     kite_heap_t *h = _kite_heap_tls;
-    uint64_t off = u & (KITE_UNIT_SIZE - 1);
     /* owner: pg->heap is stored atomically by others, so it is read as one atomic access. On
      * x86-64 that is the compare's own memory operand (an aligned 8-byte read is atomic, and
      * the asm cannot be split or repeated); gcc does not fold a C relaxed atomic load into
@@ -44,31 +46,45 @@ KITE_API void kite_free(void *p) {
 #else
     if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) goto arena;
 #endif
-    /* block start, carved (a pointer into the uncarved tail is not a block yet) */
-    if (likely((uint32_t)off < pg->carved_end && _kite_is_block_offset(pg, off))) {
-      kite_block_t *b = p;
-      if (unlikely(b->key == (uintptr_t)pg)) goto arena; /* double free? */
-      if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
-      KITE_TOOL_BLOCK_FREE(b, pg->block_size);
-      b->next = pg->local_free;
-      b->key = (uintptr_t)pg;
-      pg->local_free = b;
-#if defined(__x86_64__)
-      /* one read-modify-write and its flags (gcc emits load, sub, store, test). The same in
-       * sanitizer builds: ASan checks no metadata access of kite's anyway (its maps are not
-       * poisoned); TSan does not see inside asm, so the access is announced to it (used is
-       * owner-only: a report would be a real race). */
-#if defined(__SANITIZE_THREAD__)
-      __tsan_write4(&pg->used);
-#endif
-      __asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(pg->used) : : "cc" : slow);
-      return;
-    slow:
+    {
+      /* block start and index in one multiply (offsets in the head unit only: other units'
+       * descriptors never match a heap); uncarved blocks' entries read 0, not LIVE */
+      unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)u * pg->div_magic;
+      if (likely((uint64_t)m < pg->div_magic)) {
+        uint64_t i = (uint64_t)(m >> 64);
+        uint16_t *l = pg->links;
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+        __asm__ goto("cmpw $-1, (%0,%1,2)\n\tjne %l[arena]" : : "r"(l), "r"(i), "m"(*(const uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])l) : "cc" : arena);
 #else
-      if (likely(--pg->used > 0)) return;
+        if (unlikely(KITE_LOAD_RELAXED(l[i]) != KITE_LINK_LIVE)) goto arena;
 #endif
-      _kite_free_local_slow(h, pg);
-      return;
+        {
+          if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
+          KITE_TOOL_BLOCK_FREE(p, pg->block_size);
+#if defined(__SANITIZE_THREAD__)
+          __atomic_store_n(&l[i], pg->local_free, __ATOMIC_RELAXED);
+#else
+          l[i] = pg->local_free;
+#endif
+          pg->local_free = (uint16_t)i;
+#if defined(__x86_64__)
+          /* one read-modify-write and its flags (gcc emits load, sub, store, test). The same
+           * in sanitizer builds: ASan checks no metadata access of kite's anyway (its maps are
+           * not poisoned); TSan does not see inside asm, so the access is announced to it
+           * (used is owner-only: a report would be a real race). */
+#if defined(__SANITIZE_THREAD__)
+          __tsan_write4(&pg->used);
+#endif
+          __asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(pg->used) : : "cc" : slow);
+          return;
+        slow:
+#else
+          if (likely(--pg->used > 0)) return;
+#endif
+          _kite_free_local_slow(h, pg);
+          return;
+        }
+      }
     }
   arena:
     free_arena_generic(p, pg);
@@ -77,31 +93,29 @@ KITE_API void kite_free(void *p) {
   free_generic(p);
 }
 
-/* Free block b of small page pg (head descriptor) from any thread; b is a carved block
- * start of pg. */
-static void free_small_any(kite_page_t *pg, kite_block_t *b) {
+/* Free block i (at p) of small page pg (head descriptor) from any thread; p is a carved
+ * block start of pg. */
+static inline __attribute__((always_inline)) void free_small_any(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *h = _kite_heap_tls;
-  bool own = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h;
-  if (unlikely(b->key == (uintptr_t)pg)) {
-    /* The owner can check exactly (nobody else edits its lists; thread_free nodes are
-     * immutable until the owner collects them). Another thread cannot look into the
-     * owner's lists: the key alone decides (a live block whose second word equals its
-     * page descriptor's address is taken for a free one). */
-    if (!own || _kite_page_has_free_local(pg, b) || _kite_page_has_free_remote(pg, b)) {
-      _kite_report_invalid("free(): invalid pointer or double free", b);
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h) {
+    if (pg->links[i] != KITE_LINK_LIVE) {
+      _kite_report_invalid("free(): invalid pointer or double free", p);
       return;
     }
-  }
-  if (own) {
-    if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
-    KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* after the fill writes it */
-    b->key = (uintptr_t)pg;
-    b->next = pg->local_free;
-    pg->local_free = b;
+    if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
+    KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
+    __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
+    pg->local_free = (uint16_t)i;
     if (--pg->used <= 0) _kite_free_local_slow(h, pg);
     return;
   }
-  _kite_page_free_remote(pg, b);
+  if (!_kite_page_claim_remote(pg, i)) {
+    _kite_report_invalid("free(): invalid pointer or double free", p);
+    return;
+  }
+  /* no owner (its thread exited): heap.c pushes it, and gives the page back once empty */
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || !_kite_heap_free_abandoned(pg, i))
+    _kite_page_push_remote(pg, i);
   if (h != &_kite_heap_empty) h->remote_frees++;
   else _kite_stat_add(&_kite_stats.remote_frees, 1);
 }
@@ -128,9 +142,10 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
  * invalid pointer) goes to free_generic. */
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   kite_page_t *pg = _kite_page_head(d);
-  if (likely(pg->kind == KITE_KIND_SMALL)) {
-    if (likely(_kite_page_block_at(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_start(pg))))) {
-      free_small_any(pg, p);
+  if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
+    int32_t i = _kite_page_index_of(pg, p);
+    if (likely(i >= 0)) {
+      free_small_any(pg, p, (uint32_t)i);
       return;
     }
   }
@@ -154,7 +169,7 @@ static KITE_NOINLINE void free_generic(void *p) {
     return;
   }
   if (pg->kind == KITE_KIND_SMALL) {
-    free_small_any(pg, p);
+    free_small_any(pg, p, (uint32_t)_kite_page_index_of(pg, p));
   } else {
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);
@@ -171,8 +186,18 @@ KITE_API size_t kite_malloc_usable_size(const void *p) {
   if (!p) return 0;
   size_t huge;
   kite_page_t *pg = _kite_lookup(p, &huge);
-  if (!pg) return huge;
-  return pg->kind == KITE_KIND_SMALL ? pg->block_size : pg->large_size;
+  if (!pg) {
+    if (!huge) _kite_report_invalid("malloc_usable_size(): invalid pointer", p);
+    return huge;
+  }
+  if (pg->kind == KITE_KIND_SMALL) {
+    if (!_kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p))) {
+      _kite_report_invalid("malloc_usable_size(): freed block", p);
+      return 0;
+    }
+    return pg->block_size;
+  }
+  return pg->large_size;
 }
 
 KITE_API bool kite_owns(const void *p) {
@@ -180,12 +205,8 @@ KITE_API bool kite_owns(const void *p) {
   size_t huge;
   kite_page_t *pg = _kite_lookup(p, &huge);
   if (!pg) return huge != 0;
-  if (pg->kind == KITE_KIND_SMALL) {
-    /* the owner can look into every list; another thread cannot read the owner's lists
-     * and goes by the key (a free block carries its page's address, as free() decides) */
-    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) return ((const kite_block_t *)p)->key != (uintptr_t)pg;
-    if (_kite_page_has_free_local(pg, p) || _kite_page_has_free_remote(pg, p)) return false;
-  }
+  if (pg->kind == KITE_KIND_SMALL)
+    return _kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p));
   return true;
 }
 

@@ -6,8 +6,13 @@
  *   a local free moves it back at once, remote frees are found by an amortized scan of the
  *   full list before a fresh page is taken) -> empty: cached or given back to the arena.
  *   At thread exit every non-empty page is abandoned: heap = NULL, pushed on abandoned[cls]
- *   (one global lock); a thread short of pages of that class adopts it. Remote frees to an
- *   abandoned page wait in its thread_free list for the adopter.
+ *   (one global lock); a thread short of pages of that class adopts it. A free of a block of
+ *   an abandoned page takes heap_lock (_kite_heap_free_abandoned): the free that leaves the
+ *   page empty keeps it at the front of its list for the next thread (at most
+ *   KITE_ABANDONED_EMPTY_MAX pages so kept) or gives it back to the arena, so memory of
+ *   exited threads does not wait for an adopter that may never come. Under heap_lock, heap ==
+ *   NULL on a small page with blocks means: on its abandoned list (abandon and adopt change
+ *   both together); abandoned_empty counts the listed pages with used == 0.
  *
  * Locks: heap_lock guards the heap pool, the list of live heaps, and the abandoned lists.
  * It is taken only on slow paths (thread start/exit, adoption, trim, stats).
@@ -26,7 +31,8 @@
 
 #define KITE_HEAP_CACHE_MAX 8
 
-kite_page_t _kite_page_empty;
+/* direct[] of a heap's empty classes: a page with no free block (malloc's test fails) */
+kite_page_t _kite_page_empty = {.free = KITE_LINK_END, .local_free = KITE_LINK_END, .thread_free = KITE_TF_EMPTY};
 kite_heap_t _kite_heap_empty = {.direct = {[0 ... KITE_DIRECT_SLOTS - 1] = &_kite_page_empty}};
 __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec"))) = &_kite_heap_empty;
 
@@ -34,6 +40,10 @@ static kite_lock_t heap_lock = KITE_LOCK_INIT;
 static kite_heap_t *heap_pool;     /* heaps of exited threads, for reuse (via next_all) */
 static kite_heap_t *heap_live;     /* all live heaps */
 static kite_page_t *abandoned[KITE_CLASSES];
+/* Empty pages kept on the abandoned lists (at their fronts) for the next threads: at most
+ * this many; an abandoned page emptied beyond it goes back to the arena at once. */
+#define KITE_ABANDONED_EMPTY_MAX 128
+static uint32_t abandoned_empty;
 static pthread_key_t heap_key;
 static bool heap_key_made;
 
@@ -89,19 +99,25 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
   h->issued[pg->cls] += _kite_page_extend(pg);
 }
 
+/* A former small page's run goes back to its arena, without its link array. */
+static void run_free(kite_page_t *pg) {
+  _kite_page_fini(pg);
+  _kite_arena_free_run(pg);
+}
+
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
-    pg->kind = KITE_KIND_META; /* not a block page while cached */
+    /* not a block page while cached; it keeps its link array for the next class */
     pg->next = h->cache;
     h->cache = pg;
     h->cache_count++;
     return;
   }
-  _kite_arena_free_run(pg);
+  run_free(pg);
 }
 
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
@@ -117,7 +133,10 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
     pg = _kite_run_alloc(order, &zero);
     if (!pg) return NULL;
   }
-  _kite_page_init_small(pg, h, cls);
+  if (!_kite_page_init_small(pg, h, cls)) {
+    run_free(pg);
+    return NULL;
+  }
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
   return pg;
@@ -138,7 +157,7 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
     kite_page_t *pg = fq->first;
     visited++;
     q_remove(fq, pg);
-    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
       pg->used &= ~KITE_PAGE_IN_FULL;
       h->full_count[cls]--;
       page_collect(h, pg, true);
@@ -152,21 +171,78 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   return found;
 }
 
+/* The abandoned lists are doubly linked (next, prev), so that the free that empties a page
+ * can take it out of the middle. Caller holds heap_lock. */
+static void abandoned_push(kite_page_t *pg) {
+  kite_page_t *first = abandoned[pg->cls];
+  pg->prev = NULL;
+  pg->next = first;
+  if (first) first->prev = pg;
+  __atomic_store_n(&abandoned[pg->cls], pg, __ATOMIC_RELAXED); /* peeked unlocked */
+}
+static void abandoned_unlink(kite_page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next;
+  else __atomic_store_n(&abandoned[pg->cls], pg->next, __ATOMIC_RELAXED);
+  if (pg->next) pg->next->prev = pg->prev;
+  pg->next = pg->prev = NULL;
+}
+
+/* Caller holds heap_lock; pg is abandoned. If every block is free (the remote frees on
+ * thread_free are all that is left), merges them and sets used to 0; then, with keep and
+ * fewer than KITE_ABANDONED_EMPTY_MAX empty pages kept, moves pg to the front of its list
+ * (the next thread short of that class adopts it without a trip through the arena and a
+ * page fault), else unlinks it and returns true: the caller gives it to the arena after
+ * unlocking. Pages already empty (used == 0) are left alone unless !keep. */
+static bool abandoned_settle(kite_page_t *pg, bool keep) {
+  if (pg->used == 0) {
+    if (keep) return false;
+    abandoned_empty--;
+    abandoned_unlink(pg);
+    return true;
+  }
+  uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+  if (KITE_TF_COUNT(tfw) != pg->used) return false;
+  _kite_page_collect(pg, true, false);
+  if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
+  abandoned_unlink(pg);
+  if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
+    abandoned_empty++;
+    abandoned_push(pg);
+    return false;
+  }
+  return true;
+}
+
+bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
+  _kite_lock(&heap_lock);
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL) { /* adopted meanwhile */
+    _kite_unlock(&heap_lock);
+    return false;
+  }
+  _kite_page_push_remote(pg, i);
+  bool empty = abandoned_settle(pg, true);
+  _kite_unlock(&heap_lock);
+  if (empty) run_free(pg);
+  return true;
+}
+
 /* Take an abandoned page of class cls, if any. */
 static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
   for (int tries = 0; tries < 8; tries++) {
     if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
     _kite_lock(&heap_lock);
     kite_page_t *pg = abandoned[cls];
-    if (pg) __atomic_store_n(&abandoned[cls], pg->next, __ATOMIC_RELAXED); /* peeked unlocked */
+    if (pg) {
+      if (pg->used == 0) abandoned_empty--;
+      abandoned_unlink(pg);
+      __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    }
     _kite_unlock(&heap_lock);
     if (!pg) return NULL;
-    pg->next = pg->prev = NULL;
-    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
     _kite_stat_add(&_kite_stats.pages_adopted, 1);
     page_collect(h, pg, true);
     kite_assert_internal(_kite_page_check(pg, true, 0) && pg->cls == cls);
-    if (pg->free || pg->capacity < pg->reserved) {
+    if (pg->free != KITE_LINK_END || pg->capacity < pg->reserved) {
       q_push_front(&h->queue[cls], pg);
       return pg;
     }
@@ -259,12 +335,14 @@ static void heap_abandon(kite_heap_t *h) {
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));
-        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         _kite_lock(&heap_lock);
-        pg->next = abandoned[c];
-        __atomic_store_n(&abandoned[c], pg, __ATOMIC_RELAXED); /* peeked unlocked */
+        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+        abandoned_push(pg);
+        /* the frees that came after the collect may have emptied it */
+        bool empty = abandoned_settle(pg, true);
         _kite_unlock(&heap_lock);
         _kite_stat_add(&_kite_stats.pages_abandoned, 1);
+        if (empty) run_free(pg);
       }
     }
   }
@@ -272,7 +350,7 @@ static void heap_abandon(kite_heap_t *h) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
   }
   h->cache_count = 0;
   heap_merge_stats(h);
@@ -305,7 +383,7 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
   while (pg) {
     kite_page_t *next = pg->next;
     page_collect(h, pg, false);
-    if (pg->free) break;
+    if (pg->free != KITE_LINK_END) break;
     if (pg->capacity < pg->reserved) { page_extend(h, pg); break; }
     q_remove(q, pg);
     pg->used |= KITE_PAGE_IN_FULL;
@@ -320,9 +398,9 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     if (!pg) return NULL;
     q_push_front(q, pg);
   }
-  if (!pg->free) {
+  if (pg->free == KITE_LINK_END) {
     page_collect(h, pg, false);
-    if (!pg->free) page_extend(h, pg);
+    if (pg->free == KITE_LINK_END) page_extend(h, pg);
   }
   if (q->first != pg) {
     q_remove(q, pg);
@@ -338,10 +416,10 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   if (pg) {
     /* sizes above the direct range allocate here; quick refill: the current page's own
      * frees become its allocation list */
-    if (pg->free) return _kite_page_pop(pg);
-    if (pg->local_free && !_kite_options.show_stats) {
+    if (pg->free != KITE_LINK_END) return _kite_page_pop(pg);
+    if (pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
       pg->free = pg->local_free;
-      pg->local_free = NULL;
+      pg->local_free = KITE_LINK_END;
       return _kite_page_pop(pg);
     }
   }
@@ -351,7 +429,7 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
 void *_kite_malloc_class(unsigned cls) {
   kite_heap_t *h = _kite_heap_tls;
   kite_page_t *pg = h->queue[cls].first;
-  if (pg && pg->free) return _kite_page_pop(pg);
+  if (pg && pg->free != KITE_LINK_END) return _kite_page_pop(pg);
   return malloc_class_generic(h, cls);
 }
 
@@ -435,7 +513,7 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
   }
   _kite_lock(&heap_lock);
   kite_owned_t *list = h->owned;
@@ -485,27 +563,17 @@ size_t _kite_heap_trim(void) {
     h->cache = pg->next;
     h->cache_count--;
     pg->next = NULL;
-    _kite_arena_free_run(pg);
+    run_free(pg);
     released += KITE_UNIT_SIZE;
   }
   /* abandoned pages that became empty */
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
     _kite_lock(&heap_lock);
-    kite_page_t **link = &abandoned[c], *empty = NULL;
-    while (*link) {
-      kite_page_t *pg = *link;
-      uintptr_t tfw = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
-      kite_block_t *tf = KITE_TF_PTR(tfw);
-      if (tf) {
-        kite_block_t *t = tf;
-        while (t->next) t = t->next;
-        t->next = pg->free;
-        pg->free = tf;
-        pg->used -= KITE_TF_COUNT(tfw);
-      }
-      if (pg->used == 0) { __atomic_store_n(link, pg->next, __ATOMIC_RELAXED); pg->next = empty; empty = pg; }
-      else link = &pg->next;
+    kite_page_t *empty = NULL;
+    for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
+      next = pg->next;
+      if (abandoned_settle(pg, false)) { pg->next = empty; empty = pg; }
     }
     _kite_unlock(&heap_lock);
     while (empty) {
@@ -513,7 +581,7 @@ size_t _kite_heap_trim(void) {
       empty = pg->next;
       pg->next = NULL;
       released += KITE_UNIT_SIZE << pg->order;
-      _kite_arena_free_run(pg);
+      run_free(pg);
     }
   }
   return released;
@@ -585,7 +653,7 @@ bool _kite_heap_check(const kite_heap_t *h) {
   if (h == &_kite_heap_empty) {
     for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++)
       if (h->direct[s] != &_kite_page_empty) return _kite_check_failed("heap: the empty heap has a page", s);
-    return _kite_page_empty.free == NULL || _kite_check_failed("heap: the empty page has a block", 0);
+    return _kite_page_empty.free == KITE_LINK_END || _kite_check_failed("heap: the empty page has a block", 0);
   }
   for (unsigned c = 0; c < KITE_CLASSES; c++)
     if (!_kite_heap_check_class(h, c, 2)) return false;
@@ -604,19 +672,27 @@ bool _kite_heap_check_all(void) {
   bool ok = true;
   _kite_lock(&heap_lock);
   /* abandoned pages: nobody owns them, and nobody collects them while heap_lock is held */
+  uint32_t n_empty = 0;
   for (unsigned c = 0; c < KITE_CLASSES && ok; c++) {
     kite_page_t *slow = abandoned[c];
     uint64_t k = 0;
-    for (kite_page_t *pg = abandoned[c]; pg && ok; pg = pg->next, k++) {
+    kite_page_t *prev = NULL;
+    for (kite_page_t *pg = abandoned[c]; pg && ok; prev = pg, pg = pg->next, k++) {
       if (k && (k & 1) == 0) {
         slow = slow->next;
         if (slow == pg) { ok = _kite_check_failed("heap: abandoned list has a cycle", c); break; }
       }
       if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->cls != c)
         ok = _kite_check_failed("heap: abandoned page owned or of another class", (uintptr_t)pg);
+      else if (pg->prev != (k ? prev : NULL))
+        ok = _kite_check_failed("heap: abandoned list's back link", (uintptr_t)pg);
+      else if (pg->used == 0)
+        n_empty++;
       else ok = _kite_page_check(pg, true, 0);
     }
   }
+  if (ok && n_empty != abandoned_empty)
+    ok = _kite_check_failed("heap: count of empty abandoned pages", abandoned_empty);
   _kite_unlock(&heap_lock);
   return ok;
 }

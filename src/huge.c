@@ -52,6 +52,18 @@ static inline void huge_live(int64_t blocks, int64_t bytes) {
   __atomic_fetch_add(&_kite_stats.huge_live_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
+/* Transparent huge pages over the whole 2 MiB pieces of the first `size` bytes asked for:
+ * from the header page on when there is no alignment gap (one VMA for the whole map keeps it
+ * movable by huge_grow), from the block itself otherwise. */
+static void huge_advise(const kite_huge_t *h, size_t size) {
+  uintptr_t start = h->off == KITE_OS_PAGE ? (uintptr_t)h : (uintptr_t)h->user;
+  uintptr_t end = ((uintptr_t)h->user + size) & ~(uintptr_t)((2u << 20) - 1);
+  if (end <= start) return;
+  /* the partial 2 MiB piece at the end is never a huge page: advising it too keeps one VMA */
+  if (h->off == KITE_OS_PAGE) end = (uintptr_t)h->user + h->user_len;
+  _kite_os_advise_huge((void *)start, end - start);
+}
+
 static kite_huge_t *huge_header(const void *p) {
   uintptr_t u = (uintptr_t)p;
   if (u < KITE_OS_PAGE || (u & (KITE_OS_PAGE - 1))) return NULL;
@@ -128,12 +140,17 @@ static void huge_trim(kite_huge_t *h, size_t len) {
   _kite_stat_commit(-(int64_t)(old - len));
 }
 
+/* Take the cached map that fits len best: the smallest one that holds it, else the largest
+ * one (the caller grows it: its pages are reused, only the difference is new). */
 static kite_huge_t *huge_cache_take(size_t len) {
   int best = -1;
   _kite_lock(&huge_lock);
   for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
     kite_huge_t *h = huge_cache[i].h;
-    if (h && h->user_len >= len && (best < 0 || h->user_len < huge_cache[best].h->user_len)) best = i;
+    if (!h) continue;
+    if (best < 0) { best = i; continue; }
+    size_t b = huge_cache[best].h->user_len, c = h->user_len;
+    if (b >= len ? (c >= len && c < b) : c > b) best = i;
   }
   kite_huge_t *h = NULL;
   if (best >= 0) {
@@ -146,6 +163,39 @@ static kite_huge_t *huge_cache_take(size_t len) {
   return h;
 }
 
+/* Grow h (off = 4 KiB, owned by the caller: a live block being resized or a map taken from
+ * the cache) to len user bytes: in place when the address space after it is free, else
+ * moved, pages and all (mremap: nothing is copied), to a fresh 64 MiB aligned place. The
+ * page-map slots of the old place read NONE before it is given up. Returns the header
+ * (moved or not; its mac is for the caller to seal), or NULL with h unchanged. */
+static kite_huge_t *huge_grow(kite_huge_t *h, size_t len) {
+  uintptr_t base = (uintptr_t)h;
+  size_t old_total = KITE_OS_PAGE + h->user_len, total = KITE_OS_PAGE + len;
+  if (base + total <= ((uintptr_t)1 << KITE_ADDR_BITS) && _kite_os_remap(h, old_total, total, false) == h) {
+    _kite_pagemap_set(base, total, KITE_PM_HUGE);
+  } else {
+    uint8_t *dest = _kite_os_map_backed(total, KITE_ARENA_SIZE);
+    if (!dest) return NULL;
+    if ((uintptr_t)dest + total > ((uintptr_t)1 << KITE_ADDR_BITS)) {
+      _kite_os_unmap(dest, total);
+      return NULL;
+    }
+    _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_HUGE); /* magic 0 there: no block yet */
+    _kite_pagemap_set(base, old_total, KITE_PM_NONE);
+    if (!_kite_os_remap_to(h, old_total, total, dest)) {
+      _kite_pagemap_set(base, old_total, KITE_PM_HUGE);
+      _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_NONE);
+      _kite_os_unmap(dest, total);
+      return NULL;
+    }
+    h = (kite_huge_t *)dest;
+    h->user = dest + KITE_OS_PAGE;
+  }
+  _kite_stat_commit((int64_t)(len - h->user_len));
+  h->user_len = len;
+  return h;
+}
+
 void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   if (align < KITE_OS_PAGE) align = KITE_OS_PAGE;
   size_t len = (size + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
@@ -153,6 +203,11 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   *zero = true;
   if (align == KITE_OS_PAGE && __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) {
     kite_huge_t *c = huge_cache_take(len);
+    if (c && c->user_len < len) {
+      kite_huge_t *g = huge_grow(c, len);
+      if (!g) huge_unmap(c); /* a fresh map replaces it */
+      c = g;
+    }
     if (c) {
       huge_trim(c, len);
       c->magic = KITE_HUGE_MAGIC;
@@ -194,6 +249,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   h->off = off;
   huge_seal(h);
   _kite_pagemap_set(base, off + len, KITE_PM_HUGE);
+  huge_advise(h, size);
   _kite_stat_commit((int64_t)(len + KITE_OS_PAGE));
   huge_live(1, (int64_t)len);
   KITE_TOOL_RUN_FRESH((void *)p, len); /* ASan: an unmapped arena's shadow may still be poisoned */
@@ -243,27 +299,31 @@ bool _kite_huge_free(void *p) {
   return true;
 }
 
-bool _kite_huge_resize(void *p, size_t new_size) {
+void *_kite_huge_resize(void *p, size_t new_size, bool may_move) {
   kite_huge_t *h = huge_header(p);
-  if (!h) return false;
+  if (!h) return NULL;
   size_t len = (new_size + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-  if (len < new_size || len == 0) return false;
-  if (len == h->user_len) return true;
-  if (len < h->user_len) {
-    huge_live(0, (int64_t)len - (int64_t)h->user_len);
+  if (len < new_size || len == 0 || len > ((size_t)1 << KITE_ADDR_BITS)) return NULL;
+  size_t old = h->user_len;
+  if (len == old) return p;
+  if (len < old) {
     huge_trim(h, len);
-    huge_seal(h);
-    return true;
+  } else if ((uintptr_t)p + len <= ((uintptr_t)1 << KITE_ADDR_BITS) && _kite_os_remap(p, old, len, false) == p) {
+    _kite_stat_commit((int64_t)(len - old));
+    _kite_pagemap_set((uintptr_t)p, len, KITE_PM_HUGE);
+    h->user_len = len;
+  } else {
+    /* a moved header would leave a first-class heap's list pointing at the old place */
+    if (!may_move || h->off != KITE_OS_PAGE || h->owned.owner) return NULL;
+    kite_huge_t *g = huge_grow(h, len);
+    if (!g) return NULL;
+    h = g;
   }
-  if ((uintptr_t)p + len > ((uintptr_t)1 << KITE_ADDR_BITS)) return false;
-  void *q = _kite_os_remap(p, h->user_len, len, false);
-  if (q != p) return false;
-  _kite_stat_commit((int64_t)(len - h->user_len));
-  _kite_pagemap_set((uintptr_t)p, len, KITE_PM_HUGE);
-  huge_live(0, (int64_t)len - (int64_t)h->user_len);
-  h->user_len = len;
   huge_seal(h);
-  return true;
+  huge_live(0, (int64_t)h->user_len - (int64_t)old);
+  if (h->user_len > old) KITE_TOOL_RUN_FRESH(h->user, h->user_len); /* ASan: see huge_alloc */
+  kite_assert_internal(huge_check_block(h, true));
+  return h->user;
 }
 
 size_t _kite_huge_cache_release(bool force) {

@@ -18,8 +18,11 @@ size_t _kite_huge_usable(const void *p);
 bool _kite_huge_free(void *p);
 /* The first-class-heap link of huge block p (NULL if p is not one). */
 kite_owned_t *_kite_huge_owned(const void *p);
-/* Resize in place (shrink, or grow if the address space after it is free). */
-bool _kite_huge_resize(void *p, size_t new_size);
+/* Resize huge block p to new_size bytes: shrink in place, grow in place when the address
+ * space after it is free, else (may_move, a block without an alignment gap that belongs to
+ * no first-class heap) move its pages to a new place without copying them. Returns the
+ * block (p or its new address), or NULL with p unchanged. */
+void *_kite_huge_resize(void *p, size_t new_size, bool may_move);
 /* Unmap cached maps: all of them (force) or those older than the purge delay. Bytes. */
 size_t _kite_huge_cache_release(bool force);
 /* Bytes of cached maps (a sequentially consistent load). */

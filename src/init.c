@@ -15,6 +15,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "arena.h"
+#include "links.h"
 #include "options.h"
 #include "purger.h"
 #include "message.h"
@@ -27,15 +28,18 @@ static int process_init_done;
 static void fork_prepare(void) {
   _kite_heap_fork_prepare();
   _kite_huge_fork_prepare();
+  _kite_links_fork_prepare(); /* links_lock is taken before arena locks */
   _kite_arena_fork_prepare();
 }
 static void fork_parent(void) {
+  _kite_links_fork_parent();
   _kite_arena_fork_parent();
   _kite_huge_fork_parent();
   _kite_heap_fork_parent();
 }
 static void fork_child(void) {
   _kite_purger_fork_child();
+  _kite_links_fork_child();
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();

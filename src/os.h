@@ -27,6 +27,8 @@ void _kite_os_decommit(void *p, size_t size);
 /* Make [p, p+size) inaccessible (PROT_NONE: a guard page) or read/write again (p and size
  * multiples of 4 KiB, inside a mapping of ours). false if the kernel refuses (errno unchanged). */
 bool _kite_os_protect(void *p, size_t size, bool accessible);
+/* Make [p, p+size) inaccessible (PROT_NONE: a guard); false if the kernel refuses. */
+bool _kite_os_guard(void *p, size_t size);
 /* Advise transparent huge pages for a range (best effort). */
 void _kite_os_advise_huge(void *p, size_t size);
 /* Write all of buf to fd (best effort, no allocation). */
@@ -45,4 +47,8 @@ uint64_t _kite_os_now_ms(void);
 void _kite_os_abort(void) __attribute__((noreturn));
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
 void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move);
+/* Move the mapping [p, p+old_size) to dest (a range of new_size bytes the caller mapped, which
+ * it replaces), growing it to new_size: the pages move, nothing is copied. false if it
+ * cannot (then both mappings are as they were; errno unchanged). */
+bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest);
 #endif

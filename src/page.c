@@ -1,27 +1,50 @@
 /* src/page.c -- small pages (contract and invariants in page.h). */
 #include "page.h"
+#include "links.h"
 #include "message.h"
 #include "os.h"
+#include <errno.h>
 #include <string.h>
 #include "tool.h"
 #include "secure.h"
 
-void _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
+bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
+  uint32_t reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
+  /* one entry more than blocks: the fast path's index of an offset past the last block
+   * (when the page size is not a multiple of bs) lands there, and it is never LIVE */
+  uint32_t need = reserved + 1;
+  if (pg->links && pg->links_cap >= need && pg->links_cap <= 2 * need + 32) {
+    memset(pg->links, 0, (size_t)pg->links_cap * sizeof(uint16_t)); /* a cached page's */
+  } else {
+    _kite_page_fini(pg);
+    uint32_t cap;
+    uint16_t *l = _kite_links_alloc(need, &cap);
+    if (!l) return false; /* errno = ENOMEM */
+    pg->links = l;
+    pg->links_cap = cap;
+  }
   KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << pg->order);
   pg->kind = KITE_KIND_SMALL;
   pg->cls = (uint8_t)cls;
   pg->block_size = bs;
   pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
-  pg->reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
+  pg->reserved = reserved;
+  pg->start = (uint8_t *)((uintptr_t)_kite_page_start(pg) + KITE_TOOL_START_BIAS);
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
-  pg->carved_end = 0;
   pg->used = 0;
-  pg->free = pg->local_free = NULL;
-  pg->thread_free = 0;
+  pg->free = pg->local_free = KITE_LINK_END;
+  pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
   pg->owned.owner = NULL;
   __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+  return true;
+}
+
+void _kite_page_fini(kite_page_t *pg) {
+  if (pg->links) _kite_links_free(pg->links, pg->links_cap);
+  pg->links = NULL;
+  pg->links_cap = 0;
 }
 
 uint32_t _kite_page_extend(kite_page_t *pg) {
@@ -29,98 +52,80 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   uint32_t n = KITE_EXTEND_BYTES / bs;
   if (n == 0) n = 1;
   if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
-  uint8_t *start = _kite_page_start(pg) + (size_t)pg->capacity * bs;
+  uint32_t first = pg->capacity;
 #if KITE_SECURE /* secure build (secure.h): zeroed, linked in a random order */
-  _kite_secure_carve(pg, start, n);
+  _kite_secure_carve(pg, _kite_page_block(pg, first), first, n);
 #else
-  for (uint32_t i = 0; i + 1 < n; i++) {
-    kite_block_t *b = (kite_block_t *)(start + (size_t)i * bs);
-    b->next = (kite_block_t *)(start + (size_t)(i + 1) * bs);
-    b->key = (uintptr_t)pg;
-  }
-  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
-  ((kite_block_t *)(start + (size_t)(n - 1) * bs))->key = (uintptr_t)pg;
-  if (KITE_DEBUG >= 3) for (uint32_t i = 0; i < n; i++) _kite_block_fill_free(pg, start + (size_t)i * bs);
-  pg->free = (kite_block_t *)start;
+  uint16_t *l = pg->links;
+  for (uint32_t i = first; i + 1 < first + n; i++) l[i] = (uint16_t)(i + 1);
+  l[first + n - 1] = pg->free;
+  if (KITE_DEBUG >= 3) for (uint32_t i = 0; i < n; i++) _kite_block_fill_free(pg, _kite_page_block(pg, first + i));
+  pg->free = (uint16_t)first;
 #endif
-  __atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED); /* read by lookups in other threads */
-  pg->carved_end = pg->capacity * bs;
+  __atomic_store_n(&pg->capacity, first + n, __ATOMIC_RELAXED); /* read by lookups in other threads */
   return n;
+}
+
+/* Walk a list taken from thread_free (head, n blocks): each entry must be REMOTE; it goes
+ * on the allocation list. Returns the blocks moved. A non-REMOTE entry, or an index out of
+ * the carved blocks, means an owner's free raced with another thread's free of the same
+ * block (or the list is corrupt): reported, and the walk stops there. */
+static uint32_t take_remote(kite_page_t *pg, uint32_t i, int32_t n) {
+  uint16_t *l = pg->links;
+  uint32_t moved = 0;
+  for (; n > 0; n--) {
+    if (i >= pg->capacity) {
+      _kite_report_invalid("free(): cross-thread free list of a page is broken (racing double free)", _kite_page_block(pg, 0));
+      break;
+    }
+    uint32_t v = __atomic_load_n(&l[i], __ATOMIC_RELAXED);
+    if (!_kite_link_is_remote(v)) {
+      _kite_report_invalid("free(): double free (two threads freed one block at once)", _kite_page_block(pg, i));
+      break;
+    }
+    l[i] = pg->free;
+    pg->free = (uint16_t)i;
+    moved++;
+    i = v & ~KITE_LINK_REMOTE;
+  }
+  return moved;
 }
 
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local) {
   uint32_t issued = 0;
-  if ((all || pg->free == NULL) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != 0) {
-    uintptr_t tf = __atomic_exchange_n(&pg->thread_free, 0, __ATOMIC_ACQUIRE);
-    kite_block_t *head = KITE_TF_PTR(tf);
+  if ((all || pg->free == KITE_LINK_END) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
+    uint64_t tf = __atomic_exchange_n(&pg->thread_free, KITE_TF_EMPTY, __ATOMIC_ACQUIRE);
     int32_t n = KITE_TF_COUNT(tf);
-    if (head) {
-      if (pg->free) {
-        kite_block_t *t = head;
-        while (t->next) t = t->next;
-        t->next = pg->free;
-      }
-      pg->free = head;
-      pg->used -= n;
-      issued += (uint32_t)n;
-    }
+    uint32_t moved = take_remote(pg, KITE_TF_HEAD(tf), n);
+    pg->used -= (int32_t)moved;
+    issued += moved;
   }
-  if (pg->local_free && (all || pg->free == NULL)) {
-    if (pg->free || count_local) {
-      kite_block_t *t = pg->local_free;
-      uint32_t n = 1;
-      while (t->next) { t = t->next; n++; }
+  if (pg->local_free != KITE_LINK_END && (all || pg->free == KITE_LINK_END)) {
+    if (pg->free != KITE_LINK_END || count_local) {
+      uint16_t *l = pg->links;
+      uint32_t t = pg->local_free, n = 1;
+      while (l[t] != KITE_LINK_END) { t = l[t]; n++; }
       if (count_local) issued += n;
-      t->next = pg->free;
+      l[t] = pg->free;
     }
     pg->free = pg->local_free;
-    pg->local_free = NULL;
+    pg->local_free = KITE_LINK_END;
   }
   kite_assert_internal(_kite_page_check(pg, true, -1));
   return issued;
 }
 
-void _kite_page_free_remote(kite_page_t *pg, kite_block_t *b) {
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
-  KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it at once */
-  b->key = (uintptr_t)pg;
-  uintptr_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
-  do {
-    b->next = KITE_TF_PTR(old);
-    nw = (((old >> KITE_TF_SHIFT) + 1) << KITE_TF_SHIFT) | (uintptr_t)b;
-  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-}
-
-static bool list_has(const kite_block_t *l, const kite_block_t *b) {
-  for (; l; l = l->next) if (l == b) return true;
-  return false;
-}
-
-bool _kite_page_has_free_local(const kite_page_t *pg, const void *b) {
-  return list_has(pg->free, b) || list_has(pg->local_free, b);
-}
-
-bool _kite_page_has_free_remote(const kite_page_t *pg, const void *b) {
-  return list_has(KITE_TF_PTR(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE)), b);
-}
-
-
 /* ---- validators (contracts in page.h) ---- */
 
-/* Walk free list l of pg, marking each node in seen[] (one bit per block). False on a node
- * that is not a carved block start of pg (checked before it is read), lacks the key, or was
- * seen before (two lists share it, or a cycle). *n = its length. */
-static bool check_list(const kite_page_t *pg, const kite_block_t *l, uint64_t *seen, uint32_t *n) {
-  uintptr_t start = (uintptr_t)_kite_page_start(pg);
+/* Walk the owner list from i, marking each block in seen[] (one bit per block). False on an
+ * index that is not carved, or seen before (two lists share it, or a cycle). *n = length. */
+static bool check_list(const kite_page_t *pg, uint32_t i, uint64_t *seen, uint32_t *n) {
   uint32_t k = 0;
-  for (; l; l = l->next) {
-    uintptr_t u = (uintptr_t)l;
-    if (u < start || u - start >= pg->carved_end || !_kite_is_block_offset(pg, u - start))
-      return _kite_check_failed("page: free-list node is not a carved block of its page", u);
-    uint32_t i = (uint32_t)((u - start) / pg->block_size);
-    if ((seen[i >> 6] >> (i & 63)) & 1) return _kite_check_failed("page: block twice on the free lists", u);
+  uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  for (; i != KITE_LINK_END; i = pg->links[i]) {
+    if (i >= cap) return _kite_check_failed("page: free-list entry is not a carved block of its page", i);
+    if ((seen[i >> 6] >> (i & 63)) & 1) return _kite_check_failed("page: block twice on the free lists", i);
     seen[i >> 6] |= (uint64_t)1 << (i & 63);
-    if (l->key != (uintptr_t)pg) return _kite_check_failed("page: free block without its key", u);
     k++;
   }
   *n = k;
@@ -136,33 +141,42 @@ bool _kite_page_check(const kite_page_t *pg, bool lists, int bias) {
   if (pg->order != _kite_class_order_[cls]) return _kite_check_failed("page: order of its class", pg->order);
   if (pg->div_magic != (uint64_t)(~(uint64_t)0 / bs) + 1) return _kite_check_failed("page: div_magic", cls);
   if (pg->reserved != (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs)) return _kite_check_failed("page: reserved", pg->reserved);
+  if (_kite_page_block(pg, 0) != _kite_page_start(pg)) return _kite_check_failed("page: start", (uintptr_t)_kite_page_block(pg, 0));
+  if (!pg->links || pg->links_cap < pg->reserved + 1) return _kite_check_failed("page: link array", pg->links_cap);
   uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
   if (cap > pg->reserved) return _kite_check_failed("page: capacity > reserved", cap);
   if (!lists) return true;
-  if (pg->carved_end != cap * bs) return _kite_check_failed("page: carved_end != capacity * block_size", pg->carved_end);
-  uint64_t seen[KITE_UNIT_SIZE / 16 / 64] = {0}; /* reserved <= 4096 blocks */
-  uint32_t nfree, nlocal, nthread;
+  uint64_t seen[KITE_PAGE_MAX_BLOCKS / 64] = {0};
+  uint32_t nfree = 0, nlocal = 0;
   if (!check_list(pg, pg->free, seen, &nfree) || !check_list(pg, pg->local_free, seen, &nlocal)) return false;
-  /* a snapshot: pushes after it do not change used, and its nodes stay put until the
-   * owner (the caller, or nobody while the page is abandoned) collects them */
-  uintptr_t tf = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
-  if (!check_list(pg, KITE_TF_PTR(tf), seen, &nthread)) return false;
-  if ((int32_t)nthread != KITE_TF_COUNT(tf)) return _kite_check_failed("page: thread_free count", (uint64_t)KITE_TF_COUNT(tf));
+  /* the other carved blocks: LIVE or REMOTE (other threads may be claiming LIVE ones and
+   * pushing them while we look: count REMOTE ones after a snapshot of thread_free's count;
+   * what the snapshot counts was REMOTE before it was pushed and stays so until the owner,
+   * the caller, collects it) */
+  uint64_t tf = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+  uint32_t nremote = 0;
+  for (uint32_t i = 0; i < cap; i++) {
+    if ((seen[i >> 6] >> (i & 63)) & 1) continue;
+    uint32_t v = __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED);
+    if (v == KITE_LINK_LIVE) continue;
+    if (_kite_link_is_remote(v)) { nremote++; continue; }
+    return _kite_check_failed("page: a block neither handed out nor on a list", i);
+  }
+  for (uint32_t i = cap; i < pg->links_cap; i++)
+    if (pg->links[i] != 0) return _kite_check_failed("page: entry of an uncarved block is set", i);
+  if (KITE_TF_COUNT(tf) > (int32_t)nremote) return _kite_check_failed("page: thread_free count above the blocks freed remotely", (uint64_t)KITE_TF_COUNT(tf));
   int32_t used = pg->used & ~KITE_PAGE_IN_FULL, out = (int32_t)(cap - nfree - nlocal);
   if (!(bias >= 0 ? used == out + bias : (used == out || used == out + 1)))
     return _kite_check_failed("page: used != carved - free - local_free (+1 when pinned)", (uint64_t)used);
-  if (out < (int32_t)nthread) return _kite_check_failed("page: thread_free longer than the blocks out", nthread);
   return true;
 }
 
-void _kite_block_fill_free(const kite_page_t *pg, void *b) {
-  if (pg->block_size > 2 * sizeof(void *)) memset((uint8_t *)b + 16, KITE_FILL_FREE, pg->block_size - 16);
-}
+void _kite_block_fill_free(const kite_page_t *pg, void *b) { memset(b, KITE_FILL_FREE, pg->block_size); }
 
 void _kite_block_check_fresh(const kite_page_t *pg, void *b) {
   const uint64_t *w = (const uint64_t *)b;
   const uint64_t pat = 0x0101010101010101ull * KITE_FILL_FREE;
-  for (uint32_t i = 2; i < pg->block_size / 8; i++)
+  for (uint32_t i = 0; i < pg->block_size / 8; i++)
     if (w[i] != pat) {
       _kite_check_failed("write after free: a free block changed at byte offset", (uint64_t)i * 8);
       _kite_check_failed("write after free: the block's address", (uintptr_t)b);

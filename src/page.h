@@ -1,23 +1,33 @@
 /* src/page.h -- the small-page life cycle: initialize, carve, pop, collect frees, and
- * the remote-free push. A small page is a run of 2^k units holding blocks of one class.
+ * the cross-thread free. A small page is a run of 2^k units holding blocks of one class.
+ *
+ * Block i of a page starts at start + i * block_size; its state and list link are
+ * links[i] (types.h: a free block's entry names the next block on its list, LIVE marks a
+ * block handed out, REMOTE|next one freed by another thread). kite never reads or writes
+ * a block's memory, so no write after free or overflow can steer malloc, and a double free
+ * is found by the entry, whatever the block holds.
  *
  * Invariants of a small page (owner = the heap in page->heap; only the owner touches
- * free/local_free/used/capacity and the queue links):
- *   - blocks = capacity carved so far (capacity <= reserved); uncarved memory is untouched,
- *     so a fresh page costs RSS only for what is used. carved_end = capacity * block_size
- *     (bytes): the free fast path accepts only offsets below it (an uncarved "block" pushed
- *     on local_free would be carved again later and handed out twice).
- *   - every carved block is in exactly one of: handed out, free, local_free, thread_free;
- *     the free ones carry key == (uintptr_t)page (double-free detection).
+ * free/local_free/used/capacity, the queue links, and entries that are not LIVE or REMOTE):
+ *   - blocks [0, capacity) are carved (capacity <= reserved); uncarved blocks are untouched
+ *     (a fresh page costs RSS only for what is used) and their entries read 0.
+ *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
+ *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE|END, not
+ *     yet on thread_free);
  *   - used (low 31 bits) = carved - |free| - |local_free|, i.e. the number of blocks handed
- *     out plus those sitting in thread_free (plus 1 while the page is its heap's pinned one).
+ *     out plus those freed by other threads and not yet collected (plus 1 while the page is
+ *     its heap's pinned one);
  *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
  *     full list: any local free then takes the generic path, which moves it back.
- *   - thread_free is pushed by other threads (one CAS each, list head + count in one word)
- *     and swapped out whole by the owner (or by whoever holds an abandoned page).
+ *   - thread_free is pushed by other threads (one CAS each, head + count in one word) after
+ *     they claimed the entry LIVE -> REMOTE with a 16-bit CAS; the owner (or whoever holds
+ *     an abandoned page) takes it whole and walks exactly its count, keeping only REMOTE
+ *     entries: when an owner's free raced with another thread's free of the same block
+ *     (the owner's plain store overwrote the claim), the walk finds a non-REMOTE entry,
+ *     reports the double free and stops; the blocks after it stay REMOTE (leaked).
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.
- * Layer: above arena; below heap. Owner-only functions say so.
+ * Layer: above links and arena; below heap. Owner-only functions say so.
  */
 #ifndef KITE_PAGE_H
 #define KITE_PAGE_H
@@ -29,55 +39,91 @@
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
 
 void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
+void _kite_block_fill_free(const kite_page_t *pg, void *b);
+
+/* Block i of small page pg. */
+static inline uint8_t *_kite_page_block(const kite_page_t *pg, uint32_t i) {
+  return (uint8_t *)((uintptr_t)pg->start - KITE_TOOL_START_BIAS) + (uint32_t)(i * pg->block_size); /* < 2^32: a page is <= 512 KiB */
+}
 
 /* Pop a block of the allocation list (non-empty). Owner only. */
 static inline void *_kite_page_pop(kite_page_t *pg) {
-  kite_block_t *b = pg->free;
-  pg->free = b->next;
-  b->key = 0;
+  uint32_t i = pg->free;
+  pg->free = pg->links[i];
+  pg->links[i] = KITE_LINK_LIVE;
   pg->used++;
+  void *b = _kite_page_block(pg, i);
   KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
   if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
   return b;
 }
 
-/* Is offset off (from the page start, < 2^32) the start of a block carved so far in small
- * page pg? off / size == high half of off * ceil(2^64 / size). Any thread. */
-static inline bool _kite_page_block_at(const kite_page_t *pg, uint64_t off) {
-  return _kite_is_block_offset(pg, off) &&
-         (uint64_t)(((unsigned __int128)off * pg->div_magic) >> 64) <
-             __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+/* Index of the block at byte offset off (from the page start, < 2^32) of small page pg, or
+ * -1 when off is not a block start carved so far. off / size == high half of off * ceil(2^64
+ * / size), and off is a multiple of size iff the low half is below ceil(2^64 / size).
+ * Any thread. */
+static inline int32_t _kite_page_index(const kite_page_t *pg, uint64_t off) {
+  unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
+  if ((uint64_t)m >= pg->div_magic) return -1;
+  uint64_t i = (uint64_t)(m >> 64);
+  return i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) ? (int32_t)i : -1;
+}
+/* Index of the block p points to the start of, or -1 (p is in pg's run). */
+static inline int32_t _kite_page_index_of(const kite_page_t *pg, const void *p) {
+  return _kite_page_index(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0)));
+}
+static inline bool _kite_page_block_at(const kite_page_t *pg, uint64_t off) { return _kite_page_index(pg, off) >= 0; }
+/* Is block i (carved) handed out? Any thread (a relaxed read of its entry). */
+static inline bool _kite_page_block_live(const kite_page_t *pg, uint32_t i) {
+  return __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) == KITE_LINK_LIVE;
 }
 
-/* Make run pg (head, from the arena) an empty small page of class cls owned by h. */
-void _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls);
+/* Make run pg (head, from the arena) an empty small page of class cls owned by h; false
+ * (errno = ENOMEM) when its link array cannot be had. */
+bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls);
+/* The page's run is about to go back to the arena: give its link array back. */
+void _kite_page_fini(kite_page_t *pg);
 /* Carve up to KITE_EXTEND_BYTES of fresh blocks onto the (empty) allocation list; returns
  * how many. Owner only. */
 uint32_t _kite_page_extend(kite_page_t *pg);
 /* Move thread_free and local_free into the allocation list. Without `all`, only while the
- * allocation list is empty (then no list is walked except local_free, which this thread
- * wrote and has in cache). Returns the blocks that count as newly issued for statistics
+ * allocation list is empty. Returns the blocks that count as newly issued for statistics
  * (remote frees always; local frees only when count_local). Owner only. */
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
-/* Push block b on pg's thread_free list (a free from a thread that does not own pg). */
-void _kite_page_free_remote(kite_page_t *pg, kite_block_t *b);
-/* Is b on one of pg's owner-side free lists (free, local_free)? Owner only. */
-bool _kite_page_has_free_local(const kite_page_t *pg, const void *b);
-/* Is b on pg's thread_free list right now? Any thread (nodes are immutable until the
- * owner collects them). */
-bool _kite_page_has_free_remote(const kite_page_t *pg, const void *b);
+/* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
+ * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
+ * double or invalid free. */
+static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
+  uint16_t live = KITE_LINK_LIVE;
+  if (!__atomic_compare_exchange_n(&pg->links[i], &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
+                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return false;
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
+  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
+  return true;
+}
+/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
+static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) {
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  do {
+    __atomic_store_n(&pg->links[i], (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    nw = ((uint64_t)(KITE_TF_COUNT(old) + 1) << 16) | i;
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Check small page pg: geometry (kind, class, block size, div_magic, reserved, capacity,
- * carved_end). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
- * every node of free, local_free and thread_free is a carved block start of pg carrying
- * key == pg, the lists are disjoint and acyclic, thread_free's count matches its list, and
- * used (less its full bit) == capacity - |free| - |local_free| + bias, bias the pinned
- * page's +1 (0 or 1; -1 when the caller does not know: either). */
+ * start, link array). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
+ * the link array holds capacity + 1 entries at least; free and local_free are disjoint,
+ * acyclic lists of carved blocks; every carved block is LIVE, on one of them, or REMOTE
+ * (thread_free's count matches its list, walked through REMOTE entries, plus blocks being
+ * pushed); uncarved entries are 0; used (less its full bit) == capacity - |free| -
+ * |local_free| + bias, bias the pinned page's +1 (0 or 1; -1 when the caller does not know:
+ * either). */
 bool _kite_page_check(const kite_page_t *pg, bool lists, int bias);
-/* KITE_DEBUG >= 3 fill patterns: carved and freed blocks hold 0x55 beyond their free-list
- * words (bytes 16..block_size); a block handed out is checked (a changed byte is a write
+/* KITE_DEBUG >= 3 fill patterns: carved and freed blocks hold 0x55 in every byte; a block
+ * handed out is checked (a changed byte is a write
  * after free: reported, then abort) and filled with 0xAA. */
 #define KITE_FILL_FREE 0x55
 #define KITE_FILL_FRESH 0xAA

@@ -3,7 +3,7 @@
  * core's entry point (alloc.c and free.c, renamed _kite_core_* in this build by alloc.h):
  *
  *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
- *       checked zero beyond the link words (a changed byte: write after free), canary
+ *       checked all zero but its mark (a changed byte: write after free), canary
  *       written into its last 8 bytes. Usable size: block size - 8.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
  *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
@@ -12,8 +12,9 @@
  *       of two racing frees exactly one proceeds; a mark means double free, anything else a
  *       buffer overflow. The block is zeroed and put in the thread's quarantine (a ring of
  *       KITE_SECURE_QUARANTINE blocks, first in first out); the oldest block, which it
- *       displaces, is checked (link words zero, mark intact) and handed to the core's free. Blocks of first-class heaps
- *       skip the quarantine (kite_heap_destroy frees their pages at once).
+ *       displaces, is checked (first words zero, mark intact) and handed to the core's
+ *       free. Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
+ *       their pages at once).
  *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
  *       the core never resizes a guarded run in place.
  * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
@@ -118,34 +119,31 @@ static inline kite_page_t *small_page_of(const void *p) {
   if (_kite_pagemap_kind(u) != KITE_PM_ARENA) return NULL;
   kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
   if (pg->kind != KITE_KIND_SMALL) return NULL;
-  return _kite_page_block_at(pg, u - (uintptr_t)_kite_page_start(pg)) ? pg : NULL;
+  return _kite_page_index_of(pg, p) >= 0 ? pg : NULL;
 }
 
 /* Why the canary of small block p (in page pg) is not its live value (seen). No free list
  * is read: an overflow may have broken them. */
 static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p, uint64_t seen, const char *freed) {
   if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
-  if (pg->block_size <= KITE_SECURE_LINK_BYTES && seen == (uintptr_t)pg) return freed; /* 16 B: the core's key word */
   return "buffer overflow (canary overwritten)";
 }
 
 /* A core small block about to be handed out: check it is a carved block of a small page
- * (else the core's free list was overwritten: heap corruption, abort), still zero beyond
- * the link words, and its mark 0 (fresh carve) or the freed mark (else a write after free:
- * reported, false, and the block is kept out of use); then write its canary. */
+ * (else the core's free list was corrupt: heap corruption, abort), still all zero, and
+ * its mark 0 (fresh carve) or the freed mark (else a write after free: reported, false,
+ * and the block is kept out of use); then write its canary. */
 static bool small_ready(void *p) {
   kite_page_t *pg = small_page_of(p);
   if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
     _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p);
-  if (bs > KITE_SECURE_LINK_BYTES) {
-    const uint64_t *w = p;
-    uint64_t mark = w[bs / 8 - 1];
-    if (unlikely(!words_zero(w + KITE_SECURE_LINK_BYTES / 8, bs / 8 - 3) || (mark != 0 && mark != ~c))) {
-      secure_error("write after free (a freed block changed before reuse)", p);
-      return false;
-    }
+  const uint64_t *w = p;
+  uint64_t mark = w[bs / 8 - 1];
+  if (unlikely(!words_zero(w, bs / 8 - 1) || (mark != 0 && mark != ~c))) {
+    secure_error("write after free (a freed block changed before reuse)", p);
+    return false;
   }
   __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
   return true;
@@ -201,16 +199,16 @@ static pthread_key_t quarantine_key;
 static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
 static bool quarantine_key_ok;
 
-/* A zeroed, marked small block leaves the quarantine (or skips it): its link words must
- * still be zero and its mark intact, else someone wrote to it after free. Then the core
- * frees it; the mark stays (a later free of it is a double free; 16-byte blocks: the core's
- * words cover it). */
+/* A zeroed, marked small block leaves the quarantine (or skips it): its first words must
+ * still be zero and its mark intact, else someone wrote to it after free (the rest is
+ * checked when it is handed out again). Then the core frees it; the mark stays (a later
+ * free of it is a double free). */
 static void release(void *p) {
   kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p));
   uint64_t *slot = canary_slot(p, pg->block_size);
   const uint64_t *w = p;
-  uint64_t links = pg->block_size > KITE_SECURE_LINK_BYTES ? w[0] | w[1] : w[0]; /* 16 B: w[1] is the slot */
-  if (unlikely(links != 0 || *slot != ~canary_of(p))) {
+  uint64_t first = pg->block_size > 16 ? w[0] | w[1] : w[0]; /* 16 B: w[1] is the mark */
+  if (unlikely(first != 0 || *slot != ~canary_of(p))) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
@@ -317,9 +315,7 @@ KITE_API void *kite_calloc(size_t count, size_t size) {
   if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
   if (n > SMALL_LIMIT) return large_alloc(n, 0, true);
   void *p = calloc_small(n);
-  /* beyond the link words the block is known zero (small_ready checked it) */
-  if (p) memset(p, 0, n < KITE_SECURE_LINK_BYTES ? n : KITE_SECURE_LINK_BYTES);
-  return p;
+  return p; /* known zero: small_ready checked it */
 }
 
 static void *aligned(size_t align, size_t n) {

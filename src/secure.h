@@ -18,10 +18,9 @@
  * under internal names (alloc.h). This header is in the bottom layer: types and secret only.
  *
  * Invariants (secure build): every small block that is not handed out is zero except its
- * first KITE_SECURE_LINK_BYTES bytes (the core's free-list words) and its last 8 bytes,
- * which hold 0 (never handed out) or the freed mark ~canary(block); a handed-out small
- * block has canary(block) in its last 8 bytes; a block in a quarantine is zero but for its
- * mark. (16-byte blocks: the core's second word is the canary's place.)
+ * last 8 bytes, which hold 0 (never handed out) or the freed mark ~canary(block) (the core
+ * keeps its free lists outside the blocks); a handed-out small block has canary(block) in
+ * its last 8 bytes; a block in a quarantine is zero but for its mark.
  */
 #ifndef KITE_SECURE_H
 #define KITE_SECURE_H
@@ -35,15 +34,15 @@
 #endif
 
 #define KITE_SECURE_CANARY 8          /* bytes at the end of a small block */
-#define KITE_SECURE_LINK_BYTES 16     /* the core's words in a free block: not checked */
 #define KITE_SECURE_GUARD 4096        /* guard after a large run or huge block */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
 
-/* Carve n fresh blocks of small page pg starting at start: zero each beyond the link words
- * (a reused run may hold old bytes), link them in a random order (Fisher-Yates) and put
- * them in front of pg->free. Owner only (page.c's _kite_page_extend). */
-static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t n) {
+/* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
+ * zero each (a reused run may hold old bytes), link them in a random
+ * order (Fisher-Yates) and put them in front of pg->free. Owner only (page.c's
+ * _kite_page_extend). */
+static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t first, uint32_t n) {
   uint32_t bs = pg->block_size;
   uint16_t order[KITE_SECURE_CARVE_MAX];
   for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
@@ -51,13 +50,11 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
     uint32_t j = (uint32_t)(((_kite_random() >> 32) * i) >> 32);
     uint16_t t = order[i - 1]; order[i - 1] = order[j]; order[j] = t;
   }
-  kite_block_t *next = pg->free;
+  uint16_t next = pg->free;
   for (uint32_t i = 0; i < n; i++) {
-    kite_block_t *b = (kite_block_t *)(start + (size_t)order[i] * bs);
-    memset((uint8_t *)b + KITE_SECURE_LINK_BYTES, 0, bs - KITE_SECURE_LINK_BYTES);
-    b->next = next;
-    b->key = (uintptr_t)pg;
-    next = b;
+    memset(start + (size_t)order[i] * bs, 0, bs);
+    pg->links[first + order[i]] = next;
+    next = (uint16_t)(first + order[i]);
   }
   pg->free = next;
 }

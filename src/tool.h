@@ -2,8 +2,8 @@
  *
  * KITE_VALGRIND (the kite-valgrind library, cmake -DKITE_VALGRIND=ON; never libkite.so):
  * src/valgrind.c wraps the malloc family with memcheck's client requests (MALLOCLIKE /
- * FREELIKE), so freed blocks are inaccessible to memcheck except their first
- * KITE_TOOL_LINK_BYTES, where kite keeps its free-list links. When kite hands out a run
+ * FREELIKE), so freed blocks are inaccessible to memcheck (kite keeps nothing in a block:
+ * its links are in the page's link array, links.h). When kite hands out a run
  * again (a fresh small page or a run for a new use), the hook below makes it addressable
  * again, so that carving new blocks over old freed ones is not reported.
  * ASan build: see below. In every other build the hooks are empty: nothing on any path.
@@ -17,7 +17,14 @@
 /* Build with memcheck client requests (the kite-valgrind library only). */
 #define KITE_VALGRIND 0
 #endif
-#define KITE_TOOL_LINK_BYTES 16 /* a free block's words kite itself reads and writes */
+
+#if KITE_VALGRIND
+/* A small page's descriptor keeps its first block's address plus this bias, so that it holds
+ * no pointer into block 0 (memcheck would count a leaked block 0 as reachable). */
+#define KITE_TOOL_START_BIAS ((uintptr_t)1 << 63)
+#else
+#define KITE_TOOL_START_BIAS 0
+#endif
 
 #if KITE_VALGRIND
 #include <valgrind/memcheck.h>
@@ -26,8 +33,7 @@
 #define KITE_TOOL_BLOCK_LIVE(b, n) ((void)0)
 #define KITE_TOOL_BLOCK_FREE(b, n) ((void)0)
 #elif defined(__SANITIZE_ADDRESS__)
-/* The ASan build (KITE_SANITIZE=address): a freed small block is poisoned past its link
- * bytes, so a use after free of a kite block is an ASan report (use-after-poison); it is
+/* The ASan build (KITE_SANITIZE=address): a freed small block is poisoned whole, so a use after free of a kite block is an ASan report (use-after-poison); it is
  * unpoisoned when handed out again, and a run or huge map handed out anew is unpoisoned
  * (its range may have been an arena's, since unmapped: ASan keeps the shadow). A free
  * poisons before the block is pushed on a list: once pushed, its owner may hand it out. */
@@ -36,8 +42,7 @@
 #define KITE_TOOL_RUN_FRESH(p, n) \
   do { if (__asan_region_is_poisoned((p), (n))) ASAN_UNPOISON_MEMORY_REGION((p), (n)); } while (0)
 #define KITE_TOOL_BLOCK_LIVE(b, n) ASAN_UNPOISON_MEMORY_REGION((b), (n))
-#define KITE_TOOL_BLOCK_FREE(b, n) \
-  ASAN_POISON_MEMORY_REGION((char *)(b) + KITE_TOOL_LINK_BYTES, (n) - KITE_TOOL_LINK_BYTES)
+#define KITE_TOOL_BLOCK_FREE(b, n) ASAN_POISON_MEMORY_REGION((b), (n))
 #else
 #define KITE_TOOL_RUN_FRESH(p, n) ((void)0)
 #define KITE_TOOL_BLOCK_LIVE(b, n) ((void)0) /* small block b (n bytes) handed out */

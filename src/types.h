@@ -12,7 +12,8 @@
  *           its first unit (the head); the other units' descriptors hold head_off (the
  *           distance back to the head) and never match any heap, so frees that land in
  *           them take the generic path.
- *   block   one object in a small page. Free blocks link through their first word.
+ *   block   one object in a small page. kite never writes into a block: free lists and
+ *           block states live in the page's link array (links.h), outside the pages.
  *   heap    per-thread state: for each size class a queue of pages with free blocks, a
  *           list of full pages, and direct[] (the page to allocate from for every 16-byte
  *           size step up to 1024 bytes). Reached through one initial-exec TLS pointer.
@@ -95,17 +96,27 @@
 /* page kinds */
 enum { KITE_KIND_FREE = 0, KITE_KIND_META = 1, KITE_KIND_SMALL = 2, KITE_KIND_LARGE = 3 };
 
-/* page->thread_free packs the list head (low 48 bits: user addresses are below 2^47) and the
- * number of blocks on it (high 16 bits; a page has at most 4096 blocks), so the owner learns
- * the count without walking blocks another core just wrote. */
-#define KITE_TF_SHIFT 48
-#define KITE_TF_PTR(x) ((kite_block_t *)((x) & (((uintptr_t)1 << KITE_TF_SHIFT) - 1)))
-#define KITE_TF_COUNT(x) ((int32_t)((x) >> KITE_TF_SHIFT))
+/* ---- small pages: one link entry (uint16_t) per block, in the page's links[] array ----
+ * An entry says where its block is, outside the block (links.h keeps the arrays away from
+ * every block, so no write through a block pointer can change one):
+ *   0 .. KITE_PAGE_MAX_BLOCKS - 1, or KITE_LINK_END: the block is free, on the allocation
+ *          list (page->free) or the owner's local list (page->local_free); the value is the
+ *          next block's index on that list. Uncarved blocks read 0 (not LIVE).
+ *   KITE_LINK_LIVE: handed out.
+ *   KITE_LINK_REMOTE | next (next <= KITE_LINK_END): freed by another thread and on the
+ *          page's thread_free list; claimed with one compare-and-swap from LIVE, so of two
+ *          racing frees of one block only one can succeed.
+ * page->thread_free packs the list's head index (low 16 bits) and the number of blocks on
+ * it (bits 16..31), so the owner learns the count without walking. */
+#define KITE_PAGE_MAX_BLOCKS 4096 /* 64 KiB / 16 bytes: the most blocks a small page has */
+#define KITE_LINK_END 0x1000u
+#define KITE_LINK_LIVE 0xFFFFu
+#define KITE_LINK_REMOTE 0x8000u
+#define KITE_TF_EMPTY ((uint64_t)KITE_LINK_END)
+#define KITE_TF_HEAD(x) ((uint32_t)((x) & 0xFFFF))
+#define KITE_TF_COUNT(x) ((int32_t)(((x) >> 16) & 0xFFFF))
+static inline bool _kite_link_is_remote(uint32_t v) { return v >= KITE_LINK_REMOTE && v <= (KITE_LINK_REMOTE | KITE_LINK_END); }
 
-/* A free block: next link, and key = the address of its page descriptor. A block being
- * freed whose key already matches is probably free already (double free): the slow path
- * checks the lists. malloc clears the key, so a live block's second word is the user's. */
-typedef struct kite_block_s { struct kite_block_s *next; uintptr_t key; } kite_block_t;
 struct kite_heap_s;
 
 /* A large or huge block that belongs to a first-class heap (kite_heap_new): linked on the
@@ -119,28 +130,29 @@ typedef struct kite_owned_s {
 
 /* The descriptor of one unit of an arena. Fields by the layer that writes them:
  *   arena: kind (FREE/META until a user sets SMALL/LARGE), head_off, order, heap = NULL
- *   page:  free, used, block_size, local_free, thread_free, div_magic, capacity, carved_end,
- *          cls, reserved (small pages)
+ *   page:  free, local_free, used, block_size, capacity, links, thread_free, div_magic,
+ *          start, cls, reserved, links_cap (small pages)
  *   heap:  heap, next/prev (queues), owned (first-class heaps)
  *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
-  kite_block_t *free;              /* allocation list (owner only) */
-  int32_t used;                    /* see invariants; sign bit = on the full list */
+  uint16_t free;                   /* allocation list: first block's index (owner only) */
+  uint16_t local_free;             /* freed by the owner, not yet reusable (owner only) */
+  int32_t used;                    /* see page.h; sign bit = on the full list */
   uint32_t block_size;             /* small: class size; large: 0 */
-  struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
-  kite_block_t *local_free;        /* freed by the owner, not yet reusable */
-  uintptr_t thread_free;           /* atomic: pushed by other threads; see KITE_TF_* */
-  uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test */
   uint32_t capacity;               /* blocks carved */
-  uint32_t carved_end;             /* capacity * block_size: the free fast path's bound */
+  struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
+  uint16_t *links;                 /* one entry per block (links.h), or NULL */
+  uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
+  uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
+  uint8_t *start;                  /* small: the first block (the run's first byte) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t kind, cls, order, unused_;
   /* cold */
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */
   uint32_t reserved;               /* blocks that fit */
-  uint32_t unused2_;
+  uint32_t links_cap;              /* entries links[] holds (0 when links == NULL) */
   kite_owned_t owned;              /* large run of a first-class heap (kite_heap_new) */
 } kite_page_t;
 

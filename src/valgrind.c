@@ -7,9 +7,8 @@
  *   allocation: VALGRIND_MALLOCLIKE_BLOCK(p, requested size) -- bytes past the request are
  *               reported if touched, and the block takes part in the leak check;
  *   free:       VALGRIND_FREELIKE_BLOCK(p) before kite frees it (so a double or invalid free
- *               is memcheck's report), then the first KITE_TOOL_LINK_BYTES are made
- *               accessible again because kite keeps its free-list links there: a use after
- *               free in those 16 bytes is not seen, anywhere past them it is.
+ *               is memcheck's report); kite keeps nothing in a freed block, so a use
+ *               after free anywhere in it is seen.
  * realloc and calloc are done here (new block, copy, free), so kite never copies or clears
  * memory memcheck considers free. Runs handed out again are made addressable by
  * KITE_TOOL_RUN_FRESH (tool.h).
@@ -33,7 +32,6 @@ KITE_VG_API void *malloc(size_t n) { return track(kite_malloc(n), n, 0); }
 KITE_VG_API void free(void *p) {
   if (!p) return;
   VALGRIND_FREELIKE_BLOCK(p, 0);
-  VALGRIND_MAKE_MEM_DEFINED(p, KITE_TOOL_LINK_BYTES);
   kite_free(p);
 }
 KITE_VG_API void cfree(void *p) { free(p); }

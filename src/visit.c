@@ -70,33 +70,13 @@ typedef struct {
   bool stopped;
 } visit_t;
 
-/* Mark the blocks of list l that belong to pg in bits; at most cap steps (a list longer
- * than the page's carved blocks is corrupt: stop). */
-static void mark_list(const kite_page_t *pg, const kite_block_t *l, uint64_t *bits, uint32_t cap) {
-  uintptr_t start = (uintptr_t)_kite_page_start(pg);
-  uint32_t bs = pg->block_size;
-  for (uint32_t steps = 0; l && steps <= cap; l = l->next, steps++) {
-    uintptr_t off = (uintptr_t)l - start;
-    if ((uintptr_t)l < start || off % bs) break;
-    uintptr_t i = off / bs;
-    if (i >= cap) break;
-    bits[i >> 6] |= (uint64_t)1 << (i & 63);
-  }
-}
-
-/* Visit the live blocks of small page pg: the carved blocks on none of its free lists. */
+/* Visit the live blocks of small page pg: the carved blocks whose entry says LIVE. */
 static bool visit_page(kite_page_t *pg, visit_t *v) {
-  uint64_t bits[KITE_PAGE_MAX_BLOCKS / 64];
-  uint32_t cap = pg->capacity;
+  uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
   if (cap > KITE_PAGE_MAX_BLOCKS) cap = KITE_PAGE_MAX_BLOCKS;
-  memset(bits, 0, ((cap + 63) / 64) * sizeof bits[0]);
-  mark_list(pg, pg->free, bits, cap);
-  mark_list(pg, pg->local_free, bits, cap);
-  mark_list(pg, KITE_TF_PTR(__atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE)), bits, cap);
-  uint8_t *start = _kite_page_start(pg);
   for (uint32_t i = 0; i < cap; i++) {
-    if (bits[i >> 6] & ((uint64_t)1 << (i & 63))) continue;
-    if (!v->fn(start + (size_t)i * pg->block_size, pg->block_size, v->arg)) return false;
+    if (!_kite_page_block_live(pg, i)) continue;
+    if (!v->fn(_kite_page_block(pg, i), pg->block_size, v->arg)) return false;
   }
   return true;
 }

@@ -17,7 +17,6 @@
 #include "sizeclass.h"
 #include "heap.h"
 
-#define KITE_PAGE_MAX_BLOCKS 4096 /* 64 KiB / 16 bytes: the most blocks a small page has */
 
 /* Live figures of the whole process, computed when asked (never on the fast paths). */
 typedef struct kite_live_s {

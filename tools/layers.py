@@ -37,6 +37,7 @@ LAYERS = [
     ("arena", {"arena": ["arena.h", "arena.c"]}),
     ("huge", {"huge": ["huge.h", "huge.c"]}),
     ("purger", {"purger": ["purger.h", "purger.c"]}),
+    ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
     # the public entry points; <kite.h> is their contract, so nothing below may include it

@@ -74,6 +74,14 @@ int kite_buddy_free(kite_buddy_t *b, uint64_t index, unsigned *order);
  * Returns the order (>= 0) or the same errors as kite_buddy_free. */
 int kite_buddy_block_order(const kite_buddy_t *b, uint64_t index);
 
+/* Allocate exactly the block of 2^order units at index (a multiple of 2^order), if all its
+ * units are free (a caller that knows where it wants memory: growing a block into its free
+ * buddy is kite_buddy_free of the block, then this at the same index with a larger order,
+ * under the caller's lock). Returns 0, KITE_BUDDY_EORDER, KITE_BUDDY_ERANGE (index outside
+ * the range or not aligned) or KITE_BUDDY_EBUSY (some unit is allocated or reserved).
+ * O(log units). */
+int kite_buddy_alloc_at(kite_buddy_t *b, uint64_t index, unsigned order);
+
 /* Mark [start, start+count) unusable (a hole in a memory map). The range must be entirely
  * free or already reserved. Returns 0, KITE_BUDDY_ERANGE or KITE_BUDDY_EBUSY. */
 int kite_buddy_reserve(kite_buddy_t *b, uint64_t start, uint64_t count);

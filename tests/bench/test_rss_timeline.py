@@ -8,7 +8,8 @@ allocator that crashes, then parses what it wrote: rss.csv (the command on its f
 then allocator, rep, t_s, rss_mib rows; samples strictly increasing in time for every
 allocator; RSS positive and, for a healthy allocator, peaking above the tiny working set),
 rss.json (phases in the program's order, peak and area consistent with the samples, the
-crashing allocator reported as a crash with no peak), rss.md (a row per allocator). Also
+crashing allocator reported as a crash with no peak), rss.md (a row per allocator, and the
+RSS at the end of each phase consistent with the samples). Also
 -h and a bad option (exit 2). Prints one line per test and "N passed, N failed".
 """
 import argparse
@@ -96,6 +97,27 @@ def main():
         for name in allocs:
             check(f"| {name} |" in md, f"md row {name}")
         check("**CRASH" in md, "crash in the table")
+        # the second table: RSS at the end of each phase, '-' for the crash (no clean run);
+        # idle2's figure is the last sample before teardown
+        head = "| allocator | build | free | idle | rebuild | threads | idle2 | teardown |"
+        check(head in md, "phase table header")
+        rows = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[2:-1]]
+                for l in md[md.find(head):].splitlines()[2:] if l.startswith("| ")}
+        check(rows.get("crash") == ["-"] * 7, f"crash phases {rows.get('crash')}")
+        for name in allocs:
+            if name == "crash":
+                continue
+            cells = rows.get(name, [])
+            # a phase shorter than the sampling period may hold no sample at tiny size; the
+            # idles last 30 ms
+            check(len(cells) == 7 and all(c.isdigit() or c == "-" for c in cells) and
+                  all(cells[i].isdigit() for i in (2, 5)), f"{name} phases {cells}")
+            ends = []
+            for r in j["runs"][name]:
+                t_td = dict(r["phases"])["teardown"]
+                ends.append([k for t, k in r["samples"] if t < t_td][-1] / 1024)
+            if len(cells) == 7:
+                check(cells[5] == f"{sum(ends) / 2:.0f}", f"{name} idle2 {cells[5]} vs {ends}")
 
     def usage_and_errors():
         q = subprocess.run([sys.executable, SCRIPT, "-h"], capture_output=True, text=True)

@@ -87,6 +87,8 @@ static const char *const k_tiny[] = {
     "./kite-wl-large -t 1 -n 4 -l 3 -a 5242880 -m 8388608",
     "./kite-wl-graph -n 5000 -r 2 -w 0",
     "./kite-wl-phases -n 4 -t 4 -i 10",
+    "./kite-wl-exit-rss -t 4 -n 20 -b 50 -k 100 -i 1",
+    "./kite-wl-tlb -n 4 -r 1",
 };
 
 /* The checksums of the new workloads at fixed options: they depend only on the options and
@@ -101,6 +103,9 @@ static const struct { const char *cmd, *sum; } k_known[] = {
     {"./kite-wl-large -t 1 -n 4 -l 3 -a 5242880 -m 8388608", "e69f651667737b19"},
     {"./kite-wl-graph -n 5000 -r 1 -w 0", "0000000000bf0a02"},
     {"./kite-wl-phases -n 4 -t 4 -i 10", "8d2ac06039975329"},
+    {"./kite-wl-exit-rss -t 4 -n 20 -b 50 -k 100 -i 1", "9e3779b97f6e0fed"},
+    {"./kite-wl-exit-rss -t 1 -n 10 -b 10 -k 0 -i 0", "9e3779b97f4b518e"},
+    {"./kite-wl-tlb -n 4 -r 1", "9e377ba40038c195"},
     {"./kite-wl-replay -l 1 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "961be508da10b59b"},
     {"./kite-wl-replay -l 3 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "3d3091665e1ab1f6"},
 };
@@ -118,6 +123,15 @@ TEST(new_workloads_known_checksums) {
   expect_ok("rnbench -m 1", run("./kite-wl-rnbench -m 1 -t 1 -n 100 -i 1000"));
   expect_true(strstr(g_out, "x 1000 iterations (mode 1)") != NULL);
   expect_true(exited(run("./kite-wl-rnbench -m 2"), 64));
+  /* exit-rss reports its three resident-set figures; tlb its phases and memory */
+  expect_ok("exit-rss", run("./kite-wl-exit-rss -t 2 -n 5 -b 20 -k 10 -i 0"));
+  expect_true(strstr(g_out, "rss_peak_mib: ") && strstr(g_out, "rss_exit_mib: ") &&
+              strstr(g_out, "rss_idle_mib: "));
+  expect_ok("tlb", run("./kite-wl-tlb -n 2 -r 1"));
+  expect_true(strstr(g_out, "build: ") && strstr(g_out, "chase: ") && strstr(g_out, "rss_mib: ") &&
+              strstr(g_out, "anon_huge_mib: "));
+  expect_true(exited(run("./kite-wl-tlb -b 8"), 2)); /* a node needs 24 bytes */
+  expect_true(strstr(g_out, "-b must be at least 24") != NULL);
   /* phases announces every phase, in order */
   expect_ok("phases", run("./kite-wl-phases -n 2 -t 2 -i 5"));
   const char *want[] = {"phase build ", "phase free ", "phase idle ", "phase rebuild ",
@@ -187,7 +201,7 @@ TEST(help_and_bad_options) {
   static const char *const names[] = {"collatz-ivec", "collatz-list", "rnbench", "larson",
                                       "xmalloc", "cache-thrash", "cache-scratch", "realloc",
                                       "large", "graph", "thread-churn", "churn", "xfer",
-                                      "thread-rounds", "phases", "replay"};
+                                      "thread-rounds", "phases", "replay", "exit-rss", "tlb"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int st = run("./kite-wl-%s -h", names[i]);
     expect_true(exited(st, 0));
@@ -211,6 +225,8 @@ TEST(self_checks_catch_a_corrupting_allocator) {
       "./kite-wl-rnbench -m 1 -t 2 -n 1000 -i 20000",
       "./kite-wl-graph -n 5000 -r 1 -w 0",
       "./kite-wl-phases -n 2 -t 2 -i 1",
+      "./kite-wl-exit-rss -t 4 -n 20 -b 50 -k 100 -i 1",
+      "./kite-wl-tlb -n 4 -r 1",
       "./kite-wl-replay -l 20 \"$KITE_BENCH_SRC/tests/data/traces/sqlite3.trace\"",
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {

@@ -8,6 +8,7 @@
  * i.e. fully coalesced), the largest free order, and kite_buddy_check() == 0. Ops:
  *   alloc (orders up to past the range and past KITE_BUDDY_MAX_ORDER), free of a live block,
  *   free of an arbitrary index (every error code), block_order of an arbitrary index,
+ *   alloc_at of an arbitrary index and order (every error code),
  *   reserve and unreserve of arbitrary ranges (in bounds or not, busy or not).
  * init is also called with invalid arguments (0 units, short or misaligned metadata).
  * At the end everything is freed and unreserved: the heap must be one coalesced range again.
@@ -47,6 +48,19 @@ FZ_NOCOV static int m_alloc(unsigned order, uint64_t *idx) {
     }
   }
   return KITE_BUDDY_ENOMEM;
+}
+
+/* alloc_at: the aligned block at i if every unit of it is free. */
+FZ_NOCOV static int m_alloc_at(uint64_t i, unsigned order) {
+  if (order > KITE_BUDDY_MAX_ORDER || ((uint64_t)1 << order) > units) return KITE_BUDDY_EORDER;
+  uint64_t sz = (uint64_t)1 << order;
+  if (i >= units || sz > units - i || (i & (sz - 1))) return KITE_BUDDY_ERANGE;
+  for (uint64_t u = i; u < i + sz; u++)
+    if (st[u] != U_FREE) return KITE_BUDDY_EBUSY;
+  memset(st + i, U_ALLOC, sz);
+  start_order[i] = (signed char)order;
+  live[nlive++] = i;
+  return 0;
 }
 
 /* Error the real heap must give for free/block_order at i, or the block's order (>= 0). */
@@ -187,8 +201,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       break;
     }
-    case 5: { /* block_order of any index */
+    case 5: { /* block_order of any index, or (bit 3 of the opcode) alloc_at there */
       uint64_t i = fz_u16(&in) % (units + 2);
+      if (op & 8) {
+        unsigned order = fz_u8(&in) % (top + 2);
+        int want = m_alloc_at(i, order);
+        rc = kite_buddy_alloc_at(b, i, order);
+        fz_check(rc == want, "alloc_at(%llu, %u) = %d, model %d", (unsigned long long)i, order, rc, want);
+        break;
+      }
       int want = m_locate(i);
       rc = kite_buddy_block_order(b, i);
       fz_check(rc == want, "block_order(%llu) = %d, model %d", (unsigned long long)i, rc, want);

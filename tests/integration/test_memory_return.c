@@ -12,6 +12,8 @@
  *   oom_arenas     (child process) exhaust RLIMIT_AS with 1 MiB blocks, free everything:
  *                  the extra arenas are unmapped and malloc(64 MiB) succeeds
  *   many_threads   8 threads claim and free runs of every order at once, patterns checked
+ *   dead_owner     threads allocate 32 MiB of small blocks and exit; main frees them all:
+ *                  most pages go back with those frees (purge delay 0, no purger, no poll)
  * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
@@ -95,6 +97,67 @@ TEST(thread_exit) {
   size_t c = wait_committed_below(base + 4 * MiB);
   fprintf(stderr, "thread_exit: committed %zu KiB after idle\n", c >> 10);
   expect_true(c <= base + 4 * MiB);
+}
+
+/* ---- dead owner ---- */
+/* Threads allocate small blocks, hand them all to main and exit (their pages are abandoned
+ * with every block live); main frees them. The free that empties an abandoned page gives it
+ * back to the arena at once (beyond the few MiB kept for the next threads, heap.c): with the
+ * purge delay at 0 and no background purger, committed memory falls with the frees
+ * themselves, without any later malloc, trim or adoption. */
+#define DEAD_MAXN (1 << 17)
+static const size_t dead_bytes = 8 * MiB;
+static void *dead_fill(void *arg) {
+  void **out = arg;
+  unsigned seed = (unsigned)(uintptr_t)out;
+  size_t total = 0;
+  int n = 0;
+  while (total < dead_bytes && n < DEAD_MAXN) {
+    size_t sz = 16 + (seed = seed * 1103515245u + 12345u) % 500;
+    void *p = kite_malloc(sz);
+    if (!p) break;
+    memset(p, 0x6b, sz);
+    out[++n] = p;
+    total += sz;
+  }
+  out[0] = (void *)(uintptr_t)n;
+  return NULL;
+}
+
+TEST(dead_owner) {
+  enum { T = 4 };
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  kite_malloc_trim(0);
+  size_t base = committed();
+  void **blocks[T];
+  pthread_t t[T];
+  for (int i = 0; i < T; i++) {
+    blocks[i] = calloc(DEAD_MAXN + 1, sizeof(void *)); /* the libc's: bookkeeping only */
+    assert_true(blocks[i] != NULL);
+    assert_int_eq(pthread_create(&t[i], NULL, dead_fill, blocks[i]), 0);
+  }
+  for (int i = 0; i < T; i++) pthread_join(t[i], NULL);
+  size_t after_exit = committed();
+  long bad = 0, n_all = 0;
+  for (int i = 0; i < T; i++) {
+    long n = (long)(uintptr_t)blocks[i][0];
+    n_all += n;
+    for (long k = 1; k <= n; k++) {
+      const unsigned char *p = blocks[i][k];
+      bad += p[0] != 0x6b;
+      kite_free(blocks[i][k]);
+    }
+    free(blocks[i]);
+  }
+  size_t after_free = committed();
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  fprintf(stderr, "dead_owner: %ld blocks; committed %zu KiB before, %zu KiB with the threads gone, %zu KiB after main freed their blocks\n",
+          n_all, base >> 10, after_exit >> 10, after_free >> 10);
+  expect_int_eq(bad, 0);
+  expect_true(after_exit >= base + T * dead_bytes); /* the live blocks' pages */
+  expect_true(after_free <= base + (after_exit - base) / 2);
+  expect_int_eq(kite_check(), 1);
 }
 
 /* ---- idle ---- */
@@ -258,6 +321,7 @@ int main(int argc, char **argv) {
   if (tsan) run_rounds = 60;
   if (!only || !strcmp(only, "many_threads")) RUN(many_threads);
   if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
+  if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
   if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);

@@ -3,6 +3,7 @@
  * The randomized comparison against a reference model lives in test_buddy_model.c. */
 #include "kite/buddy.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "test.h"
@@ -421,6 +422,106 @@ TEST(check_detects_corruption) {
   heap_del(&h);
 }
 
+/* alloc_at: the exact aligned block, only when all of it is free; grow and shrink in place
+ * (free, then alloc_at the same index with another order) keep the neighbours intact. */
+TEST(alloc_at_basic) {
+  heap_t h = heap_new(300); /* odd size: a short last chunk and a partial top */
+  assert_true(h.b != NULL);
+  uint64_t idx = 0;
+  expect_int_eq(kite_buddy_alloc_at(NULL, 0, 0), KITE_BUDDY_EINVAL);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 3, 1), KITE_BUDDY_ERANGE);   /* not aligned */
+  expect_int_eq(kite_buddy_alloc_at(h.b, 256, 6), KITE_BUDDY_ERANGE); /* past the end */
+  expect_int_eq(kite_buddy_alloc_at(h.b, 300, 0), KITE_BUDDY_ERANGE);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 0, 9), KITE_BUDDY_EORDER);
+  /* a block of order 7 in the middle of the free heap, then one of order 2 inside a chunk */
+  assert_int_eq(kite_buddy_alloc_at(h.b, 128, 7), 0);
+  expect_int_eq(kite_buddy_block_order(h.b, 128), 7);
+  expect_uint_eq(kite_buddy_free_units(h.b), 300 - 128);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  assert_int_eq(kite_buddy_alloc_at(h.b, 36, 2), 0);
+  expect_int_eq(kite_buddy_block_order(h.b, 36), 2);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  /* taken or partly taken blocks are refused, and nothing changes */
+  expect_int_eq(kite_buddy_alloc_at(h.b, 128, 7), KITE_BUDDY_EBUSY);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 192, 3), KITE_BUDDY_EBUSY);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 32, 3), KITE_BUDDY_EBUSY);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 0, 8), KITE_BUDDY_EBUSY);
+  expect_uint_eq(kite_buddy_free_units(h.b), 300 - 128 - 4);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  /* grow 36 (order 2) into its free buddy 32..35: not aligned for order 3 at 36 */
+  expect_int_eq(kite_buddy_alloc_at(h.b, 36, 3), KITE_BUDDY_ERANGE);
+  /* grow 128 from order 7 to 8: 0..127 holds 36, so it cannot; shrink it to order 5 */
+  assert_int_eq(kite_buddy_free(h.b, 128, NULL), 0);
+  assert_int_eq(kite_buddy_alloc_at(h.b, 128, 5), 0);
+  expect_uint_eq(kite_buddy_free_units(h.b), 300 - 32 - 4);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  /* the freed tail is handed out again by a plain alloc (lowest first) */
+  assert_int_eq(kite_buddy_alloc(h.b, 5, &idx), 0);
+  expect_uint_eq(idx, 0);
+  assert_int_eq(kite_buddy_free(h.b, 0, NULL), 0);
+  /* grow 128 back to order 6 and 7: its buddies are free */
+  assert_int_eq(kite_buddy_free(h.b, 128, NULL), 0);
+  assert_int_eq(kite_buddy_alloc_at(h.b, 128, 7), 0);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  assert_int_eq(kite_buddy_free(h.b, 36, NULL), 0);
+  assert_int_eq(kite_buddy_free(h.b, 128, NULL), 0);
+  expect_all_free(h.b);
+  /* inside a reserved hole: refused */
+  assert_int_eq(kite_buddy_reserve(h.b, 64, 10), 0);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 64, 0), KITE_BUDDY_EBUSY);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 72, 3), KITE_BUDDY_EBUSY);
+  expect_int_eq(kite_buddy_alloc_at(h.b, 76, 2), 0);
+  expect_int_eq(kite_buddy_check(h.b), 0);
+  heap_del(&h);
+}
+
+/* alloc_at against a model (one flag per unit) under random alloc / alloc_at / free. */
+TEST(alloc_at_model) {
+  enum { N = 700, OPS = 20000, MAXB = 256 };
+  heap_t h = heap_new(N);
+  assert_true(h.b != NULL);
+  static unsigned char used[N];
+  static uint64_t at[MAXB];
+  static unsigned ord[MAXB];
+  unsigned nb = 0;
+  memset(used, 0, sizeof used);
+  for (int op = 0; op < OPS; op++) {
+    unsigned k = (unsigned)test_rng_below(9);
+    uint64_t r = test_rng_below(3), idx = 0;
+    if (nb && (r == 0 || nb == MAXB)) {
+      unsigned i = (unsigned)test_rng_below(nb);
+      assert_int_eq(kite_buddy_free(h.b, at[i], NULL), 0);
+      memset(used + at[i], 0, (size_t)1 << ord[i]);
+      at[i] = at[--nb];
+      ord[i] = ord[nb];
+    } else if (r == 1) {
+      uint64_t size = (uint64_t)1 << k;
+      idx = test_rng_below(N) & ~(size - 1);
+      int rc = kite_buddy_alloc_at(h.b, idx, k);
+      bool fits = idx + size <= N, all_free = fits;
+      for (uint64_t u = idx; all_free && u < idx + size; u++) all_free = !used[u];
+      if (!fits) { expect_int_eq(rc, KITE_BUDDY_ERANGE); }
+      else if (!all_free) { expect_int_eq(rc, KITE_BUDDY_EBUSY); }
+      else {
+        assert_int_eq(rc, 0);
+        memset(used + idx, 1, size);
+        at[nb] = idx; ord[nb++] = k;
+      }
+    } else if (kite_buddy_alloc(h.b, k, &idx) == 0) {
+      for (uint64_t u = idx; u < idx + ((uint64_t)1 << k); u++) assert_true(!used[u]);
+      memset(used + idx, 1, (size_t)1 << k);
+      at[nb] = idx; ord[nb++] = k;
+    }
+    uint64_t nfree = 0;
+    for (unsigned u = 0; u < N; u++) nfree += !used[u];
+    assert_uint_eq(kite_buddy_free_units(h.b), nfree);
+    if (op % 16 == 0) assert_int_eq(kite_buddy_check(h.b), 0);
+  }
+  while (nb) { nb--; assert_int_eq(kite_buddy_free(h.b, at[nb], NULL), 0); }
+  expect_all_free(h.b);
+  heap_del(&h);
+}
+
 TEST(strerror_all) {
   int codes[] = {KITE_BUDDY_OK, KITE_BUDDY_ENOMEM, KITE_BUDDY_EORDER, KITE_BUDDY_ERANGE,
                  KITE_BUDDY_ENOTSTART, KITE_BUDDY_EFREE, KITE_BUDDY_ERESERVED,
@@ -450,6 +551,8 @@ int main(void) {
   RUN(odd_sizes);
   RUN(large_range);
   RUN(check_detects_corruption);
+  RUN(alloc_at_basic);
+  RUN(alloc_at_model);
   RUN(strerror_all);
   return test_main_end();
 }

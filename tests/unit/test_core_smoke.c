@@ -332,19 +332,21 @@ TEST(fill_patterns) {
 #endif
 
 #ifdef KITE_TEST_HOOKS
-/* The validators find what they are for: a free block whose key was overwritten, and a page
- * whose used count is off by one, make kite_check() report 0 (and 1 again once repaired). */
+/* The validators find what they are for: a free block whose link entry was overwritten (it
+ * says LIVE while the block is on a free list), and a page whose used count is off by one,
+ * make kite_check() report 0 (and 1 again once repaired). */
 TEST(check_finds_corruption) {
   void *keep = kite_malloc(64), *p = kite_malloc(64);
   assert_true(keep && p);
   kite_free(p);
-  kite_block_t *b = p;
   kite_page_t *pg = _kite_unit_of((uintptr_t)p);
-  uintptr_t key = b->key;
+  uint32_t i = (uint32_t)(((uintptr_t)p - (uintptr_t)pg->start) / pg->block_size);
+  uint16_t link = pg->links[i];
+  expect_true(link != KITE_LINK_LIVE);
   fprintf(stderr, "(two check failures expected)\n");
-  b->key = 0;
+  pg->links[i] = KITE_LINK_LIVE;
   expect_int_eq(kite_check(), 0);
-  b->key = key;
+  pg->links[i] = link;
   expect_int_eq(kite_check(), 1);
   pg->used++;
   expect_int_eq(kite_check(), 0);
