@@ -115,8 +115,8 @@ if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_kite.c)
 endif()
 
 # The misuse fuzzers (tests/fuzz/fuzz_misuse.c): the secure build (its test hook counts the
-# reports instead of aborting) and the default build (the misuse it handles today). UBSan
-# only: see SAN above.
+# reports instead of aborting) and the default build (every misuse op but the overflow,
+# FUZZ_MISUSE_ALL). UBSan only: see SAN above.
 if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_misuse.c)
   set(_kf_ub -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   _kite_fuzz_target(fuzz_misuse_secure MAIN ${_kf_src}/fuzz_misuse.c
@@ -125,7 +125,7 @@ if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_misuse.c)
                     DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1 KITE_SECURE=1 KITE_TEST_HOOKS=1 FUZZ_SECURE=1)
   _kite_fuzz_target(fuzz_misuse MAIN ${_kf_src}/fuzz_misuse.c SOURCES ${KITE_CORE_SOURCES}
                     INCLUDES ${_kf_inc} ${PROJECT_SOURCE_DIR}/src SAN ${_kf_ub}
-                    DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1)
+                    DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1 FUZZ_MISUSE_ALL=1)
 endif()
 
 if(EXISTS ${_kf_src}/fuzz_buddy.c)

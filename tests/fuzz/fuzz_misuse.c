@@ -19,9 +19,11 @@
  * leaves the quarantine or is reused); the block is then kept out of use. The harness undoes
  * the bytes an overflow wrote beyond the canary (into the neighbour) once it was reported,
  * as the aborted program would never have used them.
- * Default target: only what the default build handles today (double and foreign frees by
- * the owner thread: reported and ignored); -DFUZZ_MISUSE_ALL=1 enables the racing double
- * free and the writes after free for a core whose free path detects them.
+ * Default target (FUZZ_MISUSE_ALL=1, as cmake/fuzz.cmake builds it: the link-array core
+ * keeps its free lists out of the blocks): the double, racing and foreign frees (reported
+ * and ignored: not counted here) and the writes after free, under the same property. The
+ * overflow op is the secure target's only: without a canary, its bytes land in the
+ * neighbour's data, which the live-content check would blame.
  */
 #include <errno.h>
 #include <pthread.h>
