@@ -2,6 +2,7 @@
 #   kite         SHARED  build/libkite.so: overrides the malloc family and C++ operators
 #   kite-static  STATIC  build/libkite.a: the same, for linking (self-contained: the buddy
 #                        page heap is compiled in)
+#   kite-secure  SHARED  build/libkite-secure.so: the secure build (KITE_SECURE=1, secure.c)
 #   kite-noover  STATIC  only the kite_* API, KITE_DEBUG=${KITE_DEBUG}: what the tools link
 #   kite-noover-debug STATIC  the same with KITE_DEBUG=${KITE_TEST_DEBUG} (validators after
 #                        every slow-path operation, fill patterns) and KITE_TEST_HOOKS:
@@ -48,6 +49,13 @@ if(KITE_SANITIZE STREQUAL "")
   target_link_options(kite PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
   _kite_core_target(kite-static STATIC 1 0)
   set_target_properties(kite-static PROPERTIES OUTPUT_NAME kite)
+  # build/libkite-secure.so: the secure build (src/secure.h): guard pages, randomized
+  # layout, canaries, zero on free, quarantine; secure.c wraps the core's entry points
+  _kite_core_target(kite-secure SHARED 1 0)
+  target_sources(kite-secure PRIVATE ${_kc}/secure.c)
+  target_compile_definitions(kite-secure PRIVATE KITE_SECURE=1)
+  set_target_properties(kite-secure PROPERTIES OUTPUT_NAME kite-secure LINKER_LANGUAGE C)
+  target_link_options(kite-secure PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
 endif()
 
 # The core's own quick smoke test (the full suites are in core-tests.cmake).

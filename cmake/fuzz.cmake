@@ -5,6 +5,9 @@
 #   build/fuzz/fuzz_buddy    the buddy page heap against a unit-state reference model
 #   build/fuzz/fuzz_trace    the trace/.script parser fed arbitrary bytes
 #   build/fuzz/fuzz_policy   op sequences against every lab policy
+#   build/fuzz/fuzz_misuse_secure, build/fuzz/fuzz_misuse   misuse (double frees from two
+#                            threads, writes after free, overflows) on the secure and the
+#                            default build: no overlap, nothing foreign returned
 #
 # Each is compiled with -fsanitize=fuzzer,address,undefined by custom commands that call clang
 # directly (the main build usually uses gcc, which has no libFuzzer), so nothing here touches
@@ -53,9 +56,14 @@ endif()
 # Objects are compiled one by one (header dependencies via depfiles); only the fuzzer's own
 # source is compiled with -Werror: clang may warn on other components' code where gcc does not,
 # and that must not break the build.
+# SAN (optional) replaces the sanitizers (default ASan+UBSan): the misuse fuzzers write into
+# freed blocks on purpose, which ASan would stop before kite could.
 function(_kite_fuzz_target name)
-  cmake_parse_arguments(F "" "MAIN" "SOURCES;INCLUDES;DEFINES" ${ARGN})
-  set(cflags -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer-no-link ${_kf_san}
+  cmake_parse_arguments(F "" "MAIN" "SOURCES;INCLUDES;DEFINES;SAN" ${ARGN})
+  if(NOT F_SAN)
+    set(F_SAN ${_kf_san})
+  endif()
+  set(cflags -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer-no-link ${F_SAN}
              -Wall -Wextra -Wno-unused-parameter)
   foreach(d ${F_INCLUDES})
     list(APPEND cflags -I${d})
@@ -79,7 +87,7 @@ function(_kite_fuzz_target name)
     list(APPEND objs ${obj})
   endforeach()
   add_custom_command(OUTPUT ${_kf_dir}/${name}
-    COMMAND ${KITE_FUZZ_CC} -fsanitize=fuzzer ${_kf_san} -pthread ${objs} -o ${_kf_dir}/${name}
+    COMMAND ${KITE_FUZZ_CC} -fsanitize=fuzzer ${F_SAN} -pthread ${objs} -o ${_kf_dir}/${name}
     DEPENDS ${objs} COMMENT "Linking fuzzer ${name} (clang)" VERBATIM)
   add_custom_target(${name} ALL DEPENDS ${_kf_dir}/${name})
   add_test(NAME test_${name} COMMAND sh ${PROJECT_SOURCE_DIR}/tests/fuzz/run_fuzz.sh
@@ -104,6 +112,20 @@ if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_kite.c)
   _kite_fuzz_target(fuzz_kite MAIN ${_kf_src}/fuzz_kite.c SOURCES ${KITE_CORE_SOURCES}
                     INCLUDES ${_kf_inc} ${PROJECT_SOURCE_DIR}/src
                     DEFINES KITE_OVERRIDE=0 KITE_DEBUG=${_kf_dbg})
+endif()
+
+# The misuse fuzzers (tests/fuzz/fuzz_misuse.c): the secure build (its test hook counts the
+# reports instead of aborting) and the default build (every misuse op but the overflow,
+# FUZZ_MISUSE_ALL). UBSan only: see SAN above.
+if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_misuse.c)
+  set(_kf_ub -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  _kite_fuzz_target(fuzz_misuse_secure MAIN ${_kf_src}/fuzz_misuse.c
+                    SOURCES ${KITE_CORE_SOURCES} ${PROJECT_SOURCE_DIR}/src/secure.c
+                    INCLUDES ${_kf_inc} ${PROJECT_SOURCE_DIR}/src SAN ${_kf_ub}
+                    DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1 KITE_SECURE=1 KITE_TEST_HOOKS=1 FUZZ_SECURE=1)
+  _kite_fuzz_target(fuzz_misuse MAIN ${_kf_src}/fuzz_misuse.c SOURCES ${KITE_CORE_SOURCES}
+                    INCLUDES ${_kf_inc} ${PROJECT_SOURCE_DIR}/src SAN ${_kf_ub}
+                    DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1 FUZZ_MISUSE_ALL=1)
 endif()
 
 if(EXISTS ${_kf_src}/fuzz_buddy.c)

@@ -31,7 +31,8 @@ if(TARGET kite-static)
   install(TARGETS kite-static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 if(TARGET kite-secure)
-  install(TARGETS kite-secure LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # OPTIONAL: the Debian build makes only its packaged targets, which leave it out
+  install(TARGETS kite-secure LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} OPTIONAL)
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/include/kite.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/kite/buddy.h ${PROJECT_BINARY_DIR}/include/kite/version.h

@@ -52,8 +52,8 @@ static uint16_t *pop_free(size_t b, bool any, uint32_t *cap) {
 static uint8_t *map_chunk(size_t size) {
   uint8_t *m = _kite_os_map_aligned(size + 2 * LINKS_GUARD, KITE_OS_PAGE, NULL);
   if (!m) return NULL;
-  _kite_os_guard(m, LINKS_GUARD);
-  _kite_os_guard(m + LINKS_GUARD + size, LINKS_GUARD);
+  _kite_os_protect(m, LINKS_GUARD, false);
+  _kite_os_protect(m + LINKS_GUARD + size, LINKS_GUARD, false);
   return m + LINKS_GUARD;
 }
 
@@ -76,8 +76,8 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
       if (run) {
         uint8_t *u = _kite_page_start(run);
         if (!zero) memset(u + LINKS_GUARD, 0, KITE_UNIT_SIZE - 2 * LINKS_GUARD);
-        _kite_os_guard(u, LINKS_GUARD);
-        _kite_os_guard(u + KITE_UNIT_SIZE - LINKS_GUARD, LINKS_GUARD);
+        _kite_os_protect(u, LINKS_GUARD, false);
+        _kite_os_protect(u + KITE_UNIT_SIZE - LINKS_GUARD, LINKS_GUARD, false);
         m = u + LINKS_GUARD;
         size = KITE_UNIT_SIZE - 2 * LINKS_GUARD;
       }

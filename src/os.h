@@ -24,8 +24,9 @@ void *_kite_os_map_backed(size_t size, size_t align);
 void _kite_os_unmap(void *p, size_t size);
 /* Give the pages of [p, p+size) back to the OS; they read as zero afterwards. */
 void _kite_os_decommit(void *p, size_t size);
-/* Make [p, p+size) inaccessible (PROT_NONE: a guard); false if the kernel refuses. */
-bool _kite_os_guard(void *p, size_t size);
+/* Make [p, p+size) inaccessible (PROT_NONE: a guard page) or read/write again (p and size
+ * multiples of 4 KiB, inside a mapping of ours). false if the kernel refuses (errno unchanged). */
+bool _kite_os_protect(void *p, size_t size, bool accessible);
 /* Advise transparent huge pages for a range (best effort). */
 void _kite_os_advise_huge(void *p, size_t size);
 /* Write all of buf to fd (best effort, no allocation). */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include "tool.h"
+#include "secure.h"
 
 bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
@@ -52,11 +53,15 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   if (n == 0) n = 1;
   if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
   uint32_t first = pg->capacity;
+#if KITE_SECURE /* secure build (secure.h): zeroed, linked in a random order */
+  _kite_secure_carve(pg, _kite_page_block(pg, first), first, n);
+#else
   uint16_t *l = pg->links;
   for (uint32_t i = first; i + 1 < first + n; i++) l[i] = (uint16_t)(i + 1);
   l[first + n - 1] = pg->free;
   if (KITE_DEBUG >= 3) for (uint32_t i = 0; i < n; i++) _kite_block_fill_free(pg, _kite_page_block(pg, first + i));
   pg->free = (uint16_t)first;
+#endif
   __atomic_store_n(&pg->capacity, first + n, __ATOMIC_RELAXED); /* read by lookups in other threads */
   return n;
 }

@@ -16,3 +16,13 @@ void _kite_secret_init(void) {
   for (int i = 0; i < 4; i++) _kite_secret_[i] = s[i] | 1; /* never zero */
   __atomic_store_n(&_kite_secret_ready_, 1, __ATOMIC_RELEASE);
 }
+
+static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
+
+uint64_t _kite_random(void) {
+  uint64_t x = rng_state;
+  if (unlikely(x == 0)) x = _kite_mac3((uintptr_t)&rng_state, _kite_secret(1), _kite_secret(2)) | 1;
+  x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+  rng_state = x;
+  return x * 0x2545f4914f6cdd1dull;
+}

@@ -17,6 +17,11 @@ static inline uint64_t _kite_secret(unsigned i) {
   return _kite_secret_[i & 3];
 }
 
+/* A random 64-bit word from the calling thread's generator (xorshift*, seeded from the
+ * secrets and the thread's own address on first use): unpredictable without the secrets,
+ * not for cryptography. For the secure build's randomized layout (secure.h). */
+uint64_t _kite_random(void);
+
 /* A keyed 64-bit checksum of three words: without the secret, a matching value cannot be
  * computed for chosen words (the multiply-xorshift rounds mix every input bit). */
 static inline uint64_t _kite_mac3(uint64_t a, uint64_t b, uint64_t c) {

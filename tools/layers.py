@@ -30,6 +30,7 @@ LAYERS = [
         "report": ["report.c"],  # declared in message.h
         "secret": ["secret.h", "secret.c"],
         "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
+        "secure_h": ["secure.h"],  # the secure build's constants and layout hooks
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
@@ -49,6 +50,7 @@ LAYERS = [
         "version": ["version.c", "<kite/version.h>"],
         "valgrind": ["valgrind.c"],
         "visit": ["visit.h", "visit.c"],
+        "secure": ["secure.c"],  # the secure build's entry points (declared in <kite.h>)
     }),
     ("init", {"init": ["init.c"]}),
 ]

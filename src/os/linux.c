@@ -96,13 +96,6 @@ void _kite_os_decommit(void *p, size_t size) {
   errno = saved;
 }
 
-bool _kite_os_guard(void *p, size_t size) {
-  int e = errno;
-  bool ok = mprotect(p, size, PROT_NONE) == 0;
-  errno = e;
-  return ok;
-}
-
 void _kite_os_advise_huge(void *p, size_t size) {
 #ifdef MADV_HUGEPAGE
   int saved = errno;
@@ -139,6 +132,13 @@ void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
   void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
   errno = saved;
   return q == MAP_FAILED ? NULL : q;
+}
+
+bool _kite_os_protect(void *p, size_t size, bool accessible) {
+  int saved = errno;
+  bool ok = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+  errno = saved;
+  return ok;
 }
 
 bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest) {

@@ -1,0 +1,464 @@
+/* src/secure.c -- the secure build's entry points (libkite-secure.so; contract and layout in
+ * secure.h). Each public kite_* name, and the standard names, is a thin wrapper around the
+ * core's entry point (alloc.c and free.c, renamed _kite_core_* in this build by alloc.h):
+ *
+ *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
+ *       checked all zero but its mark (a changed byte: write after free), canary
+ *       written into its last 8 bytes. Usable size: block size - 8.
+ *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
+ *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
+ *       core frees it.
+ *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
+ *       of two racing frees exactly one proceeds; a mark means double free, anything else a
+ *       buffer overflow. The block is zeroed and put in the thread's quarantine (a ring of
+ *       KITE_SECURE_QUARANTINE blocks, first in first out); the oldest block, which it
+ *       displaces, is checked (first words zero, mark intact) and handed to the core's
+ *       free. Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
+ *       their pages at once).
+ *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
+ *       the core never resizes a guarded run in place.
+ * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
+ * may install _kite_secure_error_hook instead, then the operation is skipped).
+ * Layer: entry (beside alloc and free).
+ */
+#define KITE_SECURE_WRAPPERS 1
+#include <kite.h>
+#include "alloc.h"
+#include "secure.h"
+#include "heap.h"
+#include "page.h"
+#include "pagemap.h"
+#include "message.h"
+#include "os.h"
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+/* Only the secure build (KITE_SECURE=1) compiles the rest; anything that builds every
+ * C file of src/ (the Rust crate kite-sys) gets an empty one. */
+#if KITE_SECURE
+_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure.h's order table");
+
+#ifndef KITE_SECURE_QUARANTINE
+/* Freed small blocks each thread holds back before the core may reuse them. */
+#define KITE_SECURE_QUARANTINE 64
+#endif
+#define SMALL_LIMIT (KITE_SMALL_MAX - KITE_SECURE_CANARY) /* largest request with a canary */
+#define PAGE_DOWN(x) ((x) & ~(size_t)(KITE_OS_PAGE - 1))
+
+/* ---- errors ---- */
+#ifdef KITE_TEST_HOOKS
+void (*_kite_secure_error_hook)(const char *kind, const void *p);
+#endif
+
+static KITE_COLD void secure_error(const char *kind, const void *p) {
+#ifdef KITE_TEST_HOOKS
+  if (_kite_secure_error_hook) { _kite_secure_error_hook(kind, p); return; }
+#endif
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
+  _kite_out_str(&o, "kite: secure: "); _kite_out_str(&o, kind); _kite_out_str(&o, ": ");
+  _kite_out_hex(&o, (uintptr_t)p);
+  _kite_out_str(&o, " (aborting)\n");
+  _kite_out_flush(&o);
+  _kite_os_abort();
+}
+
+/* ---- canaries ----
+ * Keyed by the block's address (one block's canary says nothing of another's); its first
+ * byte (the one an off-by-one write hits) is never zero, so a stray string terminator is
+ * always caught. The freed mark is the canary's complement. */
+static uint64_t canary_k0, canary_k1; /* secrets 2 and 3 (odd: never 0 once set) */
+
+static KITE_COLD uint64_t canary_keys(void) {
+  canary_k0 = _kite_secret(2);
+  uint64_t k1 = _kite_secret(3);
+  __atomic_store_n(&canary_k1, k1, __ATOMIC_RELEASE); /* every thread computes the same */
+  return k1;
+}
+
+static inline uint64_t canary_of(const void *p) {
+  uint64_t k1 = __atomic_load_n(&canary_k1, __ATOMIC_ACQUIRE);
+  if (unlikely(k1 == 0)) k1 = canary_keys();
+  uint64_t x = ((uintptr_t)p ^ canary_k0) * k1;
+  return (x ^ (x >> 29)) | 0x80;
+}
+
+/* Are the n words at w (16-byte aligned) all zero? A cache line per step in four 16-byte
+ * lanes (SSE2, the x86-64 baseline; plain words elsewhere), no early exit to predict. */
+typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
+static inline bool words_zero(const uint64_t *w, size_t n) {
+  kite_v2_t a = {0, 0}, b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    a |= *(const kite_v2_t *)(w + i); b |= *(const kite_v2_t *)(w + i + 2);
+    c |= *(const kite_v2_t *)(w + i + 4); d |= *(const kite_v2_t *)(w + i + 6);
+  }
+  for (; i + 2 <= n; i += 2) a |= *(const kite_v2_t *)(w + i);
+  a |= b | c | d;
+  uint64_t r = a[0] | a[1];
+  for (; i < n; i++) r |= w[i];
+  return r == 0;
+}
+
+/* Zero n bytes at p (a multiple of 8): small blocks inline, larger ones by memset. */
+static inline void zero_block(void *p, size_t n) {
+  if (n <= 120) {
+    uint64_t *w = p;
+    for (size_t i = 0; i < n / 8; i++) w[i] = 0;
+  } else {
+    memset(p, 0, n);
+  }
+}
+static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
+  return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
+}
+
+/* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
+static inline kite_page_t *small_page_of(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  if (_kite_pagemap_kind(u) != KITE_PM_ARENA) return NULL;
+  kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
+  if (pg->kind != KITE_KIND_SMALL) return NULL;
+  return _kite_page_index_of(pg, p) >= 0 ? pg : NULL;
+}
+
+/* Why the canary of small block p (in page pg) is not its live value (seen). No free list
+ * is read: an overflow may have broken them. */
+static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p, uint64_t seen, const char *freed) {
+  if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  return "buffer overflow (canary overwritten)";
+}
+
+/* A core small block about to be handed out: check it is a carved block of a small page
+ * (else the core's free list was corrupt: heap corruption, abort), still all zero, and
+ * its mark 0 (fresh carve) or the freed mark (else a write after free: reported, false,
+ * and the block is kept out of use); then write its canary. */
+static bool small_ready(void *p) {
+  kite_page_t *pg = small_page_of(p);
+  if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
+    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
+  uint32_t bs = pg->block_size;
+  uint64_t c = canary_of(p);
+  const uint64_t *w = p;
+  uint64_t mark = w[bs / 8 - 1];
+  if (unlikely(!words_zero(w, bs / 8 - 1) || (mark != 0 && mark != ~c))) {
+    secure_error("write after free (a freed block changed before reuse)", p);
+    return false;
+  }
+  __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
+  return true;
+}
+
+/* ---- guard pages after large runs and huge blocks ---- */
+
+/* Bytes the user may use of large or huge block p (the guard starts there). */
+static inline size_t guarded_usable(const void *p) {
+  return PAGE_DOWN(_kite_core_malloc_usable_size(p)) - KITE_SECURE_GUARD;
+}
+
+/* A large run or huge block for n bytes (aligned to align when not 0; zeroed when zero),
+ * with a guard page after round_up(n, 4 KiB). NULL + ENOMEM (also when the kernel refuses
+ * the guard: too many mappings). */
+static void *large_alloc(size_t n, size_t align, bool zero) {
+  if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
+  if (n == 0) n = 1; /* a usable size of 0 would read as "not a block" */
+  size_t m = PAGE_DOWN(n + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD;
+  void *p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
+  if (!p) return NULL;
+  if (align && zero) memset(p, 0, n);
+  if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
+    _kite_core_free(p);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return p;
+}
+
+static void large_free(void *p) {
+  if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, true)))
+    secure_error("free(): the guard page could not be lifted", p);
+  _kite_core_free(p);
+}
+
+/* Is p the start of a live large run or huge block? */
+static inline bool is_large(const void *p) {
+  size_t huge;
+  kite_page_t *pg = _kite_lookup(p, &huge);
+  return huge != 0 || (pg != NULL && pg->kind == KITE_KIND_LARGE);
+}
+
+/* ---- the quarantine ---- */
+typedef struct {
+  void *slot[KITE_SECURE_QUARANTINE];
+  uint32_t next;  /* the oldest entry, replaced by the next push */
+  uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
+} quarantine_t;
+enum { Q_NEW = 0, Q_ON = 1, Q_OFF = 2 };
+static __thread quarantine_t quarantine __attribute__((tls_model("initial-exec")));
+static pthread_key_t quarantine_key;
+static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
+static bool quarantine_key_ok;
+
+/* A zeroed, marked small block leaves the quarantine (or skips it): its first words must
+ * still be zero and its mark intact, else someone wrote to it after free (the rest is
+ * checked when it is handed out again). Then the core frees it; the mark stays (a later
+ * free of it is a double free). */
+static void release(void *p) {
+  kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p));
+  uint64_t *slot = canary_slot(p, pg->block_size);
+  const uint64_t *w = p;
+  uint64_t first = pg->block_size > 16 ? w[0] | w[1] : w[0]; /* 16 B: w[1] is the mark */
+  if (unlikely(first != 0 || *slot != ~canary_of(p))) {
+    secure_error("write after free (a block changed in the quarantine)", p);
+    return; /* (test hook) kept out of use */
+  }
+  _kite_core_free(p);
+}
+
+static void quarantine_flush(quarantine_t *q) {
+  for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
+    void *p = q->slot[i];
+    q->slot[i] = NULL;
+    if (p) release(p);
+  }
+}
+
+static void quarantine_thread_done(void *arg) {
+  quarantine_t *q = arg;
+  q->state = Q_OFF; /* frees later in this thread's exit go straight to the core */
+  quarantine_flush(q);
+}
+
+static void quarantine_key_make(void) {
+  quarantine_key_ok = pthread_key_create(&quarantine_key, quarantine_thread_done) == 0;
+}
+
+/* First quarantined free of a thread: register the flush at thread exit. setspecific may
+ * allocate (through these wrappers): the quarantine is off meanwhile. */
+static KITE_COLD bool quarantine_start(quarantine_t *q) {
+  q->state = Q_OFF;
+  pthread_once(&quarantine_once, quarantine_key_make);
+  if (!quarantine_key_ok || pthread_setspecific(quarantine_key, q) != 0) return false;
+  q->state = Q_ON;
+  return true;
+}
+
+static void quarantine_push(void *p) {
+  quarantine_t *q = &quarantine;
+  if (unlikely(q->state != Q_ON) && (q->state == Q_OFF || !quarantine_start(q))) {
+    release(p);
+    return;
+  }
+  /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
+   * frees of this thread, so a write after free in that window is always found */
+  void *old = q->slot[q->next];
+  q->slot[q->next] = p;
+  q->next = (q->next + 1) % KITE_SECURE_QUARANTINE;
+  if (old) release(old);
+}
+
+/* ---- free ---- */
+static void small_free(kite_page_t *pg, void *p) {
+  uint32_t bs = pg->block_size;
+  uint64_t c = canary_of(p), seen = c;
+  /* the claim: exactly one free of a live block wins, whatever the threads do */
+  if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))) {
+    secure_error(canary_verdict(pg, p, seen, "double free"), p);
+    return;
+  }
+  zero_block(p, bs - KITE_SECURE_CANARY);
+  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (unlikely(owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
+  else quarantine_push(p);
+}
+
+KITE_API void kite_free(void *p) {
+  if (p == NULL) return;
+  kite_page_t *pg = small_page_of(p);
+  if (likely(pg != NULL)) small_free(pg, p);
+  else if (is_large(p)) large_free(p);
+  else secure_error("free(): invalid pointer or double free", p);
+}
+
+KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
+KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
+  (void)alignment; (void)size;
+  kite_free(p);
+}
+
+/* ---- allocation ---- */
+
+/* A small block from alloc (the core, asked for n + 8 bytes), made ready; a block found
+ * written after free (only when a test hook lets the program go on) is left out of use
+ * and another one taken. */
+#define SMALL_FROM(alloc)                                   \
+  for (int tries_ = 0; tries_ < 8; tries_++) {              \
+    void *p_ = (alloc);                                     \
+    if (!p_) return NULL;                                   \
+    if (likely(small_ready(p_))) return p_;                 \
+  }                                                         \
+  errno = ENOMEM;                                           \
+  return NULL
+
+KITE_API void *kite_malloc(size_t n) {
+  if (likely(n <= SMALL_LIMIT)) { SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY)); }
+  return large_alloc(n, 0, false);
+}
+
+static void *calloc_small(size_t n) {
+  SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
+}
+
+KITE_API void *kite_calloc(size_t count, size_t size) {
+  size_t n;
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  if (n > SMALL_LIMIT) return large_alloc(n, 0, true);
+  void *p = calloc_small(n);
+  return p; /* known zero: small_ready checked it */
+}
+
+static void *aligned(size_t align, size_t n) {
+  if (align <= 16) return kite_malloc(n);
+  if (n <= SMALL_LIMIT && align <= KITE_UNIT_SIZE) { SMALL_FROM(_kite_core_memalign(align, n + KITE_SECURE_CANARY)); }
+  return large_alloc(n, align, false);
+}
+
+static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
+
+KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) {
+  if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned(align, n);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+KITE_API void *kite_aligned_alloc(size_t align, size_t n) {
+  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
+  return aligned(align, n);
+}
+
+KITE_API void *kite_memalign(size_t align, size_t n) {
+  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
+  return aligned(align, n);
+}
+
+KITE_API void *kite_valloc(size_t n) { return aligned(KITE_OS_PAGE, n); }
+
+KITE_API void *kite_pvalloc(size_t n) {
+  size_t r = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  if (r < n) { errno = ENOMEM; return NULL; }
+  return aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
+}
+
+/* The usable size of live block p; 0 for a pointer that is not a block. A small block whose
+ * canary is not intact is reported (what: the caller's name for a freed block). */
+static size_t usable(const void *p, const char *what) {
+  kite_page_t *pg = small_page_of(p);
+  if (pg) {
+    uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
+    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(pg, p, seen, what), p); return 0; }
+    return pg->block_size - KITE_SECURE_CANARY;
+  }
+  return is_large(p) ? guarded_usable(p) : 0;
+}
+
+KITE_API void *kite_realloc(void *p, size_t n) {
+  if (p == NULL) return kite_malloc(n);
+  if (n == 0) { kite_free(p); return NULL; }
+  size_t old = usable(p, "realloc(): use after free");
+  if (old == 0) {
+    secure_error("realloc(): invalid pointer", p);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (n <= old && n > old / 2 && old <= SMALL_LIMIT) return p; /* same class: in place */
+  void *q = kite_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  kite_free(p);
+  return q;
+}
+
+KITE_API void *kite_reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  return kite_realloc(p, n);
+}
+
+KITE_API size_t kite_malloc_usable_size(const void *p) {
+  return p ? usable(p, "malloc_usable_size(): use after free") : 0;
+}
+
+KITE_API bool kite_owns(const void *p) {
+  if (!p || !_kite_core_owns(p)) return false;
+  kite_page_t *pg = small_page_of(p);
+  return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
+}
+
+KITE_API int kite_malloc_trim(size_t pad) {
+  if (quarantine.state == Q_ON) quarantine_flush(&quarantine);
+  return _kite_core_malloc_trim(pad);
+}
+
+/* ---- first-class heaps ---- */
+KITE_API kite_heap_t *kite_heap_new(void) { return _kite_core_heap_new(); }
+
+KITE_API void kite_heap_destroy(kite_heap_t *h) {
+  if (!h || !h->user) return;
+  /* its large and huge blocks lose their guards before the core frees them whole */
+  for (kite_owned_t *o = h->owned; o; o = o->next)
+    _kite_os_protect((uint8_t *)o->block + guarded_usable(o->block), KITE_SECURE_GUARD, true);
+  _kite_core_heap_destroy(h);
+}
+
+KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
+  if (n <= SMALL_LIMIT) { SMALL_FROM(_kite_core_heap_malloc(h, n + KITE_SECURE_CANARY)); }
+  if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
+  void *p = _kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD);
+  if (p && unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
+    _kite_core_free(p);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return p;
+}
+
+KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
+  size_t n;
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  void *p = kite_heap_malloc(h, n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+#if KITE_OVERRIDE
+/* The standard names, as aliases of the wrappers (alloc.c and free.c define none in this
+ * build). */
+#define KITE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
+void *malloc(size_t n) KITE_ALIAS(kite_malloc);
+void *calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
+void *realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
+void *reallocarray(void *p, size_t c, size_t n) KITE_ALIAS(kite_reallocarray);
+int posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
+void *aligned_alloc(size_t a, size_t n) KITE_ALIAS(kite_aligned_alloc);
+void *memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
+void *valloc(size_t n) KITE_ALIAS(kite_valloc);
+void *pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
+int malloc_trim(size_t pad) KITE_ALIAS(kite_malloc_trim);
+void *__libc_malloc(size_t n) KITE_ALIAS(kite_malloc);
+void *__libc_calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
+void *__libc_realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
+void *__libc_memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
+void *__libc_valloc(size_t n) KITE_ALIAS(kite_valloc);
+void *__libc_pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
+int __posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
+void free(void *p) KITE_ALIAS(kite_free);
+void cfree(void *p) KITE_ALIAS(kite_free);
+void __libc_free(void *p) KITE_ALIAS(kite_free);
+size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
+#endif
+#endif /* KITE_SECURE */

@@ -1,0 +1,57 @@
+/* secure-random: the layout is randomized. Two fresh processes each take 32 blocks of 48
+ * bytes; the order of their offsets within the page must differ between the runs and must
+ * not be the address order (the default carve). Each also takes one block of 8 other sizes
+ * (each from a fresh page) and prints the arena unit each page got: a fresh run is a random
+ * one of the lowest free blocks, so the two runs' unit lists differ too.
+ * usage: LD_PRELOAD=build/libkite-secure.so build/secure-random */
+#include "secure_test.h"
+
+enum { N = 32 };
+
+int main(int argc, char **argv) {
+  if (argc >= 1 && strcmp(argv[0], "child") == 0) {
+    for (int i = 0; i < N; i++) {
+      uintptr_t p = (uintptr_t)malloc(48);
+      printf("%lu ", (unsigned long)(p & 0xffff) / 48);
+    }
+    printf("\nunits:");
+    for (int k = 0; k < 8; k++) {
+      uintptr_t p = (uintptr_t)malloc((size_t)100 << k);
+      printf(" %lu", (unsigned long)(p & ((64ul << 20) - 1)) >> 16);
+    }
+    printf("\n");
+    return 0;
+  }
+  st_child_t a, b;
+  char *args[] = {NULL};
+  st_run_child(args, &a);
+  st_run_child(args, &b);
+  printf("run 1 block numbers: %s", a.out);
+  printf("run 2 block numbers: %s", b.out);
+  int ok = 1;
+  if (!WIFEXITED(a.status) || WEXITSTATUS(a.status) || !WIFEXITED(b.status) || WEXITSTATUS(b.status)) {
+    printf("FAIL a run did not exit 0\n");
+    ok = 0;
+  }
+  char *ua = strstr(a.out, "units:"), *ub = strstr(b.out, "units:");
+  if (!ua || !ub) { printf("FAIL a run printed no units\n"); ok = 0; }
+  else {
+    if (strncmp(a.out, b.out, (size_t)(ua - a.out)) == 0) { printf("FAIL the two runs gave the same order\n"); ok = 0; }
+    if (strcmp(ua, ub) == 0) { printf("FAIL the two runs' fresh pages are the same units\n"); ok = 0; }
+  }
+  unsigned long v[N], prev = 0;
+  int ascending = 1, k = 0;
+  for (char *s = a.out; k < N; k++) {
+    char *e;
+    v[k] = strtoul(s, &e, 10);
+    if (e == s) break;
+    s = e;
+    if (k && v[k] != prev + 1) ascending = 0;
+    prev = v[k];
+  }
+  if (k != N) { printf("FAIL run 1 printed %d numbers, want %d\n", k, N); ok = 0; }
+  else if (ascending) { printf("FAIL run 1 handed out consecutive blocks in address order\n"); ok = 0; }
+  if (!ok) st_failures++;
+  else printf("ok   the two runs' block orders and fresh pages differ; no address order\n");
+  return st_finish();
+}
