@@ -189,8 +189,12 @@ static KITE_NOINLINE void *realloc_small_move(void *p, size_t old, size_t n) {
  * realloc_generic. */
 static KITE_NOINLINE void *realloc_generic(void *p, size_t n);
 
-static KITE_COLD void *realloc_freed(void *p) {
-  _kite_report_invalid("realloc(): freed block", p);
+/* realloc of a block start of small page pg whose entry is not LIVE: a block freed (or
+ * being freed), or one never carved yet (its entry reads 0, as does the spare entry past the
+ * last block). Reported; EINVAL. */
+static KITE_COLD void *realloc_not_live(const kite_page_t *pg, uint32_t i, void *p) {
+  bool carved = i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  _kite_report_invalid(carved ? "realloc(): freed block" : "realloc(): invalid pointer", p);
   errno = EINVAL;
   return NULL;
 }
@@ -204,7 +208,7 @@ KITE_API void *kite_realloc(void *p, size_t n) {
       unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
       if (likely((uint64_t)m < pg->div_magic)) {
         uint32_t i = (uint32_t)(m >> 64); /* <= reserved: links[] holds reserved + 1 entries */
-        if (unlikely(!_kite_page_block_live(pg, i))) return realloc_freed(p);
+        if (unlikely(!_kite_page_block_live(pg, i))) return realloc_not_live(pg, i, p);
         size_t old = pg->block_size;
         if (likely(n <= old && n > old / 2)) return p;
         if (n == 0) { kite_free(p); return NULL; }
@@ -225,7 +229,8 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
   if (pg && pg->kind == KITE_KIND_SMALL) {
     /* kite_realloc serves these itself; here only when pg->kind changed between the two
      * reads (the page was freed meanwhile: a use after free) */
-    if (!_kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p))) return realloc_freed(p);
+    uint32_t i = (uint32_t)_kite_page_index_of(pg, p); /* carved: _kite_lookup checked */
+    if (!_kite_page_block_live(pg, i)) return realloc_not_live(pg, i, p);
     old = pg->block_size;
     if (n <= old && n > old / 2) return p;
     return realloc_small_move(p, old, n);
