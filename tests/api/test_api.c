@@ -365,7 +365,8 @@ TEST(realloc_content) {
  * content whole); a size past usable or at most half of it moves the block with its first
  * min(old, new) bytes; the same from a thread that does not own the block's page. */
 static void realloc_small_contract(void) {
-  static const size_t sizes[] = {1, 16, 17, 100, 128, 129, 1000, 1024, 1025, 4000, 8192, 9000, 40000, 65536};
+  static const size_t sizes[] = {1,    16,   17,   100,  128,  129,   1000,
+                                 1024, 1025, 4000, 8192, 9000, 40000, 65536};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     size_t n = sizes[k];
     unsigned char *p = A_malloc(n);
