@@ -152,26 +152,88 @@ KITE_API void *kite_pvalloc(size_t n) {
   return alloc_aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
 }
 
+/* Move small block p (block i of page pg, handed out, old = its class size) to a block for
+ * n bytes (n > 0 and not served in place): a new block, a copy of old or n bytes (the
+ * program cannot have more in it), and the free of p. A block that grows gets headroom
+ * (realloc_want), so a vector growing by small steps moves every few classes. */
+static KITE_NOINLINE void *realloc_small_move(void *p, size_t old, size_t n) {
+  size_t want = n;
+  if (n > old && n <= KITE_SMALL_MAX) {
+    /* 25% headroom: a vector growing by small steps moves every ~2 classes instead of
+     * every class (classes are 12.5% apart). */
+    size_t grown = old + old / 4;
+    if (grown > n) want = grown < KITE_SMALL_MAX ? grown : KITE_SMALL_MAX;
+  } else if (unlikely(n > KITE_MAX_REQUEST)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *q = kite_malloc(want);
+  if (unlikely(!q) && want != n) q = kite_malloc(n);
+  if (unlikely(!q)) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  kite_free(p);
+  return q;
+}
+
 /* realloc without moving where it can: a small block stays when n still fits its class (and
  * is more than half of it); a large run keeps its place when n needs the same order, gives
  * its tail back when n needs a smaller one, and grows into its free buddy run (or buddies)
  * when n needs a bigger one; a huge block shrinks in place, grows in place when the address
  * space after it is free, else moves its pages (mremap, no copy). Everything else is a new
- * block, a copy and a free. */
+ * block, a copy and a free.
+ *
+ * Small blocks first (40 instructions when the block stays, x86-64 -O2): page map says
+ * "arena" -> head descriptor -> kind SMALL -> one multiply gives "p is a block start" and its
+ * index i -> links[i] == LIVE (uncarved blocks' entries read 0; an index past the last block
+ * lands on the spare entry, never LIVE) -> n in (size / 2, size]. Everything else goes to
+ * realloc_generic. */
+static KITE_NOINLINE void *realloc_generic(void *p, size_t n);
+
+/* realloc of a block start of small page pg whose entry is not LIVE: a block freed (or
+ * being freed), or one never carved yet (its entry reads 0, as does the spare entry past the
+ * last block). Reported; EINVAL. */
+static KITE_COLD void *realloc_not_live(const kite_page_t *pg, uint32_t i, void *p) {
+  bool carved = i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  _kite_report_invalid(carved ? "realloc(): freed block" : "realloc(): invalid pointer", p);
+  errno = EINVAL;
+  return NULL;
+}
+
 KITE_API void *kite_realloc(void *p, size_t n) {
+  uintptr_t u = (uintptr_t)p;
+  if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
+    kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
+    if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
+      uint64_t off = (uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)); /* < the run's size */
+      unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
+      if (likely((uint64_t)m < pg->div_magic)) {
+        uint32_t i = (uint32_t)(m >> 64); /* <= reserved: links[] holds reserved + 1 entries */
+        if (unlikely(!_kite_page_block_live(pg, i))) return realloc_not_live(pg, i, p);
+        size_t old = pg->block_size;
+        if (likely(n <= old && n > old / 2)) return p;
+        if (n == 0) { kite_free(p); return NULL; }
+        return realloc_small_move(p, old, n);
+      }
+    }
+  }
+  return realloc_generic(p, n);
+}
+
+/* NULL, large runs, huge blocks and invalid pointers. */
+static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
   size_t huge;
   kite_page_t *pg = _kite_lookup(p, &huge);
   size_t old;
   if (pg && pg->kind == KITE_KIND_SMALL) {
-    if (!_kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p))) {
-      _kite_report_invalid("realloc(): freed block", p);
-      errno = EINVAL;
-      return NULL;
-    }
+    /* kite_realloc serves these itself; here only when pg->kind changed between the two
+     * reads (the page was freed meanwhile: a use after free) */
+    uint32_t i = (uint32_t)_kite_page_index_of(pg, p); /* carved: _kite_lookup checked */
+    if (!_kite_page_block_live(pg, i)) return realloc_not_live(pg, i, p);
     old = pg->block_size;
     if (n <= old && n > old / 2) return p;
+    return realloc_small_move(p, old, n);
   } else if (pg) {
     old = pg->large_size;
     if (n > KITE_SMALL_MAX && n <= KITE_LARGE_MAX) {
@@ -194,15 +256,7 @@ KITE_API void *kite_realloc(void *p, size_t n) {
     return NULL;
   }
   if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
-  /* A small block that grows gets 25% headroom, so a vector growing by small steps moves
-   * every ~4 classes instead of every class (classes are 12.5% apart). */
-  size_t want = n;
-  if (n > old && n <= KITE_SMALL_MAX && pg && pg->kind == KITE_KIND_SMALL) {
-    size_t grown = old + old / 4;
-    if (grown > n) want = grown < KITE_SMALL_MAX ? grown : KITE_SMALL_MAX;
-  }
-  void *q = kite_malloc(want);
-  if (!q && want != n) q = kite_malloc(n);
+  void *q = kite_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
   kite_free(p);

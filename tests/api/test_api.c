@@ -361,6 +361,70 @@ TEST(realloc_content) {
   A_free(p);
 }
 
+/* Small blocks: realloc to a size in (usable / 2, usable] keeps the block (same pointer,
+ * content whole); a size past usable or at most half of it moves the block with its first
+ * min(old, new) bytes; the same from a thread that does not own the block's page. */
+static void realloc_small_contract(void) {
+  static const size_t sizes[] = {1,    16,   17,   100,  128,  129,   1000,
+                                 1024, 1025, 4000, 8192, 9000, 40000, 65536};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t n = sizes[k];
+    unsigned char *p = A_malloc(n);
+    assert_true(p != NULL);
+    size_t u = A_usable(p);
+    test_fill(p, u, 7 + k);
+    expect_ptr_eq(A_realloc_opaque(p, u), p); /* opaque: gcc must not see a realloc here */
+    expect_ptr_eq(A_realloc_opaque(p, u / 2 + 1), p);
+    expect_true(test_verify(p, u, 7 + k));
+    uintptr_t old = (uintptr_t)p;
+    unsigned char *q = A_realloc(p, u + 1); /* moves */
+    assert_true(q != NULL);
+    expect_true((uintptr_t)q != old);
+    expect_true(A_usable(q) >= u + 1);
+    expect_true(test_verify(q, u, 7 + k));
+    if (u >= 32) {
+      unsigned char *r = A_realloc(q, u / 2); /* at most half: moves to a smaller block */
+      assert_true(r != NULL);
+      expect_true(A_usable(r) < u);
+      expect_true(test_verify(r, u / 2, 7 + k));
+      q = r;
+    }
+    A_free(q);
+  }
+}
+static void *realloc_contract_in_thread(void *arg) {
+  (void)arg;
+  realloc_small_contract();
+  return NULL;
+}
+/* a block allocated by another thread, grown by small steps here (a vector): content kept */
+static void *malloc_in_thread(void *arg) { return A_malloc((size_t)(uintptr_t)arg); }
+TEST(realloc_small_in_place) {
+  realloc_small_contract();
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, realloc_contract_in_thread, NULL), 0);
+  pthread_join(t, NULL);
+  void *got = NULL;
+  assert_int_eq(pthread_create(&t, NULL, malloc_in_thread, (void *)(uintptr_t)40), 0);
+  pthread_join(t, &got);
+  uint32_t *v = got;
+  assert_true(v != NULL);
+  size_t len = 10;
+  for (size_t i = 0; i < len; i++) v[i] = (uint32_t)(i * 2654435761u);
+  while (len < 20000) {
+    size_t add = 1 + test_rng_below(16);
+    uint32_t *w = A_realloc(v, (len + add) * sizeof *v);
+    assert_true(w != NULL);
+    v = w;
+    for (size_t i = len; i < len + add; i++) v[i] = (uint32_t)(i * 2654435761u);
+    len += add;
+  }
+  size_t bad = 0;
+  for (size_t i = 0; i < len; i++) bad += v[i] != (uint32_t)(i * 2654435761u);
+  expect_uint_eq(bad, 0);
+  A_free(v);
+}
+
 TEST(realloc_null_and_zero) {
   unsigned char *p = A_realloc(NULL, 100);
   assert_true(p != NULL);
@@ -752,6 +816,7 @@ int main(void) {
   RUN_CHECKED(calloc_overflow);
   RUN_CHECKED(too_big);
   RUN_CHECKED(realloc_content);
+  RUN_CHECKED(realloc_small_in_place);
   RUN_CHECKED(realloc_null_and_zero);
   RUN_CHECKED(reallocarray);
   RUN_CHECKED(aligned_all_powers);

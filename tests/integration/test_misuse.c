@@ -10,6 +10,9 @@
  *     comes from another thread, or whose both frees do; of a small block the program
  *     overwrote while it was free (every byte), from its own thread and from another;
  *   - malloc_usable_size of a freed small block;
+ *   - realloc of a freed small block (freed by its thread or another; a size that fits its
+ *     class and one that does not), of an interior pointer of a small or large block, of an
+ *     uncarved block start: NULL and errno EINVAL, the block left alone;
  *   - writes after free of a chosen address into every word of freed blocks, then 4,000
  *     allocations: none may return that address or a block handed out twice.
  * Expected (kite's documented behaviour, see src/ and docs/design.md): a report on stderr
@@ -21,6 +24,7 @@
  * kite-noover) and against the plain names with libkite.so (core_misuse_override).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -171,6 +175,56 @@ static void usable_size_freed(void) {
   if (A_usable(announce(p)) != 0) exit(22);
   A_free(keep);
 }
+/* realloc of a bad small pointer returns NULL with errno EINVAL (exit 23 / 24 otherwise);
+ * the block it names is left alone */
+static void expect_realloc_einval(void *p, size_t n) {
+  errno = 0;
+  void *r = A_realloc_opaque(announce(p), n);
+  if (r != NULL) exit(23);
+  if (errno != EINVAL) exit(24);
+}
+/* a freed small block: in place (n fits its class) and moving (n does not) */
+static void realloc_freed_small(void) {
+  void *p = A_malloc(64);
+  void *keep = A_malloc(64);
+  A_free_opaque(p);
+  expect_realloc_einval(p, 60);
+  expect_realloc_einval(p, 1000);
+  A_free(keep);
+}
+/* a small block freed by another thread (its entry is a remote free's, not LIVE) */
+static void *remote_plain_free_body(void *p) {
+  A_free_opaque(p);
+  return NULL;
+}
+static void realloc_freed_remote(void) {
+  void *p = A_malloc(200);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_plain_free_body, p);
+  pthread_join(t, NULL);
+  expect_realloc_einval(p, 150);
+}
+/* an interior pointer of a small block; the block keeps its content */
+static void realloc_interior_small(void) {
+  unsigned char *p = A_malloc(100);
+  memset(p, 0x5a, 100);
+  expect_realloc_einval(p + 16, 40);
+  for (int i = 0; i < 100; i++)
+    if (p[i] != 0x5a) exit(25);
+  A_free(p);
+}
+/* a block start in the part of a page not carved yet: invalid, not "freed" */
+static void realloc_uncarved(void) {
+  unsigned char *p = A_malloc(16);
+  expect_realloc_einval(p + 16 * 300, 16);
+  A_free(p);
+}
+static void realloc_interior_large(void) {
+  char *p = A_malloc(300000);
+  expect_realloc_einval(p + 65536, 400000);
+  A_free(p);
+}
+
 /* writes after free cannot steer malloc: freed blocks of 32 bytes get the address of a
  * global in every word; then no allocation returns it, and no block comes out twice */
 static __attribute__((unused)) void uaf_steer(void) {
@@ -231,6 +285,11 @@ static const misuse_case_t cases[] = {
     {"double_free_overwritten", double_free_overwritten, "free(): invalid pointer or double free", 0},
     {"double_free_overwritten_remote", double_free_overwritten_remote, "free(): invalid pointer or double free", 0},
     {"usable_size_freed", usable_size_freed, "malloc_usable_size(): freed block", 0},
+    {"realloc_freed_small", realloc_freed_small, "realloc(): freed block", 0},
+    {"realloc_freed_remote", realloc_freed_remote, "realloc(): freed block", 0},
+    {"realloc_interior_small", realloc_interior_small, "realloc(): invalid pointer", 0},
+    {"realloc_uncarved", realloc_uncarved, "realloc(): invalid pointer", 0},
+    {"realloc_interior_large", realloc_interior_large, "realloc(): invalid pointer", 0},
 #if !(defined(KITE_TEST_DEBUG) && KITE_TEST_DEBUG >= 3)
     /* (a KITE_DEBUG=3 build checks freed blocks' fill pattern on reuse and aborts on the
      * write itself: test_core_smoke's fill-pattern test) */
