@@ -252,8 +252,12 @@ static bool arena_grow(uint32_t slot) {
   uint32_t old = a->mapped_units, now = old * 2 > KITE_ARENA_UNITS ? KITE_ARENA_UNITS : old * 2;
   _kite_unlock(&s->lock);
   uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
+  /* double; when the OS refuses (RLIMIT_AS nearly reached), grow by half as much, down to
+   * KITE_ARENA_FIRST_UNITS, so the last of the address space is used too */
+  bool ok;
+  while (!(ok = _kite_os_map_at(at, (size_t)(now - old) << KITE_UNIT_SHIFT)) && now - old > KITE_ARENA_FIRST_UNITS)
+    now = old + (now - old) / 2;
   size_t len = (size_t)(now - old) << KITE_UNIT_SHIFT;
-  bool ok = _kite_os_map_at(at, len);
   if (ok && _kite_options.hugepages) _kite_os_advise_huge(at, len);
   _kite_lock(&s->lock);
   if (ok) {
