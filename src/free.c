@@ -200,7 +200,7 @@ static KITE_NOINLINE void free_generic(void *p) {
       kite_owned_t *o = _kite_huge_owned(p);
       if (o) {
         _kite_heap_disown(o);
-        _kite_huge_free(p);
+        if (!_kite_huge_free(p)) _kite_report_invalid("free(): invalid pointer or double free", p);
         return;
       }
     }
@@ -210,6 +210,12 @@ static KITE_NOINLINE void free_generic(void *p) {
   if (pg->kind == KITE_KIND_SMALL) {
     free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, (uint32_t)_kite_page_index_of(pg, p));
   } else {
+    /* a large run: claimed with one CAS on its kind, so of two racing frees one wins */
+    uint8_t k = KITE_KIND_LARGE;
+    if (!__atomic_compare_exchange_n(&pg->kind, &k, (uint8_t)KITE_KIND_META, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      _kite_report_invalid("free(): invalid pointer or double free", p);
+      return;
+    }
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);
   }

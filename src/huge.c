@@ -272,7 +272,11 @@ size_t _kite_huge_usable(const void *p) {
 bool _kite_huge_free(void *p) {
   kite_huge_t *h = huge_header(p);
   if (!h) return false;
-  h->magic = 0; /* a second free is reported; the cache keeps it mapped for a while */
+  /* a second free is reported; the cache keeps it mapped for a while. One CAS: of two
+   * racing frees one wins (the loser's header read can still meet an unmapped header if the
+   * winner unmaps at once: a window of a few instructions, not closed) */
+  uint64_t magic = KITE_HUGE_MAGIC;
+  if (!__atomic_compare_exchange_n(&h->magic, &magic, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return false;
   huge_live(-1, -(int64_t)h->user_len);
   int64_t delay = _kite_options.purge_delay_ms;
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {

@@ -38,6 +38,9 @@ void _kite_report_corruption(const char *what, const void *p) __attribute__((nor
 /* (report.c) An invalid or double free (or another misuse): counted, reported on stderr, and then
  * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
 void _kite_report_invalid(const char *what, const void *p);
+/* When set (the secure build sets it), _kite_report_invalid counts the misuse and hands it
+ * to this function instead of printing it. */
+extern void (*_kite_report_invalid_hook)(const char *what, const void *p);
 /* (report.c) With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
 void _kite_report_oom(size_t size);
 

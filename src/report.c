@@ -6,8 +6,12 @@
 #include "stats.h"
 #include "os.h"
 
+void (*_kite_report_invalid_hook)(const char *what, const void *p);
+
 void _kite_report_invalid(const char *what, const void *p) {
   _kite_stat_add(&_kite_stats.invalid_frees, 1);
+  void (*hook)(const char *, const void *) = __atomic_load_n(&_kite_report_invalid_hook, __ATOMIC_ACQUIRE);
+  if (hook) { hook(what, p); return; }
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
   _kite_out_hex(&o, (uintptr_t)p);
