@@ -13,6 +13,7 @@
  */
 #include <kite.h>
 #include "alloc.h"
+#include "entry.h"
 #include "heap.h"
 #include "page.h"
 #include "links.h"
@@ -122,35 +123,11 @@ static void *alloc_aligned(size_t align, size_t n) {
   return alloc_large(n, align, &zero);
 }
 
-static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
-
-KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) {
-  if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
-  int saved = errno;
-  void *p = alloc_aligned(align, n);
-  errno = saved;
-  if (!p) return ENOMEM;
-  *out = p;
-  return 0;
-}
-
-KITE_API void *kite_aligned_alloc(size_t align, size_t n) {
-  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
-  return alloc_aligned(align, n);
-}
-
-KITE_API void *kite_memalign(size_t align, size_t n) {
-  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
-  return alloc_aligned(align, n);
-}
-
+KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) { return _kite_posix_memalign_via(alloc_aligned, out, align, n); }
+KITE_API void *kite_aligned_alloc(size_t align, size_t n) { return _kite_aligned_alloc_via(alloc_aligned, align, n); }
+KITE_API void *kite_memalign(size_t align, size_t n) { return _kite_aligned_alloc_via(alloc_aligned, align, n); }
 KITE_API void *kite_valloc(size_t n) { return alloc_aligned(KITE_OS_PAGE, n); }
-
-KITE_API void *kite_pvalloc(size_t n) {
-  size_t r = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-  if (r < n) { errno = ENOMEM; return NULL; }
-  return alloc_aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
-}
+KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(alloc_aligned, n); }
 
 /* Move small block p (block i of page pg, handed out, old = its class size) to a block for
  * n bytes (n > 0 and not served in place): a new block, a copy of old or n bytes (the
@@ -314,22 +291,5 @@ KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
 /* The standard names, as aliases of the kite_ functions (an alias must live in the file
  * that defines its target): no extra jump, and calls inside the library bind directly
  * (-fno-semantic-interposition). free.c has free and malloc_usable_size. */
-#define KITE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
-void *malloc(size_t n) KITE_ALIAS(kite_malloc);
-void *calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
-void *realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
-void *reallocarray(void *p, size_t c, size_t n) KITE_ALIAS(kite_reallocarray);
-int posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
-void *aligned_alloc(size_t a, size_t n) KITE_ALIAS(kite_aligned_alloc);
-void *memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
-void *valloc(size_t n) KITE_ALIAS(kite_valloc);
-void *pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
-int malloc_trim(size_t pad) KITE_ALIAS(kite_malloc_trim);
-void *__libc_malloc(size_t n) KITE_ALIAS(kite_malloc);
-void *__libc_calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
-void *__libc_realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
-void *__libc_memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
-void *__libc_valloc(size_t n) KITE_ALIAS(kite_valloc);
-void *__libc_pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
-int __posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
+KITE_ALLOC_ALIASES
 #endif

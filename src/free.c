@@ -17,6 +17,7 @@
  */
 #include <kite.h>
 #include "alloc.h"
+#include "entry.h"
 #include "heap.h"
 #include "page.h"
 #include "huge.h"
@@ -259,9 +260,5 @@ KITE_API bool kite_owns(const void *p) {
 /* The standard names, as aliases of the kite_ functions (an alias must live in the file
  * that defines its target): no extra jump, and calls inside the library bind directly
  * (-fno-semantic-interposition). alloc.c has the allocating names. */
-#define KITE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
-void free(void *p) KITE_ALIAS(kite_free);
-void cfree(void *p) KITE_ALIAS(kite_free);
-void __libc_free(void *p) KITE_ALIAS(kite_free);
-size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
+KITE_FREE_ALIASES
 #endif

@@ -24,6 +24,7 @@
 #define KITE_SECURE_WRAPPERS 1
 #include <kite.h>
 #include "alloc.h"
+#include "entry.h"
 #include "secure.h"
 #include "heap.h"
 #include "page.h"
@@ -331,35 +332,11 @@ static void *aligned(size_t align, size_t n) {
   return large_alloc(n, align, false);
 }
 
-static inline bool is_pow2(size_t a) { return a && !(a & (a - 1)); }
-
-KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) {
-  if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
-  int saved = errno;
-  void *p = aligned(align, n);
-  errno = saved;
-  if (!p) return ENOMEM;
-  *out = p;
-  return 0;
-}
-
-KITE_API void *kite_aligned_alloc(size_t align, size_t n) {
-  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
-  return aligned(align, n);
-}
-
-KITE_API void *kite_memalign(size_t align, size_t n) {
-  if (!is_pow2(align)) { errno = EINVAL; return NULL; }
-  return aligned(align, n);
-}
-
+KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) { return _kite_posix_memalign_via(aligned, out, align, n); }
+KITE_API void *kite_aligned_alloc(size_t align, size_t n) { return _kite_aligned_alloc_via(aligned, align, n); }
+KITE_API void *kite_memalign(size_t align, size_t n) { return _kite_aligned_alloc_via(aligned, align, n); }
 KITE_API void *kite_valloc(size_t n) { return aligned(KITE_OS_PAGE, n); }
-
-KITE_API void *kite_pvalloc(size_t n) {
-  size_t r = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-  if (r < n) { errno = ENOMEM; return NULL; }
-  return aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
-}
+KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(aligned, n); }
 
 /* The usable size of live block p; 0 for a pointer that is not a block. A small block whose
  * canary is not intact is reported (what: the caller's name for a freed block). */
@@ -445,27 +422,7 @@ KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
 #if KITE_OVERRIDE
 /* The standard names, as aliases of the wrappers (alloc.c and free.c define none in this
  * build). */
-#define KITE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
-void *malloc(size_t n) KITE_ALIAS(kite_malloc);
-void *calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
-void *realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
-void *reallocarray(void *p, size_t c, size_t n) KITE_ALIAS(kite_reallocarray);
-int posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
-void *aligned_alloc(size_t a, size_t n) KITE_ALIAS(kite_aligned_alloc);
-void *memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
-void *valloc(size_t n) KITE_ALIAS(kite_valloc);
-void *pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
-int malloc_trim(size_t pad) KITE_ALIAS(kite_malloc_trim);
-void *__libc_malloc(size_t n) KITE_ALIAS(kite_malloc);
-void *__libc_calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);
-void *__libc_realloc(void *p, size_t n) KITE_ALIAS(kite_realloc);
-void *__libc_memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);
-void *__libc_valloc(size_t n) KITE_ALIAS(kite_valloc);
-void *__libc_pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);
-int __posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
-void free(void *p) KITE_ALIAS(kite_free);
-void cfree(void *p) KITE_ALIAS(kite_free);
-void __libc_free(void *p) KITE_ALIAS(kite_free);
-size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
+KITE_ALLOC_ALIASES
+KITE_FREE_ALIASES
 #endif
 #endif /* KITE_SECURE */

@@ -44,6 +44,7 @@ LAYERS = [
     ("entry", {
         "api": ["<kite.h>"],
         "alloc": ["alloc.h", "alloc.c"],
+        "entry": ["entry.h"],
         "free": ["free.c"],
         "introspect": ["introspect.c"],
         "override": ["override.c", "override_cxx.cpp"],
