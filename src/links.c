@@ -8,7 +8,7 @@
  * kite_trim decommits the whole OS pages of free arrays.
  *
  * Invariants (under links_lock): every free array is on exactly one bucket list, that of
- * its size; cur <= end, [cur, end) unused; in_use = sum of the sizes handed out.
+ * its size; cur <= end, [cur, end) unused.
  */
 #include "links.h"
 #include "arena.h"
@@ -27,7 +27,6 @@ typedef struct links_free_s { struct links_free_s *next; } links_free_t;
 static kite_lock_t links_lock = KITE_LOCK_INIT;
 static links_free_t *bucket_free[LINKS_BUCKETS];
 static uint8_t *cur, *end;
-static size_t mapped, in_use;
 
 static inline size_t bucket_bytes(uint32_t n) { return ((size_t)n * 2 + LINKS_STEP - 1) & ~(size_t)(LINKS_STEP - 1); }
 
@@ -38,7 +37,6 @@ static uint16_t *pop_free(size_t b, bool any, uint32_t *cap) {
     links_free_t *f = bucket_free[k];
     if (f) {
       bucket_free[k] = f->next;
-      in_use += k * LINKS_STEP;
       *cap = (uint32_t)(k * LINKS_STEP / 2);
       memset(f, 0, k * LINKS_STEP); /* recommits what kite_trim gave back */
       return (uint16_t *)f;
@@ -85,13 +83,11 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
     if (m) {
       cur = m;
       end = m + size;
-      mapped += size;
     }
   }
   if (!a && cur != NULL && (size_t)(end - cur) >= bytes) {
     a = (uint16_t *)cur; /* fresh from the OS: zero */
     cur += bytes;
-    in_use += bytes;
     *cap = (uint32_t)(bytes / 2);
   }
   if (!a) a = pop_free(b, true, cap); /* out of memory: a larger free array will do */
@@ -107,7 +103,6 @@ void _kite_links_free(uint16_t *a, uint32_t cap) {
   _kite_lock(&links_lock);
   f->next = bucket_free[b];
   bucket_free[b] = f;
-  in_use -= bytes;
   _kite_unlock(&links_lock);
 }
 
@@ -128,13 +123,6 @@ size_t _kite_links_trim(void) {
   }
   _kite_unlock(&links_lock);
   return given;
-}
-
-void _kite_links_usage(size_t *m, size_t *u) {
-  _kite_lock(&links_lock);
-  *m = mapped;
-  *u = in_use;
-  _kite_unlock(&links_lock);
 }
 
 void _kite_links_fork_prepare(void) { _kite_lock(&links_lock); }

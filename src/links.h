@@ -26,8 +26,6 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap);
 void _kite_links_free(uint16_t *a, uint32_t cap);
 /* Decommit the whole OS pages inside free arrays (kite_trim); bytes given back. */
 size_t _kite_links_trim(void);
-/* Bytes mapped for arrays (guards excluded), and bytes in arrays in use. */
-void _kite_links_usage(size_t *mapped, size_t *in_use);
 void _kite_links_fork_prepare(void);
 void _kite_links_fork_parent(void);
 void _kite_links_fork_child(void);

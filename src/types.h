@@ -168,10 +168,6 @@ static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
   uintptr_t u = (uintptr_t)pg;
   return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) << (KITE_UNIT_SHIFT - 7)));
 }
-/* Is byte offset off (< 2^32) a multiple of the page's block size? (Lemire's test) */
-static inline bool _kite_is_block_offset(const kite_page_t *pg, uint64_t off) {
-  return off * pg->div_magic < pg->div_magic;
-}
 
 /* ---- locks (pthread mutexes: held only on slow paths) ---- */
 #include <pthread.h>
