@@ -28,7 +28,7 @@
 static void *alloc_large(size_t n, size_t align, bool *zero);
 static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n);
 
-/* ~17 instructions when the current page has a free block. */
+/* 19 instructions (with the return) when the current page has a free block. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX)) {
     kite_page_t *pg = _kite_heap_tls->direct[(n + 15) >> 4];
