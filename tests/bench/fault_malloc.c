@@ -4,10 +4,13 @@
  *   libkite-bench-crash.so (KITE_FAULT_CRASH): malloc raises SIGSEGV on its Nth call
  *     (N from KITE_BENCH_CRASH_AFTER, default 1000): the runner must report "CRASH sig 11"
  *     for it and go on with the other allocators.
- *   libkite-bench-wrong.so (KITE_FAULT_WRONG): every 1000th malloc flips a byte at the start
- *     of the block this thread got from the previous malloc, if that block is still live,
- *     as an allocator handing out overlapping memory would: the workloads' self-checks
- *     must notice ("WRONG", exit 3) while the process itself stays healthy.
+ *   libkite-bench-wrong.so (KITE_FAULT_WRONG): every Nth malloc (N from
+ *     KITE_BENCH_WRONG_EVERY, default 1000) flips a byte at the start of the block this
+ *     thread got from the previous malloc, if that block is still live, as an allocator
+ *     handing out overlapping memory would: the workloads' self-checks must notice
+ *     ("WRONG", exit 3) while the process itself stays healthy. Real programs, whose
+ *     output is all that is checked, are run with a small N: one flip in 1000 mallocs can
+ *     land in a block whose contents never reach the output.
  * Only malloc and free are interposed; calloc, realloc and the rest stay glibc's, which is
  * consistent because the blocks are glibc's too.
  */
@@ -37,9 +40,15 @@ void free(void *p) { __libc_free(p); }
 #ifdef KITE_FAULT_WRONG
 static __thread unsigned char *t_last;
 static __thread unsigned long t_calls;
+static unsigned long g_every;
 
 void *malloc(size_t n) {
-  if (++t_calls % 1000 == 0 && t_last) t_last[0] ^= 0x40;
+  if (!g_every) {
+    const char *s = getenv("KITE_BENCH_WRONG_EVERY");
+    unsigned long e = s ? strtoul(s, NULL, 10) : 1000;
+    __atomic_store_n(&g_every, e ? e : 1000, __ATOMIC_RELAXED);
+  }
+  if (++t_calls % g_every == 0 && t_last) t_last[0] ^= 0x40;
   unsigned char *p = (unsigned char *)__libc_malloc(n);
   t_last = n ? p : NULL;
   return p;

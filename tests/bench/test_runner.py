@@ -333,7 +333,8 @@ def main():
                             "--allocs", "glibc,wrong,crash", "--alloc", f"wrong={wrong}",
                             "--alloc", f"crash={crash}", "--short-ms", "0", "--no-progress",
                             "--no-charts", "--out", os.path.join(tmp, "p")],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, KITE_BENCH_WRONG_EVERY="7"))
         check(q.returncode == 0, f"programs run {q.stderr[-1000:]}")
         with open(os.path.join(tmp, "p", "results.json")) as f:
             rows = {(r["workload"], r["allocator"]): r for r in json.load(f)["rows"]}
