@@ -85,12 +85,25 @@ static kite_huge_t *huge_header(const void *p) {
 typedef struct { kite_huge_t *h; uint64_t freed_ms; } huge_cached_t;
 static huge_cached_t huge_cache[HUGE_CACHE_SLOTS];
 
+/* Frees in the middle of reading a header (huge_free_readers): a free of a huge block counts
+ * itself in before it reads the page map and the header, and out after its claim (the CAS on
+ * magic). huge_unmap clears the page map first, then waits until no free is counted in, and
+ * only then unmaps: a free that counted in after the clear sees the page map empty and never
+ * reads the header; one that counted in before is waited for. So of two racing frees of one
+ * block, the loser reports the double free even when the winner unmaps at once. (Both sides
+ * are sequentially consistent: the counter's increment before the page-map load, the page-map
+ * clear before the counter's load.) Waits last a few instructions unless a free is preempted
+ * mid-read; huge frees are rare and each costs a munmap anyway. */
+static unsigned huge_free_readers;
+
 static void huge_unmap(kite_huge_t *h) {
   uintptr_t base = (uintptr_t)h;
   size_t len = h->user_len, off = h->off;
   void *p = h->user;
   h->magic = 0;
   _kite_pagemap_set(base, off + len, KITE_PM_NONE);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  while (__atomic_load_n(&huge_free_readers, __ATOMIC_SEQ_CST)) _kite_os_yield();
   if (off > KITE_OS_PAGE) {
     _kite_os_unmap((void *)base, KITE_OS_PAGE);
     _kite_os_unmap(p, len);
@@ -270,13 +283,15 @@ size_t _kite_huge_usable(const void *p) {
 }
 
 bool _kite_huge_free(void *p) {
-  kite_huge_t *h = huge_header(p);
-  if (!h) return false;
   /* a second free is reported; the cache keeps it mapped for a while. One CAS: of two
-   * racing frees one wins (the loser's header read can still meet an unmapped header if the
-   * winner unmaps at once: a window of a few instructions, not closed) */
+   * racing frees one wins, and the loser's reads are over before the winner may unmap
+   * (huge_free_readers, above huge_unmap) */
+  __atomic_add_fetch(&huge_free_readers, 1, __ATOMIC_SEQ_CST);
+  kite_huge_t *h = huge_header(p);
   uint64_t magic = KITE_HUGE_MAGIC;
-  if (!__atomic_compare_exchange_n(&h->magic, &magic, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) return false;
+  bool won = h && __atomic_compare_exchange_n(&h->magic, &magic, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&huge_free_readers, 1, __ATOMIC_RELEASE);
+  if (!won) return false;
   huge_live(-1, -(int64_t)h->user_len);
   int64_t delay = _kite_options.purge_delay_ms;
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {

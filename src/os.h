@@ -41,6 +41,8 @@ void _kite_os_random(void *buf, size_t n);
 bool _kite_os_fd_identity(int fd, uint64_t id[2]);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
+/* Gives the CPU to another thread (a wait for a short critical section elsewhere). */
+void _kite_os_yield(void);
 /* Terminate the process immediately (SIGABRT). */
 void _kite_os_abort(void) __attribute__((noreturn));
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
