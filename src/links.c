@@ -5,7 +5,10 @@
  * bucket's free list (linked through their first word) for the next array of that bucket.
  * When the OS refuses a mapping (RLIMIT_AS), a chunk is one unit of an arena with its
  * guards inside. Chunks are never unmapped: the arrays of a program's pages at its peak stay reserved, and
- * kite_trim decommits the whole OS pages of free arrays.
+ * kite_trim decommits the whole OS pages of free arrays. Statistics count an array as
+ * committed from the moment it is first cut from a chunk (a chunk's untouched tail costs no
+ * memory); a trim takes off what it decommits (remembered in the free array's header) and
+ * a reuse puts it back.
  *
  * Invariants (under links_lock): every free array is on exactly one bucket list, that of
  * its size; cur <= end, [cur, end) unused.
@@ -14,6 +17,7 @@
 #include "arena.h"
 #include "os.h"
 #include "message.h"
+#include "stats.h"
 #include <errno.h>
 #include <string.h>
 
@@ -22,11 +26,15 @@
 #define KITE_LINKS_CHUNK ((size_t)256 << 10)
 #define LINKS_GUARD ((size_t)KITE_OS_PAGE)
 
-typedef struct links_free_s { struct links_free_s *next; } links_free_t;
+typedef struct links_free_s {
+  struct links_free_s *next;
+  size_t decommitted; /* bytes of this array kite_trim gave back (recommitted on reuse) */
+} links_free_t;
 
 static kite_lock_t links_lock = KITE_LOCK_INIT;
 static links_free_t *bucket_free[LINKS_BUCKETS];
 static uint8_t *cur, *end;
+static bool cur_in_arena; /* the current chunk is an arena unit: the arena counts it committed */
 
 static inline size_t bucket_bytes(uint32_t n) { return ((size_t)n * 2 + LINKS_STEP - 1) & ~(size_t)(LINKS_STEP - 1); }
 
@@ -38,6 +46,7 @@ static uint16_t *pop_free(size_t b, bool any, uint32_t *cap) {
     if (f) {
       bucket_free[k] = f->next;
       *cap = (uint32_t)(k * LINKS_STEP / 2);
+      if (f->decommitted) _kite_stat_commit((int64_t)f->decommitted);
       memset(f, 0, k * LINKS_STEP); /* recommits what kite_trim gave back */
       return (uint16_t *)f;
     }
@@ -78,7 +87,10 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
         _kite_os_protect(u + KITE_UNIT_SIZE - LINKS_GUARD, LINKS_GUARD, false);
         m = u + LINKS_GUARD;
         size = KITE_UNIT_SIZE - 2 * LINKS_GUARD;
+        cur_in_arena = true;
       }
+    } else {
+      cur_in_arena = false;
     }
     if (m) {
       cur = m;
@@ -89,6 +101,7 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
     a = (uint16_t *)cur; /* fresh from the OS: zero */
     cur += bytes;
     *cap = (uint32_t)(bytes / 2);
+    if (!cur_in_arena) _kite_stat_commit((int64_t)bytes);
   }
   if (!a) a = pop_free(b, true, cap); /* out of memory: a larger free array will do */
   _kite_unlock(&links_lock);
@@ -101,6 +114,7 @@ void _kite_links_free(uint16_t *a, uint32_t cap) {
   size_t bytes = bucket_bytes(cap), b = bytes / LINKS_STEP;
   links_free_t *f = (links_free_t *)a;
   _kite_lock(&links_lock);
+  f->decommitted = 0;
   f->next = bucket_free[b];
   bucket_free[b] = f;
   _kite_unlock(&links_lock);
@@ -115,13 +129,16 @@ size_t _kite_links_trim(void) {
     for (links_free_t *f = bucket_free[b]; f; f = f->next) {
       uintptr_t lo = ((uintptr_t)f + sizeof *f + KITE_OS_PAGE - 1) & ~(uintptr_t)(KITE_OS_PAGE - 1);
       uintptr_t hi = ((uintptr_t)f + bytes) & ~(uintptr_t)(KITE_OS_PAGE - 1);
-      if (hi > lo) {
+      if (hi > lo && !f->decommitted) {
         _kite_os_decommit((void *)lo, hi - lo);
+        f->decommitted = hi - lo;
+        _kite_stat_commit(-(int64_t)(hi - lo));
         given += hi - lo;
       }
     }
   }
   _kite_unlock(&links_lock);
+  _kite_stat_add(&_kite_stats.purged, given);
   return given;
 }
 
