@@ -413,8 +413,12 @@ KITE_API bool kite_owns(const void *p) {
   return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
 }
 
-KITE_API int kite_malloc_trim(size_t pad) {
+void _kite_secure_quarantine_flush_own(void) {
   if (quarantine.state == Q_ON) quarantine_flush(&quarantine);
+}
+
+KITE_API int kite_malloc_trim(size_t pad) {
+  _kite_secure_quarantine_flush_own();
   return _kite_core_malloc_trim(pad);
 }
 

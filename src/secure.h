@@ -74,6 +74,16 @@ static inline uint64_t _kite_secure_canary(const void *p) {
   return (x ^ (x >> 29)) | 0x80;
 }
 
+/* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
+ * (it holds its freed mark: it waits in a thread's quarantine)? Any thread, a snapshot. */
+static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
+  return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
+         ~_kite_secure_canary(b);
+}
+/* The calling thread's quarantine goes to the core's free now (secure.c); statistics and
+ * heap walks call it first (visit.c), so the caller's own frees never count as live. */
+void _kite_secure_quarantine_flush_own(void);
+
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
  * zero what secure.c checks of each (a reused run may hold old bytes), link them in a random
  * order (Fisher-Yates) and put them in front of pg->free. Owner only (page.c's
