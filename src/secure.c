@@ -43,6 +43,8 @@
  * C file of src/ (the Rust crate kite-sys) gets an empty one. */
 #if KITE_SECURE
 _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure.h's order table");
+_Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
+               "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
 #ifndef KITE_SECURE_QUARANTINE
 /* Freed small blocks each thread holds back before the core may reuse them. */
