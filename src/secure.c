@@ -94,14 +94,20 @@ void _kite_secure_canary_keys(void) {
  * before the mark, and the mark) are read as one lane. */
 typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
 static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
-  uint32_t head = bs - 16 <= KITE_SECURE_ZERO_MAX ? bs - 16 : KITE_SECURE_ZERO_MAX; /* lanes before the last */
   kite_v2_t a = {0, 0}, b = a;
-  uint32_t i = 0;
-  for (; i + 32 <= head; i += 32) {
-    a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-    b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
+  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
+    for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
+      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
+    }
+  } else { /* the lanes before the last */
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
+    }
+    if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
   }
-  if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
   kite_v2_t t = *(const kite_v2_t *)((const uint8_t *)w + bs - 16);
   t[1] ^= freed;
   a |= b | t;
@@ -112,15 +118,18 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
  * free_block_ok reads, 16-byte stores in a loop (gcc would make a memset call or a
  * `rep stos` of it: both slower at these sizes), and the word before the mark. */
 static inline __attribute__((always_inline)) void zero_free_block(void *p, uint32_t bs) {
-  uint32_t head = bs - 16 <= KITE_SECURE_ZERO_MAX ? bs - 16 : KITE_SECURE_ZERO_MAX;
   kite_v2_t z = {0, 0};
-  uint32_t i = 0;
-  for (; i + 32 <= head; i += 32) {
-    __asm__("" : "+r"(i)); /* keep it a loop */
-    *(kite_v2_t *)((uint8_t *)p + i) = z;
-    *(kite_v2_t *)((uint8_t *)p + i + 16) = z;
+  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) {
+    memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
+  } else {
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      __asm__("" : "+r"(i)); /* keep it a loop */
+      *(kite_v2_t *)((uint8_t *)p + i) = z;
+      *(kite_v2_t *)((uint8_t *)p + i + 16) = z;
+    }
+    if (i < head) *(kite_v2_t *)((uint8_t *)p + i) = z;
   }
-  if (i < head) *(kite_v2_t *)((uint8_t *)p + i) = z;
   *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
 }
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
