@@ -353,15 +353,11 @@ KITE_API void *kite_malloc(size_t n) {
   return malloc_generic(n);
 }
 
-static void *calloc_small(size_t n) {
-  SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
-}
-
 KITE_API void *kite_calloc(size_t count, size_t size) {
   size_t n;
   if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
   if (n > SMALL_LIMIT) return large_alloc(n, 0, true);
-  void *p = calloc_small(n);
+  void *p = kite_malloc(n); /* the inlined pop up to 1016 bytes */
   /* block_ready checked the first KITE_SECURE_ZERO_MAX bytes zero; the rest may hold old data */
   if (p && n > KITE_SECURE_ZERO_MAX) memset((uint8_t *)p + KITE_SECURE_ZERO_MAX, 0, n - KITE_SECURE_ZERO_MAX);
   return p;
