@@ -20,6 +20,7 @@
 #include "purger.h"
 #include "message.h"
 #include "os.h"
+#include "secret.h"
 #include <pthread.h>
 
 static int stats_fd = -1; /* duplicate of the start-up stderr for the exit statistics */
@@ -38,6 +39,9 @@ static void fork_parent(void) {
   _kite_heap_fork_parent();
 }
 static void fork_child(void) {
+#if defined(KITE_SECURE) && KITE_SECURE
+  _kite_random_reseed(); /* secret.h: the child draws its own layout */
+#endif
   _kite_purger_fork_child();
   _kite_links_fork_child();
   _kite_arena_fork_child();

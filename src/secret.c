@@ -19,6 +19,13 @@ void _kite_secret_init(void) {
 
 static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
 
+void _kite_random_reseed(void) {
+  uint64_t s = 0;
+  _kite_os_random(&s, sizeof s);
+  /* the kernel's word (without entropy, os.h mixes clocks and the process id), keyed */
+  rng_state = _kite_mac3(s, rng_state, (uintptr_t)&rng_state) | 1;
+}
+
 uint64_t _kite_random(void) {
   uint64_t x = rng_state;
   if (unlikely(x == 0)) x = _kite_mac3((uintptr_t)&rng_state, _kite_secret(1), _kite_secret(2)) | 1;

@@ -21,6 +21,9 @@ static inline uint64_t _kite_secret(unsigned i) {
  * secrets and the thread's own address on first use): unpredictable without the secrets,
  * not for cryptography. For the secure build's randomized layout (secure.h). */
 uint64_t _kite_random(void);
+/* A forked child's generator: reseeded from the kernel (secure build: init.c's fork
+ * handler), so parent and child do not draw the same layout. */
+void _kite_random_reseed(void);
 
 /* A keyed 64-bit checksum of three words: without the secret, a matching value cannot be
  * computed for chosen words (the multiply-xorshift rounds mix every input bit). */

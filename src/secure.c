@@ -3,17 +3,21 @@
  * core's entry point (alloc.c and free.c, renamed _kite_core_* in this build by alloc.h):
  *
  *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
- *       checked all zero but its mark (a changed byte: write after free), canary
- *       written into its last 8 bytes. Usable size: block size - 8.
+ *       checked zero where secure.h keeps free blocks zero (the first 64 bytes and the 8
+ *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes the freed
+ *       mark, written at carve and at free (else: write after free); its canary is written
+ *       there. Usable size: block size - 8. Up to 1016 bytes the core's pop is inlined here
+ *       (the thread's current page of the class), so the block's page is known.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
  *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
  *       core frees it.
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
  *       of two racing frees exactly one proceeds; a mark means double free, anything else a
- *       buffer overflow. The block is zeroed and put in the thread's quarantine (a ring of
- *       KITE_SECURE_QUARANTINE blocks, first in first out); the oldest block, which it
- *       displaces, is checked (first words zero, mark intact) and handed to the core's
- *       free. Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
+ *       buffer overflow. The block is zeroed (as secure.h says) and put in the thread's
+ *       quarantine (a ring of KITE_SECURE_QUARANTINE pointers, first in first out); the
+ *       oldest block, which it displaces, goes to the core's free (it stays LIVE in the
+ *       core's link array while quarantined; its bytes are checked when it is handed out
+ *       again). Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
  *       their pages at once).
  *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
  *       the core never resizes a guarded run in place.
@@ -39,6 +43,8 @@
  * C file of src/ (the Rust crate kite-sys) gets an empty one. */
 #if KITE_SECURE
 _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure.h's order table");
+_Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
+               "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
 #ifndef KITE_SECURE_QUARANTINE
 /* Freed small blocks each thread holds back before the core may reuse them. */
@@ -71,51 +77,60 @@ static KITE_COLD void secure_error(const char *kind, const void *p) {
   _kite_os_abort();
 }
 
-/* ---- canaries ----
- * Keyed by the block's address (one block's canary says nothing of another's); its first
- * byte (the one an off-by-one write hits) is never zero, so a stray string terminator is
- * always caught. The freed mark is the canary's complement. */
-static uint64_t canary_k0, canary_k1; /* secrets 2 and 3 (odd: never 0 once set) */
+/* ---- canaries (secure.h) ---- */
+uint64_t _kite_secure_canary_k[2]; /* secure.h; secrets 2 and 3 (odd: never 0 once set) */
 
-static KITE_COLD uint64_t canary_keys(void) {
-  canary_k0 = _kite_secret(2);
-  uint64_t k1 = _kite_secret(3);
-  __atomic_store_n(&canary_k1, k1, __ATOMIC_RELEASE); /* every thread computes the same */
-  return k1;
+void _kite_secure_canary_keys(void) {
+  if (__atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_ACQUIRE)) return;
+  __atomic_store_n(&_kite_secure_canary_k[0], _kite_secret(2), __ATOMIC_RELAXED);
+  /* every thread computes the same */
+  __atomic_store_n(&_kite_secure_canary_k[1], _kite_secret(3), __ATOMIC_RELEASE);
 }
+#define canary_of _kite_secure_canary
 
-static inline uint64_t canary_of(const void *p) {
-  uint64_t k1 = __atomic_load_n(&canary_k1, __ATOMIC_ACQUIRE);
-  if (unlikely(k1 == 0)) k1 = canary_keys();
-  uint64_t x = ((uintptr_t)p ^ canary_k0) * k1;
-  return (x ^ (x >> 29)) | 0x80;
-}
-
-/* Are the n words at w (16-byte aligned) all zero? A cache line per step in four 16-byte
- * lanes (SSE2, the x86-64 baseline; plain words elsewhere), no early exit to predict. */
+/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure.h keeps
+ * it zero, with its mark `freed`? 16-byte lanes (SSE2, the x86-64 baseline; plain
+ * words elsewhere), two accumulators, no early exit to predict. The last 16 bytes (the word
+ * before the mark, and the mark) are read as one lane. */
 typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
-static inline bool words_zero(const uint64_t *w, size_t n) {
-  kite_v2_t a = {0, 0}, b = a, c = a, d = a;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    a |= *(const kite_v2_t *)(w + i); b |= *(const kite_v2_t *)(w + i + 2);
-    c |= *(const kite_v2_t *)(w + i + 4); d |= *(const kite_v2_t *)(w + i + 6);
+static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
+  kite_v2_t a = {0, 0}, b = a;
+  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
+    for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
+      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
+    }
+  } else { /* the lanes before the last */
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
+    }
+    if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
   }
-  for (; i + 2 <= n; i += 2) a |= *(const kite_v2_t *)(w + i);
-  a |= b | c | d;
-  uint64_t r = a[0] | a[1];
-  for (; i < n; i++) r |= w[i];
-  return r == 0;
+  kite_v2_t t = *(const kite_v2_t *)((const uint8_t *)w + bs - 16);
+  t[1] ^= freed;
+  a |= b | t;
+  return (a[0] | a[1]) == 0;
 }
 
-/* Zero n bytes at p (a multiple of 8): small blocks inline, larger ones by memset. */
-static inline void zero_block(void *p, size_t n) {
-  if (n <= 120) {
-    uint64_t *w = p;
-    for (size_t i = 0; i < n / 8; i++) w[i] = 0;
+/* Zero what secure.h keeps zero of block p (size bs), not its mark: the same lanes
+ * free_block_ok reads, 16-byte stores in a loop (gcc would make a memset call or a
+ * `rep stos` of it: both slower at these sizes), and the word before the mark. */
+static inline __attribute__((always_inline)) void zero_free_block(void *p, uint32_t bs) {
+  kite_v2_t z = {0, 0};
+  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) {
+    memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
   } else {
-    memset(p, 0, n);
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      __asm__("" : "+r"(i)); /* keep it a loop */
+      *(kite_v2_t *)((uint8_t *)p + i) = z;
+      *(kite_v2_t *)((uint8_t *)p + i + 16) = z;
+    }
+    if (i < head) *(kite_v2_t *)((uint8_t *)p + i) = z;
   }
+  *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
 }
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
@@ -137,24 +152,25 @@ static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p
   return "buffer overflow (canary overwritten)";
 }
 
-/* A core small block about to be handed out: check it is a carved block of a small page
- * (else the core's free list was corrupt: heap corruption, abort), still all zero, and
- * its mark 0 (fresh carve) or the freed mark (else a write after free: reported, false,
- * and the block is kept out of use); then write its canary. */
-static bool small_ready(void *p) {
-  kite_page_t *pg = small_page_of(p);
-  if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
-    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
-  uint32_t bs = pg->block_size;
+/* Small block p (size bs) about to be handed out: check it (free_block_ok; else a write
+ * after free: reported, false, and the block is kept out of use); write its canary. */
+static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t bs) {
   uint64_t c = canary_of(p);
-  const uint64_t *w = p;
-  uint64_t mark = w[bs / 8 - 1];
-  if (unlikely(!words_zero(w, bs / 8 - 1) || (mark != 0 && mark != ~c))) {
+  if (unlikely(!free_block_ok(p, bs, ~c))) {
     secure_error("write after free (a freed block changed before reuse)", p);
     return false;
   }
   __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
   return true;
+}
+
+/* A core small block about to be handed out: check it is a carved block of a small page
+ * (else the core's free list was corrupt: heap corruption, abort), then block_ready. */
+static bool small_ready(void *p) {
+  kite_page_t *pg = small_page_of(p);
+  if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
+    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
+  return block_ready(p, pg->block_size);
 }
 
 /* ---- guard pages after large runs and huge blocks ---- */
@@ -207,21 +223,21 @@ static pthread_key_t quarantine_key;
 static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
 static bool quarantine_key_ok;
 
-/* A zeroed, marked small block leaves the quarantine (or skips it): its first words must
- * still be zero and its mark intact, else someone wrote to it after free (the rest is
- * checked when it is handed out again). Then the core frees it; the mark stays (a later
- * free of it is a double free). */
-static void release(void *p) {
-  kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p));
-  uint64_t *slot = canary_slot(p, pg->block_size);
-  const uint64_t *w = p;
-  uint64_t first = pg->block_size > 16 ? w[0] | w[1] : w[0]; /* 16 B: w[1] is the mark */
-  if (unlikely(first != 0 || *slot != ~canary_of(p))) {
+/* A zeroed, marked small block leaves the quarantine (or skips it): its first word (where
+ * a free list would link, and what an overflow from the block before reaches first) must
+ * still be zero, else someone wrote to it after free; then the core frees it. The mark
+ * stays (a later free of it is a double free); the rest of what it holds is checked when
+ * the core hands it out again (block_ready). */
+static inline void release(void *p) {
+  if (unlikely(*(const uint64_t *)p != 0)) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
   _kite_core_free(p);
 }
+
+_Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
+static void quarantine_push(void *p);
 
 static void quarantine_flush(quarantine_t *q) {
   for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
@@ -251,22 +267,28 @@ static KITE_COLD bool quarantine_start(quarantine_t *q) {
   return true;
 }
 
-static void quarantine_push(void *p) {
+static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p) {
+  if (q->state == Q_OFF || !quarantine_start(q)) release(p);
+  else quarantine_push(p);
+}
+
+/* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
+ * frees of this thread */
+static inline __attribute__((always_inline)) void quarantine_push(void *p) {
   quarantine_t *q = &quarantine;
-  if (unlikely(q->state != Q_ON) && (q->state == Q_OFF || !quarantine_start(q))) {
-    release(p);
+  if (unlikely(q->state != Q_ON)) {
+    quarantine_push_slow(q, p);
     return;
   }
-  /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
-   * frees of this thread, so a write after free in that window is always found */
-  void *old = q->slot[q->next];
-  q->slot[q->next] = p;
-  q->next = (q->next + 1) % KITE_SECURE_QUARANTINE;
+  uint32_t k = q->next;
+  void *old = q->slot[k];
+  q->slot[k] = p;
+  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
   if (old) release(old);
 }
 
 /* ---- free ---- */
-static void small_free(kite_page_t *pg, void *p) {
+static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
   /* the claim: exactly one free of a live block wins, whatever the threads do */
@@ -275,18 +297,23 @@ static void small_free(kite_page_t *pg, void *p) {
     secure_error(canary_verdict(pg, p, seen, "double free"), p);
     return;
   }
-  zero_block(p, bs - KITE_SECURE_CANARY);
+  zero_free_block(p, bs);
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-  if (unlikely(owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
+  /* a thread's own heap is never a first-class one: no second load on the common path */
+  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
   else quarantine_push(p);
 }
 
-KITE_API void kite_free(void *p) {
+static KITE_NOINLINE void free_other(void *p) {
   if (p == NULL) return;
-  kite_page_t *pg = small_page_of(p);
-  if (likely(pg != NULL)) small_free(pg, p);
-  else if (is_large(p)) large_free(p);
+  if (is_large(p)) large_free(p);
   else secure_error("free(): invalid pointer or double free", p);
+}
+
+KITE_API void kite_free(void *p) {
+  kite_page_t *pg = small_page_of(p); /* NULL: the page map says "not an arena" */
+  if (likely(pg != NULL)) small_free(pg, p);
+  else free_other(p);
 }
 
 KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
@@ -309,21 +336,31 @@ KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
   errno = ENOMEM;                                           \
   return NULL
 
-KITE_API void *kite_malloc(size_t n) {
+static KITE_NOINLINE void *malloc_generic(size_t n) {
   if (likely(n <= SMALL_LIMIT)) { SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY)); }
   return large_alloc(n, 0, false);
 }
 
-static void *calloc_small(size_t n) {
-  SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
+/* The core's pop (page.h), inlined: the block's page is at hand for the check. */
+KITE_API void *kite_malloc(size_t n) {
+  if (likely(n <= KITE_DIRECT_MAX - KITE_SECURE_CANARY)) {
+    kite_page_t *pg = _kite_heap_tls->direct[(n + KITE_SECURE_CANARY + 15) >> 4];
+    if (likely(pg->free != KITE_LINK_END)) {
+      void *b = _kite_page_pop(pg);
+      if (likely(block_ready(b, pg->block_size))) return b;
+    }
+  }
+  return malloc_generic(n);
 }
 
 KITE_API void *kite_calloc(size_t count, size_t size) {
   size_t n;
   if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
   if (n > SMALL_LIMIT) return large_alloc(n, 0, true);
-  void *p = calloc_small(n);
-  return p; /* known zero: small_ready checked it */
+  void *p = kite_malloc(n); /* the inlined pop up to 1016 bytes */
+  /* block_ready checked the first KITE_SECURE_ZERO_MAX bytes zero; the rest may hold old data */
+  if (p && n > KITE_SECURE_ZERO_MAX) memset((uint8_t *)p + KITE_SECURE_ZERO_MAX, 0, n - KITE_SECURE_ZERO_MAX);
+  return p;
 }
 
 static void *aligned(size_t align, size_t n) {
@@ -383,8 +420,12 @@ KITE_API bool kite_owns(const void *p) {
   return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
 }
 
-KITE_API int kite_malloc_trim(size_t pad) {
+void _kite_secure_quarantine_flush_own(void) {
   if (quarantine.state == Q_ON) quarantine_flush(&quarantine);
+}
+
+KITE_API int kite_malloc_trim(size_t pad) {
+  _kite_secure_quarantine_flush_own();
   return _kite_core_malloc_trim(pad);
 }
 

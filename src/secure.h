@@ -12,15 +12,18 @@
  *   - a canary in the last 8 bytes of every small block (a class chosen with room for it),
  *     checked at free and cleared by one compare-and-swap, so a block is freed once whatever
  *     the threads do; zero on free, checked when the block is handed out again (write after
- *     free); a per-thread quarantine delays reuse of freed small blocks (secure.c);
+ *     free): the first 64 bytes of a block (one cache line: where objects keep the pointers
+ *     and lengths a write after free aims at) and the 8 bytes before the canary, so all of
+ *     a block of up to 80 bytes; a per-thread ring of 64 blocks delays reuse (secure.c);
  *   - every error reported as "kite: secure: KIND: 0x..." and then abort.
  * The wrappers live in secure.c (entry layer); in this build alloc.c and free.c serve them
  * under internal names (alloc.h). This header is in the bottom layer: types and secret only.
  *
- * Invariants (secure build): every small block that is not handed out is zero except its
- * last 8 bytes, which hold 0 (never handed out) or the freed mark ~canary(block) (the core
- * keeps its free lists outside the blocks); a handed-out small block has canary(block) in
- * its last 8 bytes; a block in a quarantine is zero but for its mark.
+ * Invariants (secure build): every small block that is not handed out is zero in the bytes
+ * _kite_secure_zero_head names (all but its last 8 bytes up to 80-byte blocks), and its last
+ * 8 bytes hold the freed mark ~canary(block) (written at carve; the core keeps its free
+ * lists outside the blocks); a handed-out small block has canary(block) in its last 8
+ * bytes; a block in a quarantine is like a free one.
  */
 #ifndef KITE_SECURE_H
 #define KITE_SECURE_H
@@ -37,9 +40,52 @@
 #define KITE_SECURE_GUARD 4096        /* guard after a large run or huge block */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
+#ifndef KITE_SECURE_ZERO_MAX
+/* Zeroed on free and checked at reuse: a block's first bytes up to this many (and the 8
+ * before its canary). Each more cache line costs a read at every malloc and a write at
+ * every free of larger blocks: docs/security.md measures 64 against 256 and 1024. */
+#define KITE_SECURE_ZERO_MAX 64
+#endif
+
+/* The bytes of a free small block of size bs that secure.c keeps zero (zeroed at free,
+ * checked when the block is handed out again): [0, zero_head) and, for blocks larger than
+ * KITE_SECURE_ZERO_MAX + 8, also the 8 bytes before the mark, [bs - 16, bs - 8). */
+static inline uint32_t _kite_secure_zero_head(uint32_t bs) {
+  return bs - KITE_SECURE_CANARY <= KITE_SECURE_ZERO_MAX ? bs - KITE_SECURE_CANARY : KITE_SECURE_ZERO_MAX;
+}
+/* Zero those bytes of block b (fresh carve: a reused run may hold old bytes). */
+static inline void _kite_secure_zero_fresh(uint8_t *b, uint32_t bs) {
+  uint32_t head = _kite_secure_zero_head(bs);
+  memset(b, 0, head);
+  if (head < bs - KITE_SECURE_CANARY) memset(b + bs - 16, 0, 8);
+}
+
+/* Canaries: keyed by the block's address (one block's canary says nothing of another's);
+ * the first byte (the one an off-by-one write hits) is never zero, so a stray string
+ * terminator is always caught. The freed mark is the canary's complement; every carved
+ * block that is not handed out holds it (the carve writes it), so a free block is checked
+ * with one compare. The keys are drawn before the first carve (_kite_secure_carve), so
+ * every carved block's canary can be computed without a check. */
+extern uint64_t _kite_secure_canary_k[2];
+void _kite_secure_canary_keys(void) __attribute__((cold, noinline));
+static inline uint64_t _kite_secure_canary(const void *p) {
+  uint64_t x = ((uintptr_t)p ^ __atomic_load_n(&_kite_secure_canary_k[0], __ATOMIC_RELAXED)) *
+               __atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_RELAXED);
+  return (x ^ (x >> 29)) | 0x80;
+}
+
+/* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
+ * (it holds its freed mark: it waits in a thread's quarantine)? Any thread, a snapshot. */
+static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
+  return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
+         ~_kite_secure_canary(b);
+}
+/* The calling thread's quarantine goes to the core's free now (secure.c); statistics and
+ * heap walks call it first (visit.c), so the caller's own frees never count as live. */
+void _kite_secure_quarantine_flush_own(void);
 
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
- * zero each (a reused run may hold old bytes), link them in a random
+ * zero what secure.c checks of each (a reused run may hold old bytes), link them in a random
  * order (Fisher-Yates) and put them in front of pg->free. Owner only (page.c's
  * _kite_page_extend). */
 static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t first, uint32_t n) {
@@ -50,9 +96,12 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
     uint32_t j = (uint32_t)(((_kite_random() >> 32) * i) >> 32);
     uint16_t t = order[i - 1]; order[i - 1] = order[j]; order[j] = t;
   }
+  if (unlikely(!__atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_ACQUIRE))) _kite_secure_canary_keys();
   uint16_t next = pg->free;
   for (uint32_t i = 0; i < n; i++) {
-    memset(start + (size_t)order[i] * bs, 0, bs);
+    uint8_t *b = start + (size_t)order[i] * bs;
+    _kite_secure_zero_fresh(b, bs);
+    *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary(b);
     pg->links[first + order[i]] = next;
     next = (uint16_t)(first + order[i]);
   }

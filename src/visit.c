@@ -5,6 +5,7 @@
 #include "arena.h"
 #include "huge.h"
 #include "stats.h"
+#include "secure.h"
 #include <string.h>
 
 uint32_t _kite_page_live(const kite_page_t *pg) {
@@ -33,6 +34,9 @@ static void live_run(kite_page_t *pg, void *arg) {
 }
 
 void _kite_live_collect(kite_live_t *out) {
+#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
+  _kite_secure_quarantine_flush_own();
+#endif
   memset(out, 0, sizeof *out);
   _kite_arena_foreach_run(live_run, out);
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -49,6 +53,9 @@ void _kite_live_collect(kite_live_t *out) {
 #define KITE_WALK_MAX_PAGES (1u << 22)
 
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
+#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
+  _kite_secure_quarantine_flush_own();
+#endif
   out->live_blocks = out->pages = 0;
   uint32_t budget = KITE_WALK_MAX_PAGES;
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -76,7 +83,12 @@ static bool visit_page(kite_page_t *pg, visit_t *v) {
   if (cap > KITE_PAGE_MAX_BLOCKS) cap = KITE_PAGE_MAX_BLOCKS;
   for (uint32_t i = 0; i < cap; i++) {
     if (!_kite_page_block_live(pg, i)) continue;
+#if KITE_SECURE /* secure.h: a block in a quarantine is freed; the canary is not usable */
+    if (_kite_secure_block_freed(_kite_page_block(pg, i), pg->block_size)) continue;
+    if (!v->fn(_kite_page_block(pg, i), pg->block_size - KITE_SECURE_CANARY, v->arg)) return false;
+#else
     if (!v->fn(_kite_page_block(pg, i), pg->block_size, v->arg)) return false;
+#endif
   }
   return true;
 }
@@ -85,7 +97,8 @@ static void visit_run(kite_page_t *pg, void *arg) {
   visit_t *v = arg;
   if (v->stopped) return;
   if (pg->kind == KITE_KIND_LARGE) {
-    if (!v->fn(_kite_page_start(pg), pg->large_size, v->arg)) v->stopped = true;
+    /* (secure build: the last page is the guard, not usable) */
+    if (!v->fn(_kite_page_start(pg), pg->large_size - (KITE_SECURE ? KITE_SECURE_GUARD : 0), v->arg)) v->stopped = true;
     return;
   }
   if (!visit_page(pg, v)) v->stopped = true;
@@ -93,12 +106,15 @@ static void visit_run(kite_page_t *pg, void *arg) {
 
 static bool visit_huge(void *p, size_t len, void *arg) {
   visit_t *v = arg;
-  if (!v->fn(p, len, v->arg)) v->stopped = true;
+  if (!v->fn(p, (KITE_SECURE ? ((len & ~(size_t)(KITE_OS_PAGE - 1)) - KITE_SECURE_GUARD) : len), v->arg)) v->stopped = true;
   return !v->stopped;
 }
 
 KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
   if (!visitor) return true;
+#if KITE_SECURE
+  _kite_secure_quarantine_flush_own();
+#endif
   visit_t v = {visitor, arg, false};
   _kite_arena_foreach_run(visit_run, &v);
   if (!v.stopped) _kite_huge_foreach(visit_huge, &v);
@@ -108,6 +124,9 @@ KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
 KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg) {
   kite_heap_t *h = heap ? heap : _kite_heap_tls;
   if (!visitor || h == &_kite_heap_empty) return true;
+#if KITE_SECURE
+  _kite_secure_quarantine_flush_own();
+#endif
   visit_t v = {visitor, arg, false};
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};

@@ -15,8 +15,10 @@
  * Secure target: each misuse must be reported exactly when it happens (double frees, the
  * racing one included, exactly once; an overflow at its free, when it changed a byte of the
  * canary; a foreign free) -- the test hook _kite_secure_error_hook counts reports instead of
- * aborting, and the operation is skipped. Writes after free are found later (when the block
- * leaves the quarantine or is reused); the block is then kept out of use. The harness undoes
+ * aborting, and the operation is skipped. Writes after free into the bytes the secure build
+ * zeroes (secure.h: a block's first 64 bytes and the 8 before its canary) are found later
+ * (when the block leaves the quarantine or is reused) and the block is then kept out of
+ * use; the others are not found, and the property must hold regardless. The harness undoes
  * the bytes an overflow wrote beyond the canary (into the neighbour) once it was reported,
  * as the aborted program would never have used them.
  * Default target (FUZZ_MISUSE_ALL=1, as cmake/fuzz.cmake builds it: the link-array core

@@ -2,13 +2,51 @@
  * bytes; the order of their offsets within the page must differ between the runs and must
  * not be the address order (the default carve). Each also takes one block of 8 other sizes
  * (each from a fresh page) and prints the arena unit each page got: a fresh run is a random
- * one of the lowest free blocks, so the two runs' unit lists differ too.
+ * one of the lowest free blocks, so the two runs' unit lists differ too. And a forked child
+ * carves its fresh pages in another order than its parent does (fork_case).
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-random */
 #include "secure_test.h"
 
 enum { N = 32 };
 
+/* Block numbers of N fresh 112-byte blocks, written into buf. */
+static void fresh_order(char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < N && len + 8 < cap; i++) {
+    uintptr_t p = (uintptr_t)malloc(112);
+    len += (size_t)snprintf(buf + len, cap - len, "%lu ", (unsigned long)(p & 0xffff) / 112);
+  }
+}
+
+/* A forked child draws its own layout: the process takes a block (its generator is seeded),
+ * forks, and parent and child each carve a fresh page of another class; their block orders
+ * must differ (before the fix the child replayed the parent's random sequence). */
+static int fork_case(void) {
+  free(malloc(48));
+  int fd[2];
+  if (pipe(fd) != 0) return 2;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return 2;
+  char mine[512], theirs[512] = "";
+  fresh_order(mine, sizeof mine);
+  if (pid == 0) {
+    if (write(fd[1], mine, strlen(mine) + 1) < 0) _exit(2);
+    _exit(0);
+  }
+  close(fd[1]);
+  st_slurp(fd[0], theirs, sizeof theirs);
+  int status;
+  waitpid(pid, &status, 0);
+  printf("parent: %s\nchild:  %s\n", mine, theirs);
+  if (theirs[0] == 0 || !WIFEXITED(status) || WEXITSTATUS(status)) { printf("fork: broken\n"); return 0; }
+  printf("fork: %s\n", strcmp(mine, theirs) == 0 ? "same" : "differ");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[0], "child") == 0 && strcmp(argv[1], "fork") == 0) return fork_case();
   if (argc >= 1 && strcmp(argv[0], "child") == 0) {
     for (int i = 0; i < N; i++) {
       uintptr_t p = (uintptr_t)malloc(48);
@@ -53,5 +91,15 @@ int main(int argc, char **argv) {
   else if (ascending) { printf("FAIL run 1 handed out consecutive blocks in address order\n"); ok = 0; }
   if (!ok) st_failures++;
   else printf("ok   the two runs' block orders and fresh pages differ; no address order\n");
+  st_child_t f;
+  char *fargs[] = {"fork", NULL};
+  st_run_child(fargs, &f);
+  printf("%s", f.out);
+  if (!WIFEXITED(f.status) || WEXITSTATUS(f.status) || !strstr(f.out, "fork: differ")) {
+    printf("FAIL a forked child drew the same block order as its parent (or the check broke)\n");
+    st_failures++;
+  } else {
+    printf("ok   a forked child's fresh page is carved in another order than its parent's\n");
+  }
   return st_finish();
 }

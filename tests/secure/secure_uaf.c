@@ -1,7 +1,7 @@
-/* secure-uaf: a write after free is caught. Freed blocks are zeroed; a block that changed
- * is reported when it leaves the quarantine (its first words: where a free list would link)
- * or when malloc hands it out again (any other byte), and the program stops with "write
- * after free".
+/* secure-uaf: a write after free is caught. Freed blocks are zeroed (their first 64 bytes
+ * and the 8 before the canary: all of a block of up to 80 bytes) and wait in the thread's
+ * quarantine; a block whose zeroed bytes changed is reported when malloc hands it out
+ * again, and the program stops with "write after free".
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-uaf */
 #include "secure_test.h"
 
@@ -25,8 +25,10 @@ int main(int argc, char **argv) {
     free(keep);
     return 0;
   }
-  static const char *cases[][2] = {{"32", "0"}, {"32", "8"}, {"32", "20"}, {"200", "150"},
-                                   {"4000", "3000"}, {"8", "0"}};
+  static const char *cases[][2] = {{"32", "0"}, {"32", "8"}, {"32", "20"}, {"72", "70"}, {"200", "60"},
+                                   {"200", "195"}, {"1016", "1015"}, {"4000", "40"},
+                                   {"4088", "4080"},
+                                   {"8", "0"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char *args[] = {"x", (char *)cases[i][0], (char *)cases[i][1], NULL};
     st_child_t c;
