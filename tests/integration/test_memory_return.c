@@ -14,6 +14,10 @@
  *   many_threads   8 threads claim and free runs of every order at once, patterns checked
  *   dead_owner     threads allocate 32 MiB of small blocks and exit; main frees them all:
  *                  most pages go back with those frees (purge delay 0, no purger, no poll)
+ *   remote_emptied a thread fills 8 MiB of 512-byte blocks, another thread frees 7 MiB of
+ *                  them; the owner then allocates 8 MiB of 2048-byte blocks: the pages the
+ *                  remote frees emptied are reused (committed grows by far less than 8 MiB)
+ *                  and the blocks it kept hold their contents
  * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
@@ -157,6 +161,66 @@ TEST(dead_owner) {
   expect_int_eq(bad, 0);
   expect_true(after_exit >= base + T * dead_bytes); /* the live blocks' pages */
   expect_true(after_free <= base + (after_exit - base) / 2);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- pages emptied by remote frees ---- */
+/* The owner never allocates 512-byte blocks again after another thread freed most of them:
+ * only the pages' owner can collect those frees, and it does so for every class before it
+ * takes a fresh page (heap.c, heap_reclaim). Purge delay 0: pages given back are
+ * decommitted at once, so committed bytes show it without a poll. */
+enum { RE_SMALL = 512, RE_N = (int)(8 * MiB / RE_SMALL), RE_KEEP = RE_N / 8, RE_BIG = 2048 };
+static void *re_blocks[RE_N];
+static void *re_free_rest(void *arg) {
+  (void)arg;
+  for (int i = RE_KEEP; i < RE_N; i++) kite_free(re_blocks[i]);
+  return NULL;
+}
+static void *re_owner(void *arg) {
+  size_t *out = arg; /* committed: before, after the remote frees, after the new blocks */
+  out[0] = committed();
+  for (int i = 0; i < RE_N; i++) {
+    re_blocks[i] = kite_malloc(RE_SMALL);
+    if (!re_blocks[i]) return (void *)1;
+    memset(re_blocks[i], i & 0xff, RE_SMALL);
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, re_free_rest, NULL) != 0) return (void *)1;
+  pthread_join(t, NULL);
+  out[1] = committed();
+  enum { NB = (int)(8 * MiB / RE_BIG) };
+  static void *big[NB];
+  for (int i = 0; i < NB; i++) {
+    big[i] = kite_malloc(RE_BIG);
+    if (!big[i]) return (void *)1;
+    memset(big[i], 0xc3, RE_BIG);
+  }
+  out[2] = committed();
+  uintptr_t bad = 0;
+  for (int i = 0; i < RE_KEEP; i++) {
+    const unsigned char *p = re_blocks[i];
+    for (int k = 0; k < RE_SMALL; k++) bad += p[k] != (unsigned char)(i & 0xff);
+    kite_free(re_blocks[i]);
+  }
+  for (int i = 0; i < NB; i++) kite_free(big[i]);
+  return (void *)bad;
+}
+
+TEST(remote_emptied) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  kite_malloc_trim(0);
+  size_t c[3] = {0};
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, re_owner, c), 0);
+  void *bad;
+  pthread_join(t, &bad);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  fprintf(stderr, "remote_emptied: committed %zu KiB before, %zu KiB after the remote frees, %zu KiB after 8 MiB more\n",
+          c[0] >> 10, c[1] >> 10, c[2] >> 10);
+  expect_uint_eq((uintptr_t)bad, 0);
+  expect_true(c[1] >= c[0] + 8 * MiB);     /* the remote frees alone give nothing back */
+  expect_true(c[2] <= c[1] + 3 * MiB);     /* 7 MiB of emptied pages reused for the 8 MiB */
   expect_int_eq(kite_check(), 1);
 }
 
@@ -322,6 +386,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "many_threads")) RUN(many_threads);
   if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
+  if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
   if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);
