@@ -129,7 +129,12 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
  * classes (a few loads per class without pages): a page with remote frees is collected; if
  * that leaves it empty it is released (to the page cache, where page_fresh finds it, or
  * the arena), otherwise a full page moves to its class's queue. Visited pages without
- * remote frees rotate to the back of their list, so successive calls see others. */
+ * remote frees rotate to the back of their list, so successive calls see others.
+ * A class's current (pinned) page is never empty by its own count (the pin holds +1), so
+ * it would stay with the heap after the program left the class for good (every class of a
+ * realloc ladder keeps one, 64 KiB each): when it is found empty on two looks in a row,
+ * nothing having been allocated from it in between, it is released too; the class's next
+ * malloc takes the slow path to a fresh page (the page cache, or the arena's dirty units). */
 #define RECLAIM_VISITS 8
 
 /* Visit pages of q (class c, not the pinned first one) while *budget lasts. */
@@ -161,11 +166,27 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
   }
 }
 
+/* The pinned page of class c: released when empty at this look and the one before. */
+static void reclaim_pinned(kite_heap_t *h, unsigned c) {
+  kite_page_t *pin = h->pinned[c];
+  uint64_t bit = (uint64_t)1 << (c & 63), *idle = &h->reclaim_idle[c >> 6];
+  page_collect(h, pin, true);
+  if (pin->used != 1) { *idle &= ~bit; return; }
+  if (!(*idle & bit)) { *idle |= bit; return; }
+  *idle &= ~bit;
+  q_remove(&h->queue[c], pin);
+  h->pinned[c] = NULL;
+  pin->used = 0;
+  heap_pin(h, c); /* pins the next page, if any, and points the direct slots at it */
+  page_release(h, pin, true);
+}
+
 static void heap_reclaim(kite_heap_t *h, unsigned cls) {
   uint32_t budget = RECLAIM_VISITS;
   unsigned c = h->reclaim_cls;
   for (unsigned k = 0; k < KITE_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
     if (c == cls) continue; /* the caller's class: malloc_class_generic and full_scan see to it */
+    if (h->pinned[c]) { budget--; reclaim_pinned(h, c); }
     if (h->full[c].first) reclaim_list(h, c, true, &budget);
     if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);
   }
