@@ -123,19 +123,21 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
 /* ---- pages emptied by other threads' frees ----
  * A page whose blocks all went back through remote frees still counts them in used until
  * its owner collects thread_free, and the owner collects a page only when it allocates in
- * its class: pages of a class the thread no longer asks for (a program whose sizes moved
- * on: realloc ladders, phases) stay committed with no live block. Before a heap takes a
- * fresh page it looks at RECLAIM_VISITS pages of the other classes, round robin over the
- * classes (a few loads per class without pages): a page with remote frees is collected; if
- * that leaves it empty it is released (to the page cache, where page_fresh finds it, or
- * the arena), otherwise a full page moves to its class's queue. Visited pages without
- * remote frees rotate to the back of their list, so successive calls see others.
+ * its class, and then only one full page per full_scan: pages of a class the thread no
+ * longer asks for (a program whose sizes moved on: realloc ladders, phases) and pages deep
+ * in a busy class's full list stay committed with no live block. Before a heap takes a
+ * fresh page (the caller's class had nothing: full_scan and adoption failed) it looks at
+ * RECLAIM_VISITS pages, round robin over the classes, the caller's included (a few loads
+ * per class without pages): a page with remote frees is collected; if that leaves it empty
+ * it is released (to the page cache, where page_fresh finds it, or the arena), otherwise a
+ * full page moves to its class's queue. Visited pages without remote frees rotate to the
+ * back of their list, so successive calls see others.
  * A class's current (pinned) page is never empty by its own count (the pin holds +1), so
  * it would stay with the heap after the program left the class for good (every class of a
  * realloc ladder keeps one, 64 KiB each): when it is found empty on two looks in a row,
  * nothing having been allocated from it in between, it is released too; the class's next
  * malloc takes the slow path to a fresh page (the page cache, or the arena's dirty units). */
-#define RECLAIM_VISITS 8
+#define RECLAIM_VISITS 32
 
 /* Visit pages of q (class c, not the pinned first one) while *budget lasts. */
 static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget) {
@@ -185,8 +187,7 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
   uint32_t budget = RECLAIM_VISITS;
   unsigned c = h->reclaim_cls;
   for (unsigned k = 0; k < KITE_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
-    if (c == cls) continue; /* the caller's class: malloc_class_generic and full_scan see to it */
-    if (h->pinned[c]) { budget--; reclaim_pinned(h, c); }
+    if (h->pinned[c] && c != cls) { budget--; reclaim_pinned(h, c); }
     if (h->full[c].first) reclaim_list(h, c, true, &budget);
     if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);
   }
