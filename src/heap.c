@@ -127,8 +127,9 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
  * longer asks for (a program whose sizes moved on: realloc ladders, phases) and pages deep
  * in a busy class's full list stay committed with no live block. Before a heap takes a
  * fresh page (the caller's class had nothing: full_scan and adoption failed) it looks at
- * RECLAIM_VISITS pages, round robin over the classes, the caller's included (a few loads
- * per class without pages): a page with remote frees is collected; if that leaves it empty
+ * RECLAIM_VISITS pages: up to half of them on the caller's class's full list, the rest
+ * round robin over at most RECLAIM_CLASSES classes, the caller's included (a few loads per
+ * class without pages): a page with remote frees is collected; if that leaves it empty
  * it is released (to the page cache, where page_fresh finds it, or the arena), otherwise a
  * full page moves to its class's queue. Visited pages without remote frees rotate to the
  * back of their list, so successive calls see others.
@@ -138,6 +139,7 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
  * nothing having been allocated from it in between, it is released too; the class's next
  * malloc takes the slow path to a fresh page (the page cache, or the arena's dirty units). */
 #define RECLAIM_VISITS 32
+#define RECLAIM_CLASSES 16 /* classes looked at per call, at most */
 
 /* Visit pages of q (class c, not the pinned first one) while *budget lasts. */
 static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget) {
@@ -184,9 +186,11 @@ static void reclaim_pinned(kite_heap_t *h, unsigned c) {
 }
 
 static void heap_reclaim(kite_heap_t *h, unsigned cls) {
-  uint32_t budget = RECLAIM_VISITS;
+  uint32_t budget = RECLAIM_VISITS / 2;
+  if (h->full[cls].first) reclaim_list(h, cls, true, &budget); /* the caller's class first */
+  budget += RECLAIM_VISITS / 2;
   unsigned c = h->reclaim_cls;
-  for (unsigned k = 0; k < KITE_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
+  for (unsigned k = 0; k < RECLAIM_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
     if (h->pinned[c] && c != cls) { budget--; reclaim_pinned(h, c); }
     if (h->full[c].first) reclaim_list(h, c, true, &budget);
     if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);
