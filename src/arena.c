@@ -98,6 +98,7 @@ typedef struct kite_arena_s {
   uint8_t advised[KITE_ARENA_UNITS];   /* MADV_HUGEPAGE given (stays until the unit is unmapped) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
+  uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
 } kite_arena_t;
 
 #define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
@@ -136,6 +137,12 @@ static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
 }
 static inline kite_page_t *arena_pages(kite_arena_t *a) {
   return (kite_page_t *)((uintptr_t)a - ARENA_HDR_OFF);
+}
+
+/* Keep dirty_map's bit of unit u equal to is_free[u] && dirty[u]. Slot lock held. */
+static inline void dirty_mark(kite_arena_t *a, uint32_t u, bool on) {
+  uint64_t bit = (uint64_t)1 << (u & 63);
+  if (on) a->dirty_map[u >> 6] |= bit; else a->dirty_map[u >> 6] &= ~bit;
 }
 
 /* Make avail[] agree with a's largest free block. Caller holds a's slot lock. */
@@ -308,6 +315,28 @@ static void recent_note(kite_arena_t *a, uint32_t idx) {
   a->recent[0] = idx;
 }
 
+/* Small runs (order < RECENT_MIN_ORDER: the small pages) come from the lowest units that
+ * are free and still committed, when there are any: the buddy heap's own choice (the lowest
+ * free block of the smallest order that fits) would often be a purged or never touched unit
+ * while freed pages wait for the decay, and each such claim is page faults now and a purge
+ * later. Slot lock held. */
+static bool dirty_claim(kite_arena_t *a, unsigned order, uint64_t *idx) {
+  if (a->dirty_free < (1u << order)) return false;
+  for (uint32_t w = 0; w < KITE_ARENA_UNITS / 64; w++) {
+    uint64_t m = a->dirty_map[w];
+    if (order == 1) m &= (m >> 1) & 0x5555555555555555ull; /* aligned pairs */
+    while (m) {
+      uint32_t u = w * 64 + (uint32_t)__builtin_ctzll(m);
+      m &= m - 1;
+      if (kite_buddy_alloc_at(a->buddy, u, order) == 0) {
+        *idx = u;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 /* Mark [idx, idx + n) of a in use (they were free in the buddy heap a moment ago). Counts
  * the units that were committed (reused) and those that were not (fresh). Slot lock held. */
 static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh, size_t *reused) {
@@ -317,6 +346,7 @@ static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh,
     a->is_free[u] = 0;
     if (a->dirty[u]) (*reused)++; else (*fresh)++;
     a->dirty[u] = 1;
+    dirty_mark(a, (uint32_t)u, false);
   }
   a->dirty_free -= (uint32_t)*reused;
 }
@@ -326,7 +356,8 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   arena_slot_t *s = &slots[slot];
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  if (!a || !((order >= RECENT_MIN_ORDER && recent_claim(a, order, idx)) || kite_buddy_alloc(a->buddy, order, idx) == 0)) {
+  if (!a || !((order >= RECENT_MIN_ORDER ? recent_claim(a, order, idx) : dirty_claim(a, order, idx)) ||
+              kite_buddy_alloc(a->buddy, order, idx) == 0)) {
     _kite_unlock(&s->lock);
     return NULL;
   }
@@ -406,6 +437,7 @@ static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
     a->is_free[idx + i] = 1;
     a->freed_ms[idx + i] = (uint32_t)now;
     a->dirty[idx + i] = dirty;
+    dirty_mark(a, idx + i, dirty);
   }
   if (dirty) a->dirty_free += n;
   if (dirty && order >= RECENT_MIN_ORDER) recent_note(a, idx);
@@ -514,6 +546,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
     a->is_free[u] = 1;
     a->dirty[u] = 1;
     a->freed_ms[u] = (uint32_t)now;
+    dirty_mark(a, u, true);
   }
   a->dirty_free += n_old - n_new;
   kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
@@ -536,7 +569,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
  * left with the slot lock held. */
 static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j) {
   kite_check(kite_buddy_reserve(a->buddy, i, j - i) == 0);
-  for (uint32_t k = i; k < j; k++) { a->is_free[k] = 0; a->dirty[k] = 0; }
+  for (uint32_t k = i; k < j; k++) { a->is_free[k] = 0; a->dirty[k] = 0; dirty_mark(a, k, false); }
   a->dirty_free -= j - i;
   avail_update(a);
   _kite_unlock(&s->lock);
@@ -787,6 +820,7 @@ static bool arena_check(kite_arena_t *a) {
       if (kite_buddy_block_order(a->buddy, u) >= 0) return _kite_check_failed("arena: free unit is allocated in the buddy heap", u);
       nfree++;
       dirty += a->dirty[u] != 0;
+      if (((a->dirty_map[u >> 6] >> (u & 63)) & 1) != (a->dirty[u] != 0)) return _kite_check_failed("arena: dirty_map of a free unit", u);
       u++;
       continue;
     }

@@ -120,9 +120,88 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   run_free(pg);
 }
 
+/* ---- pages emptied by other threads' frees ----
+ * A page whose blocks all went back through remote frees still counts them in used until
+ * its owner collects thread_free, and the owner collects a page only when it allocates in
+ * its class, and then only one full page per full_scan: pages of a class the thread no
+ * longer asks for (a program whose sizes moved on: realloc ladders, phases) and pages deep
+ * in a busy class's full list stay committed with no live block. Before a heap takes a
+ * fresh page (the caller's class had nothing: full_scan and adoption failed) it looks at
+ * RECLAIM_VISITS pages: up to half of them on the caller's class's full list, the rest
+ * round robin over at most RECLAIM_CLASSES classes, the caller's included (a few loads per
+ * class without pages): a page with remote frees is collected; if that leaves it empty
+ * it is released (to the page cache, where page_fresh finds it, or the arena), otherwise a
+ * full page moves to its class's queue. Visited pages without remote frees rotate to the
+ * back of their list, so successive calls see others.
+ * A class's current (pinned) page is never empty by its own count (the pin holds +1), so
+ * it would stay with the heap after the program left the class for good (every class of a
+ * realloc ladder keeps one, 64 KiB each): when it is found empty on two looks in a row,
+ * nothing having been allocated from it in between, it is released too; the class's next
+ * malloc takes the slow path to a fresh page (the page cache, or the arena's dirty units). */
+#define RECLAIM_VISITS 32
+#define RECLAIM_CLASSES 16 /* classes looked at per call, at most */
+
+/* Visit pages of q (class c, not the pinned first one) while *budget lasts. */
+static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget) {
+  kite_pageq_t *q = full ? &h->full[c] : &h->queue[c];
+  kite_page_t *skip = full ? NULL : h->pinned[c];
+  uint32_t n = full ? h->full_count[c] : 0;
+  if (!full) for (kite_page_t *pg = q->first; pg; pg = pg->next) if (pg != skip && ++n >= *budget) break;
+  for (; n > 0 && *budget > 0; n--) {
+    kite_page_t *pg = skip ? skip->next : q->first;
+    if (!pg) break;
+    (*budget)--;
+    q_remove(q, pg);
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) == KITE_TF_EMPTY) {
+      q_push_back(q, pg); /* rotate */
+      continue;
+    }
+    if (full) {
+      pg->used &= ~KITE_PAGE_IN_FULL;
+      h->full_count[c]--;
+    }
+    page_collect(h, pg, true);
+    if (pg->used == 0) {
+      page_release(h, pg, true);
+      continue;
+    }
+    q_push_back(&h->queue[c], pg);
+    if (h->queue[c].first == pg) heap_pin(h, c);
+  }
+}
+
+/* The pinned page of class c: released when empty at this look and the one before. */
+static void reclaim_pinned(kite_heap_t *h, unsigned c) {
+  kite_page_t *pin = h->pinned[c];
+  uint64_t bit = (uint64_t)1 << (c & 63), *idle = &h->reclaim_idle[c >> 6];
+  page_collect(h, pin, true);
+  if (pin->used != 1) { *idle &= ~bit; return; }
+  if (!(*idle & bit)) { *idle |= bit; return; }
+  *idle &= ~bit;
+  q_remove(&h->queue[c], pin);
+  h->pinned[c] = NULL;
+  pin->used = 0;
+  heap_pin(h, c); /* pins the next page, if any, and points the direct slots at it */
+  page_release(h, pin, true);
+}
+
+static void heap_reclaim(kite_heap_t *h, unsigned cls) {
+  uint32_t budget = RECLAIM_VISITS / 2;
+  if (h->full[cls].first) reclaim_list(h, cls, true, &budget); /* the caller's class first */
+  budget += RECLAIM_VISITS / 2;
+  unsigned c = h->reclaim_cls;
+  for (unsigned k = 0; k < RECLAIM_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
+    if (h->pinned[c] && c != cls) { budget--; reclaim_pinned(h, c); }
+    if (h->full[c].first) reclaim_list(h, c, true, &budget);
+    if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);
+  }
+  h->reclaim_cls = c;
+}
+
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg;
   unsigned order = _kite_class_order_[cls];
+  heap_reclaim(h, cls);
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;

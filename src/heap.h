@@ -32,6 +32,8 @@ typedef struct kite_heap_s {
   struct kite_heap_s *next_all, *prev_all;
   bool user;                        /* a first-class heap (kite_heap_new): never adopts */
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */
+  uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
+  uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
 } kite_heap_t;
 
 extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));

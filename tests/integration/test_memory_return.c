@@ -14,6 +14,14 @@
  *   many_threads   8 threads claim and free runs of every order at once, patterns checked
  *   dead_owner     threads allocate 32 MiB of small blocks and exit; main frees them all:
  *                  most pages go back with those frees (purge delay 0, no purger, no poll)
+ *   remote_emptied a thread fills 8 MiB of 512-byte blocks, another thread frees 7 MiB of
+ *                  them; the owner then allocates 8 MiB of 2048-byte blocks: the pages the
+ *                  remote frees emptied are reused (committed grows by far less than 8 MiB)
+ *                  and the blocks it kept hold their contents
+ *   idle_classes   a thread fills and empties one page of each of 28 classes, then
+ *                  allocates 8 MiB of another: the 28 empty current pages are given back
+ *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
+ *                  above them: new pages come from the committed ones (no growth)
  * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
@@ -157,6 +165,168 @@ TEST(dead_owner) {
   expect_int_eq(bad, 0);
   expect_true(after_exit >= base + T * dead_bytes); /* the live blocks' pages */
   expect_true(after_free <= base + (after_exit - base) / 2);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- pages emptied by remote frees ---- */
+/* The owner never allocates 512-byte blocks again after another thread freed most of them:
+ * only the pages' owner can collect those frees, and it does so for every class before it
+ * takes a fresh page (heap.c, heap_reclaim). Purge delay 0: pages given back are
+ * decommitted at once, so committed bytes show it without a poll. */
+enum { RE_SMALL = 512, RE_N = (int)(8 * MiB / RE_SMALL), RE_KEEP = RE_N / 8, RE_BIG = 2048 };
+static void *re_blocks[RE_N];
+static void *re_free_rest(void *arg) {
+  (void)arg;
+  for (int i = RE_KEEP; i < RE_N; i++) kite_free(re_blocks[i]);
+  return NULL;
+}
+static void *re_owner(void *arg) {
+  size_t *out = arg; /* committed: before, after the remote frees, after the new blocks */
+  out[0] = committed();
+  for (int i = 0; i < RE_N; i++) {
+    re_blocks[i] = kite_malloc(RE_SMALL);
+    if (!re_blocks[i]) return (void *)1;
+    memset(re_blocks[i], i & 0xff, RE_SMALL);
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, re_free_rest, NULL) != 0) return (void *)1;
+  pthread_join(t, NULL);
+  out[1] = committed();
+  enum { NB = (int)(8 * MiB / RE_BIG) };
+  static void *big[NB];
+  for (int i = 0; i < NB; i++) {
+    big[i] = kite_malloc(RE_BIG);
+    if (!big[i]) return (void *)1;
+    memset(big[i], 0xc3, RE_BIG);
+  }
+  out[2] = committed();
+  uintptr_t bad = 0;
+  for (int i = 0; i < RE_KEEP; i++) {
+    const unsigned char *p = re_blocks[i];
+    for (int k = 0; k < RE_SMALL; k++) bad += p[k] != (unsigned char)(i & 0xff);
+    kite_free(re_blocks[i]);
+  }
+  for (int i = 0; i < NB; i++) kite_free(big[i]);
+  return (void *)bad;
+}
+
+TEST(remote_emptied) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  kite_malloc_trim(0);
+  size_t c[3] = {0};
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, re_owner, c), 0);
+  void *bad;
+  pthread_join(t, &bad);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  fprintf(stderr, "remote_emptied: committed %zu KiB before, %zu KiB after the remote frees, %zu KiB after 8 MiB more\n",
+          c[0] >> 10, c[1] >> 10, c[2] >> 10);
+  expect_uint_eq((uintptr_t)bad, 0);
+  expect_true(c[1] >= c[0] + 8 * MiB);     /* the remote frees alone give nothing back */
+  expect_true(c[2] <= c[1] + 3 * MiB);     /* 7 MiB of emptied pages reused for the 8 MiB */
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- a class's current page, left empty ---- */
+/* Each class keeps its current page while the thread allocates elsewhere; once found empty
+ * on two looks (heap.c, reclaim_pinned; a look comes with every fresh page) it is given
+ * back. Purge delay 0: what reaches the arena is decommitted at once. */
+enum { IC_SIZES = 40, IC_BIG = 4096, IC_NB = (int)(8 * MiB / IC_BIG) };
+static void *ic_owner(void *arg) {
+  size_t *out = arg; /* committed: at the start, after the 28 classes, after the 8 MiB */
+  static void *b[4096], *big[IC_NB];
+  uintptr_t bad = 0;
+  out[0] = committed();
+  for (int k = 1; k <= IC_SIZES; k++) { /* 16 .. 640 bytes: 28 classes, one page each */
+    size_t sz = (size_t)k * 16;
+    void *p = kite_malloc(sz);
+    if (!p) return (void *)1;
+    int n = (int)(65536 / kite_malloc_usable_size(p)); /* the blocks of one page */
+    b[0] = p;
+    for (int i = 1; i < n; i++) if (!(b[i] = kite_malloc(sz))) return (void *)1;
+    for (int i = 0; i < n; i++) memset(b[i], k, sz);
+    for (int i = 0; i < n; i++) kite_free(b[i]);
+  }
+  out[1] = committed();
+  for (int i = 0; i < IC_NB; i++) {
+    if (!(big[i] = kite_malloc(IC_BIG))) return (void *)1;
+    memset(big[i], i & 0xff, IC_BIG);
+  }
+  out[2] = committed();
+  for (int i = 0; i < IC_NB; i++) {
+    const unsigned char *p = big[i];
+    bad += p[0] != (unsigned char)(i & 0xff) || p[IC_BIG - 1] != (unsigned char)(i & 0xff);
+    kite_free(big[i]);
+  }
+  return (void *)bad;
+}
+
+TEST(idle_classes) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  kite_malloc_trim(0);
+  size_t c[3] = {0};
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, ic_owner, c), 0);
+  void *bad;
+  pthread_join(t, &bad);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  fprintf(stderr, "idle_classes: committed %zu KiB at the start, %zu KiB after 28 classes, %zu KiB after 8 MiB of 4 KiB blocks\n",
+          c[0] >> 10, c[1] >> 10, c[2] >> 10);
+  expect_uint_eq((uintptr_t)bad, 0);
+  /* each class's emptied page went to the next class or the 4 KiB blocks: 8 MiB and at
+   * most a few pages more (28 pages, 1.75 MiB, when every class keeps its own) */
+  expect_true(c[2] <= c[0] + 8 * MiB + 512 * 1024);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- committed units first ---- */
+/* 64 pages of 4 KiB blocks freed with the purge delay at 0 (decommitted, low addresses),
+ * 64 pages of 2 KiB blocks above them freed with purging off (committed); then 64 pages of
+ * 1 KiB blocks: they take the committed units (arena.c, dirty_claim), not the purged ones
+ * below, so committed memory does not grow. */
+enum { DF_PAGES = 64 };
+static void *df_fill(size_t sz, void **b) {
+  int n = (int)(DF_PAGES * 65536 / sz);
+  for (int i = 0; i < n; i++) {
+    if (!(b[i] = kite_malloc(sz))) return NULL;
+    memset(b[i], 0x3c, sz);
+  }
+  return b;
+}
+static void df_free(size_t sz, void **b) {
+  int n = (int)(DF_PAGES * 65536 / sz);
+  for (int i = 0; i < n; i++) kite_free(b[i]);
+}
+static void *df_owner(void *arg) {
+  size_t *out = arg;
+  static void *a[DF_PAGES * 16], *b[DF_PAGES * 32], *c[DF_PAGES * 64];
+  if (!df_fill(4096, a) || !df_fill(2048, b)) return (void *)1;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  df_free(4096, a);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  df_free(2048, b);
+  out[0] = committed();
+  if (!df_fill(1024, c)) return (void *)1;
+  out[1] = committed();
+  df_free(1024, c);
+  return NULL;
+}
+
+TEST(dirty_first) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_malloc_trim(0);
+  size_t c[2] = {0};
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, df_owner, c), 0);
+  void *r;
+  pthread_join(t, &r);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_malloc_trim(0);
+  fprintf(stderr, "dirty_first: committed %zu KiB before, %zu KiB after 4 MiB of new pages\n", c[0] >> 10, c[1] >> 10);
+  expect_true(r == NULL);
+  expect_true(c[1] <= c[0] + 1 * MiB); /* the 4 MiB came from the 4 MiB kept committed */
   expect_int_eq(kite_check(), 1);
 }
 
@@ -322,6 +492,9 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "many_threads")) RUN(many_threads);
   if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
+  if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
+  if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
+  if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
   if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);
