@@ -91,8 +91,11 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 /* ---- small pages ---- */
 
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  uint32_t n = _kite_page_collect(pg, all, _kite_options.show_stats);
-  if (n) h->issued[pg->cls] += n;
+  uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
+  if (n) {
+    h->issued[pg->cls] += n;
+    h->remote_frees += remote;
+  }
 }
 
 static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
@@ -202,7 +205,9 @@ static bool abandoned_settle(kite_page_t *pg, bool keep) {
   }
   uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
   if (KITE_TF_COUNT(tfw) != pg->used) return false;
-  _kite_page_collect(pg, true, false);
+  uint32_t remote;
+  _kite_page_collect(pg, true, false, &remote);
+  if (remote) _kite_stat_add(&_kite_stats.remote_frees, remote);
   if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
   abandoned_unlink(pg);
   if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
@@ -363,23 +368,11 @@ static void heap_abandon(kite_heap_t *h) {
   _kite_unlock(&heap_lock);
 }
 
-/* Set once this thread's heap was abandoned at its exit: a free no longer makes a heap. */
-static __thread bool heap_exited __attribute__((tls_model("initial-exec")));
-
 static void heap_thread_done(void *arg) {
   kite_heap_t *h = arg;
   if (!h || h == &_kite_heap_empty) return;
-  heap_exited = true;
   _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
   heap_abandon(h);
-}
-
-kite_heap_t *_kite_heap_for_free(void) {
-  if (heap_exited) return NULL;
-  int e = errno; /* free leaves errno alone */
-  kite_heap_t *h = heap_create();
-  errno = e;
-  return h;
 }
 
 /* ---- generic allocation ---- */

@@ -97,13 +97,15 @@ static uint32_t take_remote(kite_page_t *pg, size_t i, uint32_t n) {
   return n - k;
 }
 
-uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local) {
+uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote) {
   uint32_t issued = 0;
+  *remote = 0;
   if ((all || pg->free == KITE_LINK_END) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
     uint64_t tf = __atomic_exchange_n(&pg->thread_free, KITE_TF_EMPTY, __ATOMIC_ACQUIRE);
     uint32_t moved = take_remote(pg, KITE_TF_HEAD(tf), (uint32_t)KITE_TF_COUNT(tf));
     pg->used -= (int32_t)moved;
     issued += moved;
+    *remote = moved;
   }
   if (pg->local_free != KITE_LINK_END && (all || pg->free == KITE_LINK_END)) {
     if (pg->free != KITE_LINK_END || count_local) {

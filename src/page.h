@@ -88,8 +88,10 @@ void _kite_page_fini(kite_page_t *pg);
 uint32_t _kite_page_extend(kite_page_t *pg);
 /* Move thread_free and local_free into the allocation list. Without `all`, only while the
  * allocation list is empty. Returns the blocks that count as newly issued for statistics
- * (remote frees always; local frees only when count_local). Owner only. */
-uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
+ * (remote frees always; local frees only when count_local); *remote = the blocks taken from
+ * thread_free (the remote-free statistic counts them here, not in the remote free's path).
+ * Owner only. */
+uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote);
 /* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
  * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
  * double or invalid free. */
