@@ -30,6 +30,11 @@ void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
 #endif
 static KITE_NOINLINE void free_generic(void *p);
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h);
+/* The local free's slow end (an emptied page, or one on the full list), for kite_free. */
+static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
+
+static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p);
+static KITE_NOINLINE void free_local_slow(kite_page_t *pg);
 
 /* 29 instructions (with the return) for a block of this thread's own small page that does not
  * empty it (docs/design.md). */
@@ -98,7 +103,7 @@ KITE_API void kite_free(void *p) {
 #else
           if (likely(--pg->used > 0)) return;
 #endif
-          _kite_free_local_slow(h, pg);
+          free_local_slow(pg); /* not h: it would have to outlive the multiply */
           return;
         }
       }
@@ -117,12 +122,14 @@ KITE_API void kite_free(void *p) {
 static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
   if (!_kite_heap_free_abandoned(pg, i)) _kite_page_push_remote(pg, i);
 }
-static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
+static KITE_COLD void free_invalid(const kite_page_t *pg, uint32_t i) {
+  _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
+}
 
 /* Free block i (at p) of small page pg (head descriptor) owned by h, this thread's heap. */
 static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
   if (pg->links[i] != KITE_LINK_LIVE) {
-    free_invalid(p);
+    free_invalid(pg, i);
     return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
@@ -146,7 +153,7 @@ static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h,
   }
   uint16_t *e = &pg->links[i];
   if (unlikely(!_kite_page_claim_remote(pg, i))) {
-    free_invalid(p);
+    free_invalid(pg, i);
     return;
   }
   if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
@@ -178,23 +185,12 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
  * anything else (large run, invalid pointer) goes to free_generic. Only the head of a small
  * page has an owner (page.c and heap.c set heap, release, on nothing else), so a unit with
  * one needs no head or kind lookup: the acquire pairs with those stores. */
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
-  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
-  if (likely(owner != NULL)) {
-    /* d is the head of a small page and p in its first unit: p's offset in the unit is its
-     * offset in the page. The index is <= reserved (the unit holds no more blocks), so no
-     * capacity test: uncarved entries read 0, never LIVE, and the claim fails on them. */
-    unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)(uintptr_t)p * d->div_magic;
-    if (likely((uint64_t)m < d->div_magic)) {
-      free_small_any(h, owner, d, p, (uint32_t)(uint64_t)(m >> 64));
-      return;
-    }
-    goto generic;
-  }
-  {
-    kite_page_t *pg = _kite_page_head(d);
-    if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) != KITE_KIND_SMALL) goto generic;
-    owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+/* A unit without an owner: a small page's other unit, an abandoned page, a large run, or
+ * not a block at all. */
+static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p) {
+  kite_page_t *pg = _kite_page_head(d);
+  if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL) {
+    kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
     /* _kite_page_index_of without its sign: i < capacity <= KITE_PAGE_MAX_BLOCKS */
     uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
     unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
@@ -204,8 +200,24 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_
       return;
     }
   }
-generic:
   free_generic(p);
+}
+
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
+  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
+  if (unlikely(owner == NULL)) {
+    free_arena_headless(h, d, p);
+    return;
+  }
+  /* d is the head of a small page and p in its first unit: p's offset in the unit is its
+   * offset in the page. The index is <= reserved (the unit holds no more blocks), so no
+   * capacity test: uncarved entries read 0, never LIVE, and the claim fails on them. */
+  unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)(uintptr_t)p * d->div_magic;
+  if (unlikely((uint64_t)m >= d->div_magic)) {
+    free_generic(p);
+    return;
+  }
+  free_small_any(h, owner, d, p, (uint32_t)(uint64_t)(m >> 64));
 }
 
 static KITE_NOINLINE void free_generic(void *p) {

@@ -109,7 +109,8 @@ static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
 static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, uint32_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {
-    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    /* REMOTE | head, as an addition (head <= KITE_LINK_END < KITE_LINK_REMOTE): one lea */
+    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE + (uint32_t)old), __ATOMIC_RELAXED);
     /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
     nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
