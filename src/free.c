@@ -25,11 +25,18 @@
 #include "pagemap.h"
 #include "message.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+#define FREE_NOCLONE __attribute__((noclone)) /* keep free_arena_generic's arguments as declared */
+#else
+#define FREE_NOCLONE
+#endif
 #if defined(__SANITIZE_THREAD__)
 void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
 #endif
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h);
+/* h comes fourth (the third argument is unused): kite_free holds it in that register (rcx on
+ * x86-64), and the multiply's rdx does not clobber it. */
+static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h);
 /* The local free's slow end (an emptied page, or one on the full list), for kite_free. */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
@@ -109,7 +116,15 @@ KITE_API void kite_free(void *p) {
       }
     }
   arena:
-    free_arena_generic(p, pg, h);
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    {
+      uintptr_t any; /* the unused argument: whatever rdx holds, no instruction to set it */
+      __asm__("" : "=d"(any));
+      free_arena_generic(p, pg, any, h);
+    }
+#else
+    free_arena_generic(p, pg, 0, h);
+#endif
     return;
   }
   free_generic(p);
@@ -146,18 +161,18 @@ static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h,
  * docs/design.md): claim the entry LIVE -> REMOTE|END (one CAS; fails: not handed out) ->
  * pg->heap still set (else the page is abandoned: out of line) -> push i on thread_free
  * (one CAS). */
-static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, uint32_t i) {
+static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, size_t i) {
   if (owner == h) {
-    free_small_own(h, pg, p, i);
+    free_small_own(h, pg, p, (uint32_t)i);
     return;
   }
   uint16_t *e = &pg->links[i];
   if (unlikely(!_kite_page_claim_remote(pg, i))) {
-    free_invalid(pg, i);
+    free_invalid(pg, (uint32_t)i);
     return;
   }
   if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
-    free_remote_abandoned(pg, i);
+    free_remote_abandoned(pg, (uint32_t)i);
     return;
   }
   _kite_page_push_remote_at(pg, e, i);
@@ -203,7 +218,8 @@ static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, vo
   free_generic(p);
 }
 
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
+static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h) {
+  (void)unused;
   kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
   if (unlikely(owner == NULL)) {
     free_arena_headless(h, d, p);
@@ -212,12 +228,22 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_
   /* d is the head of a small page and p in its first unit: p's offset in the unit is its
    * offset in the page. The index is <= reserved (the unit holds no more blocks), so no
    * capacity test: uncarved entries read 0, never LIVE, and the claim fails on them. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  uint64_t lo, i; /* the multiply and the compare read div_magic from memory, as in kite_free */
+  __asm__("mulq %2" : "=a"(lo), "=d"(i) : "m"(d->div_magic), "0"((uint64_t)(uint16_t)(uintptr_t)p) : "cc");
+  __asm__ goto("cmpq %0, %1\n\tjae %l[generic]" : : "m"(d->div_magic), "r"(lo) : "cc" : generic);
+  free_small_any(h, owner, d, p, i);
+  return;
+generic:
+  free_generic(p);
+#else
   unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)(uintptr_t)p * d->div_magic;
   if (unlikely((uint64_t)m >= d->div_magic)) {
     free_generic(p);
     return;
   }
   free_small_any(h, owner, d, p, (uint32_t)(uint64_t)(m >> 64));
+#endif
 }
 
 static KITE_NOINLINE void free_generic(void *p) {
