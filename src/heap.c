@@ -83,7 +83,7 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
   }
   if (cls >= KITE_DIRECT_CLASSES) return;
   kite_page_t *pg = first ? first : &_kite_page_empty;
-  for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++) h->direct[s] = pg;
+  for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++) h->direct[s] = pg;
   kite_assert_internal(_kite_heap_check_class(h, cls, 0));
   kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
@@ -645,7 +645,7 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
   if (first && (first->used & ~KITE_PAGE_IN_FULL) < 1) return _kite_check_failed("heap: pinned page without its +1", cls);
   if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
   if (cls < KITE_DIRECT_CLASSES)
-    for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++)
+    for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++)
       if (h->direct[s] != (first ? first : &_kite_page_empty)) return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;

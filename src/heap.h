@@ -4,7 +4,7 @@
  *
  * Ownership: a heap is touched only by its thread (and, after the thread exited, by
  * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
- * direct[s] is always the first page of the queue of class_of(16*s), or the static empty
+ * direct[n] is always the first page of the queue of class_of(n), or the static empty
  * page (whose free list is NULL) so a miss lands in the generic path without a branch.
  * The first page of each queue is "pinned": its used count carries +1, so freeing its
  * last block does not leave the fast path (malloc/free of one block in a loop stays at
