@@ -3,7 +3,7 @@
  * free and the pointer queries are in free.c.
  *
  * Fast path (x86-64, -O2; counted with callgrind, see docs/design.md):
- *   malloc(n <= 1024): TLS heap -> direct[(n+15)/16] -> i = page->free; page->free =
+ *   malloc(n <= 1024): TLS heap -> direct[n] -> i = page->free; page->free =
  *            links[i]; links[i] = LIVE; used++; start + i * size. The block is not touched.
  * Everything else (larger sizes, an empty current page, the first allocation of a thread)
  * goes to *_generic functions, out of line.
@@ -26,12 +26,12 @@
 #include <string.h>
 
 static void *alloc_large(size_t n, size_t align, bool *zero);
-static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n);
+static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h);
 
-/* 19 instructions (with the return) when the current page has a free block. */
+/* 16 instructions (with the return) when the current page has a free block. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX)) {
-    kite_page_t *pg = _kite_heap_tls->direct[(n + 15) >> 4];
+    kite_page_t *pg = _kite_heap_tls->direct[n];
     uint32_t i = pg->free;
     if (likely(i != KITE_LINK_END)) {
       uint16_t *l = pg->links;
@@ -51,10 +51,10 @@ KITE_API void *kite_malloc(size_t n) {
       return b;
     }
   }
-  return malloc_generic(_kite_heap_tls, n);
+  return malloc_generic(n, _kite_heap_tls);
 }
 
-static KITE_NOINLINE void *malloc_generic(kite_heap_t *h, size_t n) {
+static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
   void *p;
   if (n <= KITE_SMALL_MAX) {
     p = _kite_malloc_small_generic(h, n);

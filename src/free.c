@@ -25,18 +25,38 @@
 #include "pagemap.h"
 #include "message.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+#define FREE_NOCLONE __attribute__((noclone)) /* keep free_arena_generic's arguments as declared */
+#else
+#define FREE_NOCLONE
+#endif
 #if defined(__SANITIZE_THREAD__)
 void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
 #endif
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h);
+/* h comes fourth (the third argument is unused): kite_free holds it in that register (rcx on
+ * x86-64), and the multiply's rdx does not clobber it. */
+static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h);
+/* The local free's slow end (an emptied page, or one on the full list), for kite_free. */
+static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
-/* ~30 instructions for a block of this thread's own small page (docs/design.md). */
+static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p);
+static KITE_NOINLINE void free_local_slow(kite_page_t *pg);
+
+/* 29 instructions (with the return) for a block of this thread's own small page that does not
+ * empty it (docs/design.md). */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
-    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) */
-    kite_page_t *pg = (kite_page_t *)((u >> KITE_ARENA_SHIFT) << KITE_ARENA_SHIFT) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
+    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) and
+     * the unit's byte offset in the descriptor table (descriptors are 128 bytes) */
+    uintptr_t base = u >> KITE_ARENA_SHIFT;
+#if defined(__x86_64__)
+    __asm__("shlq %1, %0" : "+r"(base) : "i"(KITE_ARENA_SHIFT) : "cc"); /* gcc copies u and masks: one more */
+#else
+    base <<= KITE_ARENA_SHIFT;
+#endif
+    kite_page_t *pg = (kite_page_t *)(base + ((u >> (KITE_UNIT_SHIFT - 7)) & ((uintptr_t)(KITE_ARENA_UNITS - 1) << 7)));
     kite_heap_t *h = _kite_heap_tls;
     /* owner: pg->heap is stored atomically by others, so it is read as one atomic access. On
      * x86-64 that is the compare's own memory operand (an aligned 8-byte read is atomic, and
@@ -50,9 +70,17 @@ KITE_API void kite_free(void *p) {
     {
       /* block start and index in one multiply (offsets in the head unit only: other units'
        * descriptors never match a heap); uncarved blocks' entries read 0, not LIVE */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+      /* the multiply and the compare read div_magic from memory (gcc loads it first) */
+      uint64_t lo, i;
+      __asm__("mulq %2" : "=a"(lo), "=d"(i) : "m"(pg->div_magic), "0"((uint64_t)(uint16_t)u) : "cc");
+      __asm__ goto("cmpq %0, %1\n\tjae %l[arena]" : : "m"(pg->div_magic), "r"(lo) : "cc" : arena);
+      {
+#else
       unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)u * pg->div_magic;
       if (likely((uint64_t)m < pg->div_magic)) {
         uint64_t i = (uint64_t)(m >> 64);
+#endif
         uint16_t *l = pg->links;
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
         __asm__ goto("cmpw $-1, (%0,%1,2)\n\tjne %l[arena]" : : "r"(l), "r"(i), "m"(*(const uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])l) : "cc" : arena);
@@ -82,39 +110,41 @@ KITE_API void kite_free(void *p) {
 #else
           if (likely(--pg->used > 0)) return;
 #endif
-          _kite_free_local_slow(h, pg);
+          free_local_slow(pg); /* not h: it would have to outlive the multiply */
           return;
         }
       }
     }
   arena:
-    free_arena_generic(p, pg, h);
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    {
+      uintptr_t any; /* the unused argument: whatever rdx holds, no instruction to set it */
+      __asm__("" : "=d"(any));
+      free_arena_generic(p, pg, any, h);
+    }
+#else
+    free_arena_generic(p, pg, 0, h);
+#endif
     return;
   }
   free_generic(p);
 }
 
-/* The rare ends of a free to another thread's page, out of line so that the remote path
- * below needs no saved registers: counting it for a thread that has no heap yet (it gets
- * one, so its later remote frees count without an atomic on shared counters); a page with
- * no owner (its thread exited: heap.c pushes the block, and gives the page back once
- * empty); a block that is not handed out. */
-static KITE_COLD void remote_count_heapless(void) {
-  kite_heap_t *h = _kite_heap_for_free();
-  if (h) h->remote_frees++;
-  else _kite_stat_add(&_kite_stats.remote_frees, 1);
-}
-static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i, kite_heap_t *h) {
+/* The rare end of a free to another thread's page, out of line so that the remote path
+ * below needs no saved registers: a page with no owner (its thread exited: heap.c pushes
+ * the block, and gives the page back once empty). Remote frees are counted by the owner
+ * when it takes them back (heap.c's page_collect), not here. */
+static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
   if (!_kite_heap_free_abandoned(pg, i)) _kite_page_push_remote(pg, i);
-  if (h != &_kite_heap_empty) h->remote_frees++;
-  else remote_count_heapless();
 }
-static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
+static KITE_COLD void free_invalid(const kite_page_t *pg, uint32_t i) {
+  _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
+}
 
 /* Free block i (at p) of small page pg (head descriptor) owned by h, this thread's heap. */
 static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
   if (pg->links[i] != KITE_LINK_LIVE) {
-    free_invalid(p);
+    free_invalid(pg, i);
     return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
@@ -125,27 +155,27 @@ static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h,
 }
 
 /* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap;
- * owner: pg->heap as the caller read it); p is a carved block start of pg.
- * Remote (~40 instructions, x86-64 -O2, callgrind; docs/design.md): claim the entry
- * LIVE -> REMOTE|END (one CAS; fails: not handed out) -> pg->heap still set (else the
- * page is abandoned: out of line) -> push i on thread_free (one CAS) -> count it. */
-static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, uint32_t i) {
+ * owner: pg->heap as the caller read it); p is a block start of pg, i <= pg->reserved (an
+ * uncarved block's entry reads 0, as does the spare entry past the last block).
+ * Remote (~30 instructions with kite_free's entry before it, x86-64 -O2, callgrind;
+ * docs/design.md): claim the entry LIVE -> REMOTE|END (one CAS; fails: not handed out) ->
+ * pg->heap still set (else the page is abandoned: out of line) -> push i on thread_free
+ * (one CAS). */
+static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, size_t i) {
   if (owner == h) {
-    free_small_own(h, pg, p, i);
+    free_small_own(h, pg, p, (uint32_t)i);
     return;
   }
   uint16_t *e = &pg->links[i];
   if (unlikely(!_kite_page_claim_remote(pg, i))) {
-    free_invalid(p);
+    free_invalid(pg, (uint32_t)i);
     return;
   }
   if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
-    free_remote_abandoned(pg, i, h);
+    free_remote_abandoned(pg, (uint32_t)i);
     return;
   }
   _kite_page_push_remote_at(pg, e, i);
-  if (likely(h != &_kite_heap_empty)) h->remote_frees++;
-  else remote_count_heapless();
 }
 
 kite_page_t *_kite_lookup(const void *p, size_t *huge) {
@@ -170,15 +200,12 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
  * anything else (large run, invalid pointer) goes to free_generic. Only the head of a small
  * page has an owner (page.c and heap.c set heap, release, on nothing else), so a unit with
  * one needs no head or kind lookup: the acquire pairs with those stores. */
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_t *h) {
-  kite_page_t *pg = d;
-  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
-  if (unlikely(owner == NULL)) {
-    pg = _kite_page_head(d);
-    if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) != KITE_KIND_SMALL) goto generic;
-    owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-  }
-  {
+/* A unit without an owner: a small page's other unit, an abandoned page, a large run, or
+ * not a block at all. */
+static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p) {
+  kite_page_t *pg = _kite_page_head(d);
+  if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL) {
+    kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
     /* _kite_page_index_of without its sign: i < capacity <= KITE_PAGE_MAX_BLOCKS */
     uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
     unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
@@ -188,8 +215,35 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d, kite_heap_
       return;
     }
   }
+  free_generic(p);
+}
+
+static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h) {
+  (void)unused;
+  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
+  if (unlikely(owner == NULL)) {
+    free_arena_headless(h, d, p);
+    return;
+  }
+  /* d is the head of a small page and p in its first unit: p's offset in the unit is its
+   * offset in the page. The index is <= reserved (the unit holds no more blocks), so no
+   * capacity test: uncarved entries read 0, never LIVE, and the claim fails on them. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  uint64_t lo, i; /* the multiply and the compare read div_magic from memory, as in kite_free */
+  __asm__("mulq %2" : "=a"(lo), "=d"(i) : "m"(d->div_magic), "0"((uint64_t)(uint16_t)(uintptr_t)p) : "cc");
+  __asm__ goto("cmpq %0, %1\n\tjae %l[generic]" : : "m"(d->div_magic), "r"(lo) : "cc" : generic);
+  free_small_any(h, owner, d, p, i);
+  return;
 generic:
   free_generic(p);
+#else
+  unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)(uintptr_t)p * d->div_magic;
+  if (unlikely((uint64_t)m >= d->div_magic)) {
+    free_generic(p);
+    return;
+  }
+  free_small_any(h, owner, d, p, (uint32_t)(uint64_t)(m >> 64));
+#endif
 }
 
 static KITE_NOINLINE void free_generic(void *p) {

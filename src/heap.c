@@ -28,6 +28,9 @@
 #include "os.h"
 #include <errno.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define KITE_HEAP_CACHE_MAX 8
 
@@ -68,6 +71,22 @@ static inline void q_push_back(kite_pageq_t *q, kite_page_t *pg) {
 
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache);
 
+/* direct[lo..hi] = pg. A class has 17 (the first), 16, 32 or 64 entries, and a program whose
+ * current pages change often (random sizes, scattered frees) pays this on every change: four
+ * entries a step (two 16-byte stores) where SSE2 is there. */
+static inline void direct_fill(kite_heap_t *h, unsigned lo, unsigned hi, kite_page_t *pg) {
+#if defined(__SSE2__)
+  if (lo == 0) h->direct[lo++] = pg;
+  __m128i v = _mm_set1_epi64x((long long)(uintptr_t)pg);
+  for (unsigned s = lo; s <= hi; s += 4) { /* hi - lo + 1 is a multiple of 4 */
+    _mm_storeu_si128((__m128i *)&h->direct[s], v);
+    _mm_storeu_si128((__m128i *)&h->direct[s + 2], v);
+  }
+#else
+  for (unsigned s = lo; s <= hi; s++) h->direct[s] = pg;
+#endif
+}
+
 /* After any change of the first page of queue[cls]: move the pin (+1 on used) to the new
  * first page, release the old one if that leaves it empty, and point the direct slots of
  * the class at the new first page (or the empty page). */
@@ -83,7 +102,10 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
   }
   if (cls >= KITE_DIRECT_CLASSES) return;
   kite_page_t *pg = first ? first : &_kite_page_empty;
-  for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++) h->direct[s] = pg;
+  /* the class's entries are always written together: one tells them all (most calls find
+   * them right, and a class has 16 to 64 of them) */
+  unsigned hi = _kite_class_direct_hi(cls);
+  if (h->direct[hi] != pg) direct_fill(h, _kite_class_direct_lo(cls), hi, pg);
   kite_assert_internal(_kite_heap_check_class(h, cls, 0));
   kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
@@ -91,8 +113,11 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 /* ---- small pages ---- */
 
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  uint32_t n = _kite_page_collect(pg, all, _kite_options.show_stats);
-  if (n) h->issued[pg->cls] += n;
+  uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
+  if (n) {
+    h->issued[pg->cls] += n;
+    h->remote_frees += remote;
+  }
 }
 
 static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
@@ -281,7 +306,9 @@ static bool abandoned_settle(kite_page_t *pg, bool keep) {
   }
   uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
   if (KITE_TF_COUNT(tfw) != pg->used) return false;
-  _kite_page_collect(pg, true, false);
+  uint32_t remote;
+  _kite_page_collect(pg, true, false, &remote);
+  if (remote) _kite_stat_add(&_kite_stats.remote_frees, remote);
   if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
   abandoned_unlink(pg);
   if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
@@ -442,23 +469,11 @@ static void heap_abandon(kite_heap_t *h) {
   _kite_unlock(&heap_lock);
 }
 
-/* Set once this thread's heap was abandoned at its exit: a free no longer makes a heap. */
-static __thread bool heap_exited __attribute__((tls_model("initial-exec")));
-
 static void heap_thread_done(void *arg) {
   kite_heap_t *h = arg;
   if (!h || h == &_kite_heap_empty) return;
-  heap_exited = true;
   _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
   heap_abandon(h);
-}
-
-kite_heap_t *_kite_heap_for_free(void) {
-  if (heap_exited) return NULL;
-  int e = errno; /* free leaves errno alone */
-  kite_heap_t *h = heap_create();
-  errno = e;
-  return h;
 }
 
 /* ---- generic allocation ---- */
@@ -731,7 +746,7 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
   if (first && (first->used & ~KITE_PAGE_IN_FULL) < 1) return _kite_check_failed("heap: pinned page without its +1", cls);
   if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
   if (cls < KITE_DIRECT_CLASSES)
-    for (unsigned s = _kite_class_slot_lo_[cls]; s <= _kite_class_slot_hi_[cls]; s++)
+    for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++)
       if (h->direct[s] != (first ? first : &_kite_page_empty)) return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;

@@ -4,7 +4,7 @@
  *
  * Ownership: a heap is touched only by its thread (and, after the thread exited, by
  * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
- * direct[s] is always the first page of the queue of class_of(16*s), or the static empty
+ * direct[n] is always the first page of the queue of class_of(n), or the static empty
  * page (whose free list is NULL) so a miss lands in the generic path without a branch.
  * The first page of each queue is "pinned": its used count carries +1, so freeing its
  * last block does not leave the fast path (malloc/free of one block in a loop stays at
@@ -46,11 +46,6 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
 void *_kite_malloc_class(unsigned cls);
 /* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be. */
 kite_heap_t *_kite_heap_get(void);
-/* A heap for a thread that has none and frees another thread's block (a consumer that
- * never allocates), so its remote frees are counted in it rather than with an atomic on
- * the process-wide counters; NULL (errno unchanged) once the thread's heap went at its
- * exit, or when none can be had. */
-kite_heap_t *_kite_heap_for_free(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
 /* Remote free of block b (a carved, live block) of small page pg, which the caller saw

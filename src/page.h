@@ -88,28 +88,36 @@ void _kite_page_fini(kite_page_t *pg);
 uint32_t _kite_page_extend(kite_page_t *pg);
 /* Move thread_free and local_free into the allocation list. Without `all`, only while the
  * allocation list is empty. Returns the blocks that count as newly issued for statistics
- * (remote frees always; local frees only when count_local). Owner only. */
-uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local);
+ * (remote frees always; local frees only when count_local); *remote = the blocks taken from
+ * thread_free (the remote-free statistic counts them here, not in the remote free's path).
+ * Owner only. */
+uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote);
 /* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
  * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
  * double or invalid free. */
-static inline bool _kite_page_claim_remote(kite_page_t *pg, uint32_t i) {
+static inline bool _kite_page_claim_remote(kite_page_t *pg, size_t i) { /* i < KITE_PAGE_MAX_BLOCKS */
   uint16_t live = KITE_LINK_LIVE, *e = &pg->links[i];
   if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
                                    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
     return false;
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
-  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, (uint32_t)i));
+  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, (uint32_t)i), pg->block_size); /* before the push: the owner may pop it */
   return true;
 }
 /* Push claimed block i (its entry REMOTE|END, at e == &pg->links[i]) on pg's thread_free
  * with one CAS. (e is passed in: after the claim's CAS the compiler would load links again.) */
-static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, uint32_t i) {
+static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
   do {
-    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE | KITE_TF_HEAD(old)), __ATOMIC_RELAXED);
+    /* REMOTE | head, as an addition (head <= KITE_LINK_END < KITE_LINK_REMOTE): one lea */
+    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE + (uint32_t)old), __ATOMIC_RELAXED);
     /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
+#if defined(__x86_64__)
+    /* old + 2^16, then its low 16 bits replaced by i (gcc: move, mask, add, or) */
+    __asm__("leaq 0x10000(%1), %0\n\tmovw %w2, %w0" : "=&r"(nw) : "r"(old), "r"(i));
+#else
     nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
+#endif
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 /* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */

@@ -17,15 +17,6 @@ const uint8_t _kite_class_order_[KITE_CLASSES] = {
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1,
   1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
 };
-const uint8_t _kite_class_slot_lo_[KITE_DIRECT_CLASSES] = {
-  0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 21, 23,
-  25, 27, 29, 31, 33, 37, 41, 45, 49, 53, 57, 61,
-};
-const uint8_t _kite_class_slot_hi_[KITE_DIRECT_CLASSES] = {
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24,
-  26, 28, 30, 32, 36, 40, 44, 48, 52, 56, 60, 64,
-};
-
 bool _kite_sizeclass_check(void) {
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     size_t sz = c < 8 ? 16 * (c + 1) : ((size_t)128 << ((c - 8) / 8)) + ((size_t)((c - 8) % 8 + 1) << ((c - 8) / 8 + 4));
@@ -36,8 +27,8 @@ bool _kite_sizeclass_check(void) {
     if (c > 0 && _kite_class_of(_kite_class_size_[c - 1] + 1) != c) return _kite_check_failed("size -> class map", c);
   }
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) {
-    unsigned c = _kite_class_of(s * 16);
-    if (c >= KITE_DIRECT_CLASSES || s < _kite_class_slot_lo_[c] || s > _kite_class_slot_hi_[c])
+    unsigned c = _kite_class_of(s);
+    if (c >= KITE_DIRECT_CLASSES || s < _kite_class_direct_lo(c) || s > _kite_class_direct_hi(c))
       return _kite_check_failed("direct slot table", s);
   }
   return true;

@@ -16,16 +16,16 @@
 
 #define KITE_CLASSES 80
 #define KITE_DIRECT_MAX 1024                          /* malloc fast path: n <= this */
-#define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX / 16 + 1)  /* heap->direct[(n + 15) / 16] */
+#define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX + 1)       /* heap->direct[n]: one per size */
 #define KITE_DIRECT_CLASSES 32                          /* classes reachable from direct[] */
 /* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
 #define KITE_SINGLE_UNIT_MAX ((size_t)8192)
 
 extern const uint32_t _kite_class_size_[KITE_CLASSES]; /* block size per class */
 extern const uint8_t _kite_class_order_[KITE_CLASSES]; /* page order (log2 units) per class */
-/* direct[] slots of class c (c < KITE_DIRECT_CLASSES): slot_lo[c] .. slot_hi[c] */
-extern const uint8_t _kite_class_slot_lo_[KITE_DIRECT_CLASSES];
-extern const uint8_t _kite_class_slot_hi_[KITE_DIRECT_CLASSES];
+/* direct[] slots of class c (c < KITE_DIRECT_CLASSES): the sizes it serves */
+static inline unsigned _kite_class_direct_lo(unsigned c) { return c ? _kite_class_size_[c - 1] + 1 : 0; }
+static inline unsigned _kite_class_direct_hi(unsigned c) { return _kite_class_size_[c]; }
 
 static inline unsigned _kite_class_of(size_t n) { /* n <= KITE_SMALL_MAX */
   if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;

@@ -15,8 +15,8 @@
  *   block   one object in a small page. kite never writes into a block: free lists and
  *           block states live in the page's link array (links.h), outside the pages.
  *   heap    per-thread state: for each size class a queue of pages with free blocks, a
- *           list of full pages, and direct[] (the page to allocate from for every 16-byte
- *           size step up to 1024 bytes). Reached through one initial-exec TLS pointer.
+ *           list of full pages, and direct[] (the page to allocate from for every size
+ *           up to 1024 bytes, indexed by the size). Reached through one initial-exec TLS pointer.
  *   huge    an allocation above KITE_LARGE_MAX (or with an alignment no buddy run can
  *           give): its own OS mapping, which starts at a 64 MiB boundary with a header
  *           page; the user pointer follows at offset min(max(align, 4 KiB), 64 MiB).
