@@ -344,7 +344,7 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
 /* The core's pop (page.h), inlined: the block's page is at hand for the check. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX - KITE_SECURE_CANARY)) {
-    kite_page_t *pg = _kite_heap_tls->direct[(n + KITE_SECURE_CANARY + 15) >> 4];
+    kite_page_t *pg = _kite_heap_tls->direct[n + KITE_SECURE_CANARY];
     if (likely(pg->free != KITE_LINK_END)) {
       void *b = _kite_page_pop(pg);
       if (likely(block_ready(b, pg->block_size))) return b;
