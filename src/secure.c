@@ -214,6 +214,7 @@ static inline bool is_large(const void *p) {
 /* ---- the quarantine ---- */
 typedef struct {
   void *slot[KITE_SECURE_QUARANTINE];
+  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
   uint32_t next;  /* the oldest entry, replaced by the next push */
   uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
 } quarantine_t;
@@ -223,27 +224,29 @@ static pthread_key_t quarantine_key;
 static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
 static bool quarantine_key_ok;
 
-/* A zeroed, marked small block leaves the quarantine (or skips it): its first word (where
- * a free list would link, and what an overflow from the block before reaches first) must
- * still be zero, else someone wrote to it after free; then the core frees it. The mark
- * stays (a later free of it is a double free); the rest of what it holds is checked when
- * the core hands it out again (block_ready). */
-static inline void release(void *p) {
+/* A zeroed, marked small block p of page pg leaves the quarantine (or skips it): its first
+ * word (where a free list would link, and what an overflow from the block before reaches
+ * first) must still be zero, else someone wrote to it after free; then the core frees it,
+ * on the page found at free (the block stays LIVE in the core meanwhile, so its page stays
+ * a small page: no second page-map lookup). The mark stays (a later free of it is a double
+ * free); the rest of what it holds is checked when the core hands it out again
+ * (block_ready). */
+static inline void release(void *p, kite_page_t *pg) {
   if (unlikely(*(const uint64_t *)p != 0)) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
-  _kite_core_free(p);
+  _kite_core_free_small(pg, p);
 }
 
 _Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
-static void quarantine_push(void *p);
+static void quarantine_push(void *p, kite_page_t *pg);
 
 static void quarantine_flush(quarantine_t *q) {
   for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
     void *p = q->slot[i];
     q->slot[i] = NULL;
-    if (p) release(p);
+    if (p) release(p, q->page[i]);
   }
 }
 
@@ -267,24 +270,26 @@ static KITE_COLD bool quarantine_start(quarantine_t *q) {
   return true;
 }
 
-static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p) {
-  if (q->state == Q_OFF || !quarantine_start(q)) release(p);
-  else quarantine_push(p);
+static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p, kite_page_t *pg) {
+  if (q->state == Q_OFF || !quarantine_start(q)) release(p, pg);
+  else quarantine_push(p, pg);
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
  * frees of this thread */
-static inline __attribute__((always_inline)) void quarantine_push(void *p) {
+static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg) {
   quarantine_t *q = &quarantine;
   if (unlikely(q->state != Q_ON)) {
-    quarantine_push_slow(q, p);
+    quarantine_push_slow(q, p, pg);
     return;
   }
   uint32_t k = q->next;
   void *old = q->slot[k];
+  kite_page_t *old_pg = q->page[k];
   q->slot[k] = p;
+  q->page[k] = pg;
   q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
-  if (old) release(old);
+  if (old) release(old, old_pg);
 }
 
 /* ---- free ---- */
@@ -300,8 +305,8 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   zero_free_block(p, bs);
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
-  else quarantine_push(p);
+  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg); /* kite_heap_destroy frees pages whole */
+  else quarantine_push(p, pg);
 }
 
 static KITE_NOINLINE void free_other(void *p) {
