@@ -89,7 +89,7 @@ void _kite_secure_canary_keys(void) {
 #define canary_of _kite_secure_canary
 
 /* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure.h keeps
- * it zero, with its mark `freed`? 16-byte lanes (SSE2, the x86-64 baseline; plain
+ * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the x86-64 baseline; plain
  * words elsewhere), two accumulators, no early exit to predict. The last 16 bytes (the word
  * before the mark, and the mark) are read as one lane. */
 typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
     if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
   }
   kite_v2_t t = *(const kite_v2_t *)((const uint8_t *)w + bs - 16);
-  t[1] ^= freed;
+  t[1] = (t[1] ^ freed) >> 1; /* 0 for either mark */
   a |= b | t;
   return (a[0] | a[1]) == 0;
 }
@@ -145,10 +145,12 @@ static inline kite_page_t *small_page_of(const void *p) {
   return _kite_page_index_of(pg, p) >= 0 ? pg : NULL;
 }
 
-/* Why the canary of small block p (in page pg) is not its live value (seen). No free list
- * is read: an overflow may have broken them. */
-static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p, uint64_t seen, const char *freed) {
+/* Why the canary of small block p is not its live value (seen): freed (the
+ * caller's kind for a freed block), never (for a carved block never handed out), else an
+ * overflow. No free list is read: an overflow may have broken them. */
+static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const char *freed, const char *never) {
   if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  if (seen == _kite_secure_carved_mark(p)) return never;
   return "buffer overflow (canary overwritten)";
 }
 
@@ -299,7 +301,7 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   /* the claim: exactly one free of a live block wins, whatever the threads do */
   if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
-    secure_error(canary_verdict(pg, p, seen, "double free"), p);
+    secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
     return;
   }
   zero_free_block(p, bs);
@@ -382,11 +384,11 @@ KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(aligned, n); }
 
 /* The usable size of live block p; 0 for a pointer that is not a block. A small block whose
  * canary is not intact is reported (what: the caller's name for a freed block). */
-static size_t usable(const void *p, const char *what) {
+static size_t usable(const void *p, const char *what, const char *never) {
   kite_page_t *pg = small_page_of(p);
   if (pg) {
     uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
-    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(pg, p, seen, what), p); return 0; }
+    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(p, seen, what, never), p); return 0; }
     return pg->block_size - KITE_SECURE_CANARY;
   }
   return is_large(p) ? guarded_usable(p) : 0;
@@ -395,7 +397,7 @@ static size_t usable(const void *p, const char *what) {
 KITE_API void *kite_realloc(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
-  size_t old = usable(p, "realloc(): use after free");
+  size_t old = usable(p, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)");
   if (old == 0) {
     secure_error("realloc(): invalid pointer", p);
     errno = EINVAL;
@@ -416,7 +418,8 @@ KITE_API void *kite_reallocarray(void *p, size_t count, size_t size) {
 }
 
 KITE_API size_t kite_malloc_usable_size(const void *p) {
-  return p ? usable(p, "malloc_usable_size(): use after free") : 0;
+  return p ? usable(p, "malloc_usable_size(): use after free",
+                    "malloc_usable_size(): invalid pointer (a block never handed out)") : 0;
 }
 
 KITE_API bool kite_owns(const void *p) {

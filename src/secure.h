@@ -21,9 +21,10 @@
  *
  * Invariants (secure build): every small block that is not handed out is zero in the bytes
  * _kite_secure_zero_head names (all but its last 8 bytes up to 80-byte blocks), and its last
- * 8 bytes hold the freed mark ~canary(block) (written at carve; the core keeps its free
- * lists outside the blocks); a handed-out small block has canary(block) in its last 8
- * bytes; a block in a quarantine is like a free one.
+ * 8 bytes hold the freed mark ~canary(block) (written at free), or the carved mark
+ * ~canary(block) ^ 1 when it was never handed out (written at carve; the core keeps its
+ * free lists outside the blocks); a handed-out small block has canary(block) in its last
+ * 8 bytes; a block in a quarantine is like a freed one.
  */
 #ifndef KITE_SECURE_H
 #define KITE_SECURE_H
@@ -62,10 +63,12 @@ static inline void _kite_secure_zero_fresh(uint8_t *b, uint32_t bs) {
 
 /* Canaries: keyed by the block's address (one block's canary says nothing of another's);
  * the first byte (the one an off-by-one write hits) is never zero, so a stray string
- * terminator is always caught. The freed mark is the canary's complement; every carved
- * block that is not handed out holds it (the carve writes it), so a free block is checked
- * with one compare. The keys are drawn before the first carve (_kite_secure_carve), so
- * every carved block's canary can be computed without a check. */
+ * terminator is always caught. The freed mark is the canary's complement; a carved block
+ * that was never handed out holds the carved mark, the freed mark with its lowest bit
+ * flipped (the carve writes it), so a free of it is told from a double free, and a free
+ * block is checked with one compare and a shift (either mark). The keys are drawn before
+ * the first carve (_kite_secure_carve), so every carved block's canary can be computed
+ * without a check. */
 extern uint64_t _kite_secure_canary_k[2];
 void _kite_secure_canary_keys(void) __attribute__((cold, noinline));
 static inline uint64_t _kite_secure_canary(const void *p) {
@@ -73,9 +76,11 @@ static inline uint64_t _kite_secure_canary(const void *p) {
                __atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_RELAXED);
   return (x ^ (x >> 29)) | 0x80;
 }
+static inline uint64_t _kite_secure_carved_mark(const void *p) { return ~_kite_secure_canary(p) ^ 1; }
 
 /* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
- * (it holds its freed mark: it waits in a thread's quarantine)? Any thread, a snapshot. */
+ * (it holds its freed mark: it waits in a thread's quarantine; a LIVE block never holds
+ * the carved mark)? Any thread, a snapshot. */
 static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
   return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
          ~_kite_secure_canary(b);
@@ -101,7 +106,7 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *b = start + (size_t)order[i] * bs;
     _kite_secure_zero_fresh(b, bs);
-    *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary(b);
+    *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = _kite_secure_carved_mark(b);
     pg->links[first + order[i]] = next;
     next = (uint16_t)(first + order[i]);
   }
