@@ -92,7 +92,7 @@ void _kite_secure_canary_keys(void) {
  * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the x86-64 baseline; plain
  * words elsewhere), two accumulators, no early exit to predict. The last 16 bytes (the word
  * before the mark, and the mark) are read as one lane. */
-typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
+typedef kite_secure_v2_t kite_v2_t; /* secure.h */
 static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
   kite_v2_t a = {0, 0}, b = a;
   if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
@@ -114,24 +114,7 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
   return (a[0] | a[1]) == 0;
 }
 
-/* Zero what secure.h keeps zero of block p (size bs), not its mark: the same lanes
- * free_block_ok reads, 16-byte stores in a loop (gcc would make a memset call or a
- * `rep stos` of it: both slower at these sizes), and the word before the mark. */
-static inline __attribute__((always_inline)) void zero_free_block(void *p, uint32_t bs) {
-  kite_v2_t z = {0, 0};
-  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) {
-    memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
-  } else {
-    uint32_t i = 0, head = bs - 16;
-    for (; i + 32 <= head; i += 32) {
-      __asm__("" : "+r"(i)); /* keep it a loop */
-      *(kite_v2_t *)((uint8_t *)p + i) = z;
-      *(kite_v2_t *)((uint8_t *)p + i + 16) = z;
-    }
-    if (i < head) *(kite_v2_t *)((uint8_t *)p + i) = z;
-  }
-  *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
-}
+#define zero_free_block _kite_secure_zero_block /* secure.h */
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
 }
