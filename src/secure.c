@@ -12,13 +12,15 @@
  *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
  *       core frees it.
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
- *       of two racing frees exactly one proceeds; a mark means double free, anything else a
- *       buffer overflow. The block is zeroed (as secure.h says) and put in the thread's
- *       quarantine (a ring of KITE_SECURE_QUARANTINE pointers, first in first out); the
- *       oldest block, which it displaces, goes to the core's free (it stays LIVE in the
- *       core's link array while quarantined; its bytes are checked when it is handed out
- *       again). Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
- *       their pages at once).
+ *       of two racing frees exactly one proceeds; the freed mark means double free, the
+ *       carved mark a block never handed out (secure.h), anything else a buffer overflow.
+ *       The block is zeroed (as secure.h says) and put in the thread's quarantine (a ring
+ *       of KITE_SECURE_QUARANTINE pointers and their pages, first in first out); the
+ *       oldest block, which it displaces, goes to the core's free of a small block on
+ *       the page found at its free (kept beside it in the ring: no second page-map lookup;
+ *       it stays LIVE in the core's link array while quarantined; its bytes are checked
+ *       when it is handed out again). Blocks of first-class heaps skip the quarantine
+ *       (kite_heap_destroy frees their pages at once).
  *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
  *       the core never resizes a guarded run in place.
  * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
