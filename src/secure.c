@@ -329,7 +329,17 @@ KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
   return NULL
 
 static KITE_NOINLINE void *malloc_generic(size_t n) {
-  if (likely(n <= SMALL_LIMIT)) { SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY)); }
+  if (likely(n <= SMALL_LIMIT)) {
+    /* the class's current page, which the core's small path takes first (heap.c), popped
+     * here: the block's page is at hand for the check (above 1016 bytes, or when the direct
+     * page had none) */
+    kite_page_t *pg = _kite_heap_tls->queue[_kite_class_of(n + KITE_SECURE_CANARY)].first;
+    if (pg && pg->free != KITE_LINK_END) {
+      void *b = _kite_page_pop(pg);
+      if (likely(block_ready(b, pg->block_size))) return b;
+    }
+    SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
+  }
   return large_alloc(n, 0, false);
 }
 
