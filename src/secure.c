@@ -36,6 +36,7 @@
 #include "page.h"
 #include "pagemap.h"
 #include "message.h"
+#include "options.h"
 #include "os.h"
 #include <errno.h>
 #include <pthread.h>
@@ -330,13 +331,21 @@ KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
 
 static KITE_NOINLINE void *malloc_generic(size_t n) {
   if (likely(n <= SMALL_LIMIT)) {
-    /* the class's current page, which the core's small path takes first (heap.c), popped
-     * here: the block's page is at hand for the check (above 1016 bytes, or when the direct
-     * page had none) */
+    /* the class's current page, which the core's small path takes first, popped here (with
+     * its quick refill, as _kite_malloc_small_generic does it: the page's own frees become
+     * its allocation list), so the block's page is at hand for the check: above 1016
+     * bytes, and when the direct page had none (with the quarantine feeding one block at a
+     * time to the page's own frees, that is most mallocs of a steady loop) */
     kite_page_t *pg = _kite_heap_tls->queue[_kite_class_of(n + KITE_SECURE_CANARY)].first;
-    if (pg && pg->free != KITE_LINK_END) {
-      void *b = _kite_page_pop(pg);
-      if (likely(block_ready(b, pg->block_size))) return b;
+    if (pg) {
+      if (pg->free == KITE_LINK_END && pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
+        pg->free = pg->local_free;
+        pg->local_free = KITE_LINK_END;
+      }
+      if (pg->free != KITE_LINK_END) {
+        void *b = _kite_page_pop(pg);
+        if (likely(block_ready(b, pg->block_size))) return b;
+      }
     }
     SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
   }
