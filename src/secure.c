@@ -4,10 +4,12 @@
  *
  *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
  *       checked zero where secure.h keeps free blocks zero (the first 64 bytes and the 8
- *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes the freed
- *       mark, written at carve and at free (else: write after free); its canary is written
- *       there. Usable size: block size - 8. Up to 1016 bytes the core's pop is inlined here
- *       (the thread's current page of the class), so the block's page is known.
+ *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes a mark (the
+ *       carved or the freed one, secure.h; else: write after free); its canary is written
+ *       there. Usable size: block size - 8. The core's pop is inlined here (up to 1016
+ *       bytes the thread's direct page of the class, then the class's current page with
+ *       its quick refill), so the block's page is known; the core's small path only when
+ *       the current page has no block at all.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
  *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
  *       core frees it.
