@@ -130,7 +130,10 @@ static inline kite_page_t *small_page_of(const void *p) {
   if (_kite_pagemap_kind(u) != KITE_PM_ARENA) return NULL;
   kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
   if (pg->kind != KITE_KIND_SMALL) return NULL;
-  return _kite_page_index_of(pg, p) >= 0 ? pg : NULL;
+  /* _kite_page_index_of without its sign (the index is below capacity <= 2^16) */
+  unsigned __int128 m = (unsigned __int128)(uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)) * pg->div_magic;
+  bool carved = (uint64_t)(m >> 64) < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  return (uint64_t)m < pg->div_magic && carved ? pg : NULL;
 }
 
 /* Why the canary of small block p is not its live value (seen): freed (the
