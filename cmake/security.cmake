@@ -34,7 +34,7 @@ endif()
 # the matrix's promised cases under it (security_kite_secure).
 set(_kss ${PROJECT_SOURCE_DIR}/tests/secure)
 if(KITE_SANITIZE STREQUAL "" AND TARGET kite-secure AND EXISTS ${_kss}/secure_test.h)
-  foreach(c overflow uaf guard random quarantine)
+  foreach(c overflow uaf guard random quarantine free)
     add_executable(secure-${c} ${_kss}/secure_${c}.c)
     target_compile_options(secure-${c} PRIVATE -O1 -fno-builtin -Wno-use-after-free)
     add_dependencies(secure-${c} kite-secure)

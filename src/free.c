@@ -178,6 +178,17 @@ static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h,
   _kite_page_push_remote_at(pg, e, i);
 }
 
+#if KITE_SECURE
+/* secure.c: free carved block p of small page pg (its head descriptor), which the wrapper
+ * found with its own page-map lookup (kept with the block in its quarantine): no second
+ * lookup. As free_generic does for a small block, from the index on. */
+void _kite_core_free_small(kite_page_t *pg, void *p) {
+  uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
+  uint32_t i = (uint32_t)(((unsigned __int128)off * pg->div_magic) >> 64);
+  free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, i);
+}
+#endif
+
 kite_page_t *_kite_lookup(const void *p, size_t *huge) {
   uintptr_t u = (uintptr_t)p;
   *huge = 0;

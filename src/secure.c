@@ -4,21 +4,25 @@
  *
  *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
  *       checked zero where secure.h keeps free blocks zero (the first 64 bytes and the 8
- *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes the freed
- *       mark, written at carve and at free (else: write after free); its canary is written
- *       there. Usable size: block size - 8. Up to 1016 bytes the core's pop is inlined here
- *       (the thread's current page of the class), so the block's page is known.
+ *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes a mark (the
+ *       carved or the freed one, secure.h; else: write after free); its canary is written
+ *       there. Usable size: block size - 8. The core's pop is inlined here (up to 1016
+ *       bytes the thread's direct page of the class, then the class's current page with
+ *       its quick refill), so the block's page is known; the core's small path only when
+ *       the current page has no block at all.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
  *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
  *       core frees it.
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
- *       of two racing frees exactly one proceeds; a mark means double free, anything else a
- *       buffer overflow. The block is zeroed (as secure.h says) and put in the thread's
- *       quarantine (a ring of KITE_SECURE_QUARANTINE pointers, first in first out); the
- *       oldest block, which it displaces, goes to the core's free (it stays LIVE in the
- *       core's link array while quarantined; its bytes are checked when it is handed out
- *       again). Blocks of first-class heaps skip the quarantine (kite_heap_destroy frees
- *       their pages at once).
+ *       of two racing frees exactly one proceeds; the freed mark means double free, the
+ *       carved mark a block never handed out (secure.h), anything else a buffer overflow.
+ *       The block is zeroed (as secure.h says) and put in the thread's quarantine (a ring
+ *       of KITE_SECURE_QUARANTINE pointers and their pages, first in first out); the
+ *       oldest block, which it displaces, goes to the core's free of a small block on
+ *       the page found at its free (kept beside it in the ring: no second page-map lookup;
+ *       it stays LIVE in the core's link array while quarantined; its bytes are checked
+ *       when it is handed out again). Blocks of first-class heaps skip the quarantine
+ *       (kite_heap_destroy frees their pages at once).
  *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
  *       the core never resizes a guarded run in place.
  * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
@@ -34,6 +38,7 @@
 #include "page.h"
 #include "pagemap.h"
 #include "message.h"
+#include "options.h"
 #include "os.h"
 #include <errno.h>
 #include <pthread.h>
@@ -89,10 +94,10 @@ void _kite_secure_canary_keys(void) {
 #define canary_of _kite_secure_canary
 
 /* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure.h keeps
- * it zero, with its mark `freed`? 16-byte lanes (SSE2, the x86-64 baseline; plain
+ * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the x86-64 baseline; plain
  * words elsewhere), two accumulators, no early exit to predict. The last 16 bytes (the word
  * before the mark, and the mark) are read as one lane. */
-typedef uint64_t kite_v2_t __attribute__((vector_size(16), may_alias));
+typedef kite_secure_v2_t kite_v2_t; /* secure.h */
 static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
   kite_v2_t a = {0, 0}, b = a;
   if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
@@ -109,29 +114,12 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
     if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
   }
   kite_v2_t t = *(const kite_v2_t *)((const uint8_t *)w + bs - 16);
-  t[1] ^= freed;
+  t[1] = (t[1] ^ freed) >> 1; /* 0 for either mark */
   a |= b | t;
   return (a[0] | a[1]) == 0;
 }
 
-/* Zero what secure.h keeps zero of block p (size bs), not its mark: the same lanes
- * free_block_ok reads, 16-byte stores in a loop (gcc would make a memset call or a
- * `rep stos` of it: both slower at these sizes), and the word before the mark. */
-static inline __attribute__((always_inline)) void zero_free_block(void *p, uint32_t bs) {
-  kite_v2_t z = {0, 0};
-  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) {
-    memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
-  } else {
-    uint32_t i = 0, head = bs - 16;
-    for (; i + 32 <= head; i += 32) {
-      __asm__("" : "+r"(i)); /* keep it a loop */
-      *(kite_v2_t *)((uint8_t *)p + i) = z;
-      *(kite_v2_t *)((uint8_t *)p + i + 16) = z;
-    }
-    if (i < head) *(kite_v2_t *)((uint8_t *)p + i) = z;
-  }
-  *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
-}
+#define zero_free_block _kite_secure_zero_block /* secure.h */
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
 }
@@ -142,13 +130,18 @@ static inline kite_page_t *small_page_of(const void *p) {
   if (_kite_pagemap_kind(u) != KITE_PM_ARENA) return NULL;
   kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
   if (pg->kind != KITE_KIND_SMALL) return NULL;
-  return _kite_page_index_of(pg, p) >= 0 ? pg : NULL;
+  /* _kite_page_index_of without its sign (the index is below capacity <= 2^16) */
+  unsigned __int128 m = (unsigned __int128)(uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)) * pg->div_magic;
+  bool carved = (uint64_t)(m >> 64) < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+  return (uint64_t)m < pg->div_magic && carved ? pg : NULL;
 }
 
-/* Why the canary of small block p (in page pg) is not its live value (seen). No free list
- * is read: an overflow may have broken them. */
-static KITE_COLD const char *canary_verdict(const kite_page_t *pg, const void *p, uint64_t seen, const char *freed) {
+/* Why the canary of small block p is not its live value (seen): freed (the
+ * caller's kind for a freed block), never (for a carved block never handed out), else an
+ * overflow. No free list is read: an overflow may have broken them. */
+static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const char *freed, const char *never) {
   if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  if (seen == _kite_secure_carved_mark(p)) return never;
   return "buffer overflow (canary overwritten)";
 }
 
@@ -214,6 +207,7 @@ static inline bool is_large(const void *p) {
 /* ---- the quarantine ---- */
 typedef struct {
   void *slot[KITE_SECURE_QUARANTINE];
+  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
   uint32_t next;  /* the oldest entry, replaced by the next push */
   uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
 } quarantine_t;
@@ -223,27 +217,29 @@ static pthread_key_t quarantine_key;
 static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
 static bool quarantine_key_ok;
 
-/* A zeroed, marked small block leaves the quarantine (or skips it): its first word (where
- * a free list would link, and what an overflow from the block before reaches first) must
- * still be zero, else someone wrote to it after free; then the core frees it. The mark
- * stays (a later free of it is a double free); the rest of what it holds is checked when
- * the core hands it out again (block_ready). */
-static inline void release(void *p) {
+/* A zeroed, marked small block p of page pg leaves the quarantine (or skips it): its first
+ * word (where a free list would link, and what an overflow from the block before reaches
+ * first) must still be zero, else someone wrote to it after free; then the core frees it,
+ * on the page found at free (the block stays LIVE in the core meanwhile, so its page stays
+ * a small page: no second page-map lookup). The mark stays (a later free of it is a double
+ * free); the rest of what it holds is checked when the core hands it out again
+ * (block_ready). */
+static inline void release(void *p, kite_page_t *pg) {
   if (unlikely(*(const uint64_t *)p != 0)) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
-  _kite_core_free(p);
+  _kite_core_free_small(pg, p);
 }
 
 _Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
-static void quarantine_push(void *p);
+static void quarantine_push(void *p, kite_page_t *pg);
 
 static void quarantine_flush(quarantine_t *q) {
   for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
     void *p = q->slot[i];
     q->slot[i] = NULL;
-    if (p) release(p);
+    if (p) release(p, q->page[i]);
   }
 }
 
@@ -267,24 +263,26 @@ static KITE_COLD bool quarantine_start(quarantine_t *q) {
   return true;
 }
 
-static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p) {
-  if (q->state == Q_OFF || !quarantine_start(q)) release(p);
-  else quarantine_push(p);
+static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p, kite_page_t *pg) {
+  if (q->state == Q_OFF || !quarantine_start(q)) release(p, pg);
+  else quarantine_push(p, pg);
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
  * frees of this thread */
-static inline __attribute__((always_inline)) void quarantine_push(void *p) {
+static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg) {
   quarantine_t *q = &quarantine;
   if (unlikely(q->state != Q_ON)) {
-    quarantine_push_slow(q, p);
+    quarantine_push_slow(q, p, pg);
     return;
   }
   uint32_t k = q->next;
   void *old = q->slot[k];
+  kite_page_t *old_pg = q->page[k];
   q->slot[k] = p;
+  q->page[k] = pg;
   q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
-  if (old) release(old);
+  if (old) release(old, old_pg);
 }
 
 /* ---- free ---- */
@@ -294,14 +292,14 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   /* the claim: exactly one free of a live block wins, whatever the threads do */
   if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
-    secure_error(canary_verdict(pg, p, seen, "double free"), p);
+    secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
     return;
   }
   zero_free_block(p, bs);
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p); /* kite_heap_destroy frees pages whole */
-  else quarantine_push(p);
+  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg); /* kite_heap_destroy frees pages whole */
+  else quarantine_push(p, pg);
 }
 
 static KITE_NOINLINE void free_other(void *p) {
@@ -337,7 +335,25 @@ KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
   return NULL
 
 static KITE_NOINLINE void *malloc_generic(size_t n) {
-  if (likely(n <= SMALL_LIMIT)) { SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY)); }
+  if (likely(n <= SMALL_LIMIT)) {
+    /* the class's current page, which the core's small path takes first, popped here (with
+     * its quick refill, as _kite_malloc_small_generic does it: the page's own frees become
+     * its allocation list), so the block's page is at hand for the check: above 1016
+     * bytes, and when the direct page had none (with the quarantine feeding one block at a
+     * time to the page's own frees, that is most mallocs of a steady loop) */
+    kite_page_t *pg = _kite_heap_tls->queue[_kite_class_of(n + KITE_SECURE_CANARY)].first;
+    if (pg) {
+      if (pg->free == KITE_LINK_END && pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
+        pg->free = pg->local_free;
+        pg->local_free = KITE_LINK_END;
+      }
+      if (pg->free != KITE_LINK_END) {
+        void *b = _kite_page_pop(pg);
+        if (likely(block_ready(b, pg->block_size))) return b;
+      }
+    }
+    SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
+  }
   return large_alloc(n, 0, false);
 }
 
@@ -377,11 +393,11 @@ KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(aligned, n); }
 
 /* The usable size of live block p; 0 for a pointer that is not a block. A small block whose
  * canary is not intact is reported (what: the caller's name for a freed block). */
-static size_t usable(const void *p, const char *what) {
+static size_t usable(const void *p, const char *what, const char *never) {
   kite_page_t *pg = small_page_of(p);
   if (pg) {
     uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
-    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(pg, p, seen, what), p); return 0; }
+    if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(p, seen, what, never), p); return 0; }
     return pg->block_size - KITE_SECURE_CANARY;
   }
   return is_large(p) ? guarded_usable(p) : 0;
@@ -390,7 +406,7 @@ static size_t usable(const void *p, const char *what) {
 KITE_API void *kite_realloc(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
-  size_t old = usable(p, "realloc(): use after free");
+  size_t old = usable(p, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)");
   if (old == 0) {
     secure_error("realloc(): invalid pointer", p);
     errno = EINVAL;
@@ -411,7 +427,8 @@ KITE_API void *kite_reallocarray(void *p, size_t count, size_t size) {
 }
 
 KITE_API size_t kite_malloc_usable_size(const void *p) {
-  return p ? usable(p, "malloc_usable_size(): use after free") : 0;
+  return p ? usable(p, "malloc_usable_size(): use after free",
+                    "malloc_usable_size(): invalid pointer (a block never handed out)") : 0;
 }
 
 KITE_API bool kite_owns(const void *p) {

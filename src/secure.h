@@ -21,9 +21,10 @@
  *
  * Invariants (secure build): every small block that is not handed out is zero in the bytes
  * _kite_secure_zero_head names (all but its last 8 bytes up to 80-byte blocks), and its last
- * 8 bytes hold the freed mark ~canary(block) (written at carve; the core keeps its free
- * lists outside the blocks); a handed-out small block has canary(block) in its last 8
- * bytes; a block in a quarantine is like a free one.
+ * 8 bytes hold the freed mark ~canary(block) (written at free), or the carved mark
+ * ~canary(block) ^ 1 when it was never handed out (written at carve; the core keeps its
+ * free lists outside the blocks); a handed-out small block has canary(block) in its last
+ * 8 bytes; a block in a quarantine is like a freed one.
  */
 #ifndef KITE_SECURE_H
 #define KITE_SECURE_H
@@ -53,19 +54,36 @@
 static inline uint32_t _kite_secure_zero_head(uint32_t bs) {
   return bs - KITE_SECURE_CANARY <= KITE_SECURE_ZERO_MAX ? bs - KITE_SECURE_CANARY : KITE_SECURE_ZERO_MAX;
 }
-/* Zero those bytes of block b (fresh carve: a reused run may hold old bytes). */
-static inline void _kite_secure_zero_fresh(uint8_t *b, uint32_t bs) {
-  uint32_t head = _kite_secure_zero_head(bs);
-  memset(b, 0, head);
-  if (head < bs - KITE_SECURE_CANARY) memset(b + bs - 16, 0, 8);
+/* Zero those bytes of block b (16-byte aligned, size bs a multiple of 16), not its mark:
+ * [0, min(bs - 16, KITE_SECURE_ZERO_MAX)) in 16-byte stores, then the word at bs - 16 (which
+ * ends the head when bs <= KITE_SECURE_ZERO_MAX + 16). Inline stores, no memset call (gcc
+ * would make one, or a `rep stos`, of a variable size: both slower at these sizes). At free
+ * (secure.c) and at carve (a reused run may hold old bytes). */
+typedef uint64_t kite_secure_v2_t __attribute__((vector_size(16), may_alias));
+static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *p, uint32_t bs) {
+  kite_secure_v2_t z = {0, 0};
+  if (__builtin_expect(bs - 16 >= KITE_SECURE_ZERO_MAX, 1)) {
+    memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
+  } else {
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      __asm__("" : "+r"(i)); /* keep it a loop */
+      *(kite_secure_v2_t *)((uint8_t *)p + i) = z;
+      *(kite_secure_v2_t *)((uint8_t *)p + i + 16) = z;
+    }
+    if (i < head) *(kite_secure_v2_t *)((uint8_t *)p + i) = z;
+  }
+  *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
 }
 
 /* Canaries: keyed by the block's address (one block's canary says nothing of another's);
  * the first byte (the one an off-by-one write hits) is never zero, so a stray string
- * terminator is always caught. The freed mark is the canary's complement; every carved
- * block that is not handed out holds it (the carve writes it), so a free block is checked
- * with one compare. The keys are drawn before the first carve (_kite_secure_carve), so
- * every carved block's canary can be computed without a check. */
+ * terminator is always caught. The freed mark is the canary's complement; a carved block
+ * that was never handed out holds the carved mark, the freed mark with its lowest bit
+ * flipped (the carve writes it), so a free of it is told from a double free, and a free
+ * block is checked with one compare and a shift (either mark). The keys are drawn before
+ * the first carve (_kite_secure_carve), so every carved block's canary can be computed
+ * without a check. */
 extern uint64_t _kite_secure_canary_k[2];
 void _kite_secure_canary_keys(void) __attribute__((cold, noinline));
 static inline uint64_t _kite_secure_canary(const void *p) {
@@ -73,9 +91,11 @@ static inline uint64_t _kite_secure_canary(const void *p) {
                __atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_RELAXED);
   return (x ^ (x >> 29)) | 0x80;
 }
+static inline uint64_t _kite_secure_carved_mark(const void *p) { return ~_kite_secure_canary(p) ^ 1; }
 
 /* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
- * (it holds its freed mark: it waits in a thread's quarantine)? Any thread, a snapshot. */
+ * (it holds its freed mark: it waits in a thread's quarantine; a LIVE block never holds
+ * the carved mark)? Any thread, a snapshot. */
 static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
   return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
          ~_kite_secure_canary(b);
@@ -92,16 +112,20 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
   uint32_t bs = pg->block_size;
   uint16_t order[KITE_SECURE_CARVE_MAX];
   for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
+  /* two draws of 32 bits per random word */
+  uint64_t r = 0;
   for (uint32_t i = n; i > 1; i--) {
-    uint32_t j = (uint32_t)(((_kite_random() >> 32) * i) >> 32);
+    if ((i & 1) == (n & 1)) r = _kite_random();
+    else r <<= 32;
+    uint32_t j = (uint32_t)(((r >> 32) * i) >> 32);
     uint16_t t = order[i - 1]; order[i - 1] = order[j]; order[j] = t;
   }
   if (unlikely(!__atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_ACQUIRE))) _kite_secure_canary_keys();
   uint16_t next = pg->free;
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *b = start + (size_t)order[i] * bs;
-    _kite_secure_zero_fresh(b, bs);
-    *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary(b);
+    _kite_secure_zero_block(b, bs);
+    *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = _kite_secure_carved_mark(b);
     pg->links[first + order[i]] = next;
     next = (uint16_t)(first + order[i]);
   }

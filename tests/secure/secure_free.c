@@ -1,0 +1,65 @@
+/* secure-free: every invalid free of a small block stops the program, named for what it is:
+ * a double free (the block waits in the quarantine, or is back in the allocator's lists), a
+ * free, realloc or malloc_usable_size of a block that was never handed out, and a free of
+ * a pointer inside a block.
+ * usage: LD_PRELOAD=build/libkite-secure.so build/secure-free */
+#include "secure_test.h"
+
+/* 600-byte requests (with the 8-byte canary, 640-byte blocks: nothing else in this program
+ * uses that class) come from a fresh single-unit page (64 KiB, 64 KiB-aligned) whose first
+ * carve holds its blocks 0 .. 5 (4 KiB of blocks), linked in a random order. */
+#define N 600
+#define BS 640
+#define UNIT 65536
+
+/* A carved block of p's page, not p, that nothing handed out. */
+static void *never_handed_out(void *p) {
+  uintptr_t start = (uintptr_t)p & ~(uintptr_t)(UNIT - 1);
+  return (void *)(start + ((uintptr_t)p - start == 0 ? BS : 0));
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[0], "child") == 0) {
+    const char *what = argv[2];
+    char *p = malloc(N);
+    if (!p) return 3;
+    if (strcmp(what, "double") == 0) {
+      free(p);
+      free(p);
+    } else if (strcmp(what, "double-late") == 0) {
+      free(p);
+      for (int i = 0; i < 1000; i++) free(malloc(24)); /* p leaves the quarantine */
+      free(p);
+    } else if (strcmp(what, "never") == 0) {
+      free(never_handed_out(p));
+    } else if (strcmp(what, "never-realloc") == 0) {
+      void *q = realloc(never_handed_out(p), 100);
+      printf("realloc returned %p\n", q);
+    } else if (strcmp(what, "never-usable") == 0) {
+      printf("usable size %zu\n", malloc_usable_size(never_handed_out(p)));
+    } else if (strcmp(what, "interior") == 0) {
+      free(p + 16);
+    } else {
+      return 3;
+    }
+    printf("not caught\n");
+    return 0;
+  }
+  static const char *cases[][3] = {
+      {"double", "malloc(600), free, free", "double free"},
+      {"double-late", "malloc(600), free, 1000 other frees, free", "double free"},
+      {"never", "free of a carved block never handed out", "free(): invalid pointer (a block never handed out)"},
+      {"never-realloc", "realloc of a carved block never handed out",
+       "realloc(): invalid pointer (a block never handed out)"},
+      {"never-usable", "malloc_usable_size of a carved block never handed out",
+       "malloc_usable_size(): invalid pointer (a block never handed out)"},
+      {"interior", "free of a pointer 16 bytes into a block", "free(): invalid pointer"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *args[] = {"x", (char *)cases[i][0], NULL};
+    st_child_t c;
+    st_run_child(args, &c);
+    st_expect_death(cases[i][1], &c, SIGABRT, cases[i][2]);
+  }
+  return st_finish();
+}
