@@ -85,7 +85,7 @@ def sample_run(argv, preload, interval, timeout):
             timed_out = True
             break
         kib = read_rss_kib(p.pid)
-        if kib is not None:
+        if kib:  # 0: the process is exiting and its memory is being torn down (not a sample)
             samples.append((now - t0, kib))
         nxt += interval
         delay = nxt - time.perf_counter()
