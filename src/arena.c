@@ -79,7 +79,9 @@
  * densely: the process has at least THP_AUTO_MIN_COMMITTED bytes committed (a small program
  * gets no huge page, which would be resident whole) and the granule below it in the arena has
  * every unit in use or committed (small pages are carved lowest first, dirty_claim: the next
- * granule up is where the carving goes on). Runs of a granule or more are advised by
+ * granule up is where the carving goes on). A granule the decay purges, in whole or in part,
+ * goes back to 4 KiB pages for good (MADV_NOHUGEPAGE, purge_range): memory that comes and goes
+ * is not worth a huge page. Runs of a granule or more are advised by
  * _kite_arena_advise_run over the part the program asked for, as in every mode. */
 #ifndef THP_AUTO_MIN_COMMITTED
 #define THP_AUTO_MIN_COMMITTED ((uint64_t)16 << 20)
@@ -602,8 +604,20 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
   for (uint32_t k = i; k < j; k++) { a->is_free[k] = 0; a->dirty[k] = 0; dirty_mark(a, k, false); }
   a->dirty_free -= j - i;
   avail_update(a);
+  /* KITE_HUGEPAGES=auto: a granule the decay purges (any of it) is given back to 4 KiB
+   * pages for good: a huge page purged whole would come back whole at the first touch of
+   * any unit in it (2 MiB resident for 64 KiB used), and one purged in part is split anyway */
+  uint32_t gi = i & ~(THP_UNITS - 1), gj = (j + THP_UNITS - 1) & ~(THP_UNITS - 1), ui = gj, uj = gi;
+  if (_kite_options.hugepages == KITE_HUGEPAGES_AUTO)
+    for (uint32_t g = gi; g < gj; g += THP_UNITS)
+      if (a->advised[g] == 1) {
+        memset(&a->advised[g], 2, THP_UNITS);
+        if (g < ui) ui = g;
+        uj = g + THP_UNITS;
+      }
   _kite_unlock(&s->lock);
   _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
+  if (ui < uj) _kite_os_advise_small(_kite_page_start(arena_pages(a) + ui), (size_t)(uj - ui) << KITE_UNIT_SHIFT);
   _kite_lock(&s->lock);
   kite_check(kite_buddy_unreserve(a->buddy, i, j - i) == 0);
   for (uint32_t k = i; k < j; k++) a->is_free[k] = 1;
