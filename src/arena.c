@@ -72,6 +72,20 @@
  * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
  * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
 #define THP_UNITS 32u
+/* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
+ * or not, once and for all when a run smaller than a granule is first claimed in it, before
+ * anything in it is touched (a granule touched with 4 KiB pages keeps its page table: advice
+ * given later would not make its faults huge). It is advised when it will probably be used
+ * densely: the process has at least THP_AUTO_MIN_COMMITTED bytes committed (a small program
+ * gets no huge page, which would be resident whole) and the granule below it in the arena has
+ * every unit in use or committed (small pages are carved lowest first, dirty_claim: the next
+ * granule up is where the carving goes on). A granule the decay purges, in whole or in part,
+ * goes back to 4 KiB pages for good (MADV_NOHUGEPAGE, purge_range): memory that comes and goes
+ * is not worth a huge page. Runs of a granule or more are advised by
+ * _kite_arena_advise_run over the part the program asked for, as in every mode. */
+#ifndef THP_AUTO_MIN_COMMITTED
+#define THP_AUTO_MIN_COMMITTED ((uint64_t)16 << 20)
+#endif
 /* Adaptive decay: while the units claimed in the last one or two windows of DEMAND_WINDOWS
  * purge delays are at least the dirty free units of all arenas (the program asks for as much
  * memory as it has just given back), and keeping them does not lift the committed total
@@ -95,7 +109,8 @@ typedef struct kite_arena_s {
   bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
-  uint8_t advised[KITE_ARENA_UNITS];   /* MADV_HUGEPAGE given (stays until the unit is unmapped) */
+  uint8_t advised[KITE_ARENA_UNITS];   /* 1: MADV_HUGEPAGE given (stays until the unit is unmapped);
+                                        * 2: its granule was left to 4 KiB pages (THP auto) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
@@ -197,7 +212,7 @@ static bool arena_new(void) {
     errno = ENOMEM;
     return false;
   }
-  if (_kite_options.hugepages) _kite_os_advise_huge(base, first_bytes);
+  if (_kite_options.hugepages == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(base, first_bytes);
   kite_arena_t *a = (kite_arena_t *)((uint8_t *)base + ARENA_HDR_OFF);
   a->magic = KITE_ARENA_MAGIC;
   a->meta_units = meta_units;
@@ -265,7 +280,7 @@ static bool arena_grow(uint32_t slot) {
   while (!(ok = _kite_os_map_at(at, (size_t)(now - old) << KITE_UNIT_SHIFT)) && now - old > KITE_ARENA_FIRST_UNITS)
     now = old + (now - old) / 2;
   size_t len = (size_t)(now - old) << KITE_UNIT_SHIFT;
-  if (ok && _kite_options.hugepages) _kite_os_advise_huge(at, len);
+  if (ok && _kite_options.hugepages == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(at, len);
   _kite_lock(&s->lock);
   if (ok) {
     kite_check(kite_buddy_unreserve(a->buddy, old, now - old) == 0);
@@ -351,6 +366,21 @@ static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh,
   a->dirty_free -= (uint32_t)*reused;
 }
 
+/* KITE_HUGEPAGES=auto (see THP_AUTO_MIN_COMMITTED): decides the granule of a run of order
+ * `order` starting at unit u that is being claimed, if that is the granule's first claim.
+ * Returns the granule's first unit when it is to be advised (the caller advises it after
+ * dropping the lock, before the run is handed out), else 0. Slot lock held. */
+static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
+  if (_kite_options.hugepages != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (a->advised[g]) return 0; /* decided */
+  bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units &&
+               __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >= THP_AUTO_MIN_COMMITTED;
+  for (uint32_t v = g - THP_UNITS; dense && v < g; v++) dense = !a->is_free[v] || a->dirty[v];
+  memset(&a->advised[g], dense ? 1 : 2, THP_UNITS);
+  return dense ? g : 0;
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
@@ -368,12 +398,14 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   *idx = cand[_kite_secure_below(nc)];
   for (unsigned i = 0; i < nc; i++) if (cand[i] != *idx) kite_check(kite_buddy_free(a->buddy, cand[i], NULL) == 0);
 #endif
+  uint32_t advise_at = thp_auto_pick(a, (uint32_t)*idx, order);
   size_t fresh = 0, reused = 0;
   units_take(a, *idx, 1u << order, &fresh, &reused);
   avail_update(a);
   kite_assert_internal(arena_check_run(a, (uint32_t)*idx, order, false));
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
+  if (advise_at) _kite_os_advise_huge(_kite_page_start(&arena_pages(a)[advise_at]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
   __atomic_fetch_add(&demand_cur, (uint64_t)1 << order, __ATOMIC_RELAXED);
   *clean = reused == 0;
@@ -480,7 +512,7 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   arena_slot_t *s = &slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    if (!a->advised[idx + i]) {
+    if (a->advised[idx + i] != 1) {
       a->advised[idx + i] = 1;
       if (i < first) first = i;
       last = i + 1;
@@ -572,8 +604,20 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
   for (uint32_t k = i; k < j; k++) { a->is_free[k] = 0; a->dirty[k] = 0; dirty_mark(a, k, false); }
   a->dirty_free -= j - i;
   avail_update(a);
+  /* KITE_HUGEPAGES=auto: a granule the decay purges (any of it) is given back to 4 KiB
+   * pages for good: a huge page purged whole would come back whole at the first touch of
+   * any unit in it (2 MiB resident for 64 KiB used), and one purged in part is split anyway */
+  uint32_t gi = i & ~(THP_UNITS - 1), gj = (j + THP_UNITS - 1) & ~(THP_UNITS - 1), ui = gj, uj = gi;
+  if (_kite_options.hugepages == KITE_HUGEPAGES_AUTO)
+    for (uint32_t g = gi; g < gj; g += THP_UNITS)
+      if (a->advised[g] == 1) {
+        memset(&a->advised[g], 2, THP_UNITS);
+        if (g < ui) ui = g;
+        uj = g + THP_UNITS;
+      }
   _kite_unlock(&s->lock);
   _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
+  if (ui < uj) _kite_os_advise_small(_kite_page_start(arena_pages(a) + ui), (size_t)(uj - ui) << KITE_UNIT_SHIFT);
   _kite_lock(&s->lock);
   kite_check(kite_buddy_unreserve(a->buddy, i, j - i) == 0);
   for (uint32_t k = i; k < j; k++) a->is_free[k] = 1;

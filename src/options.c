@@ -69,6 +69,21 @@ static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi, c
   return dflt;
 }
 
+/* KITE_HUGEPAGES: a boolean (0: off, 1: whole arenas) or "auto" (any case). */
+static uint8_t env_hugepages(void) {
+  const char *v = secure_getenv("KITE_HUGEPAGES");
+  if (!v || !*v) return KITE_DEFAULT_HUGEPAGES;
+  if (strcasecmp(v, "auto") == 0) return KITE_HUGEPAGES_AUTO;
+  static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off"};
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(v, yes[i]) == 0) return KITE_HUGEPAGES_ARENAS;
+    if (strcasecmp(v, no[i]) == 0) return KITE_HUGEPAGES_OFF;
+  }
+  static const char *names[] = {"0", "1", "auto"};
+  report_bad("KITE_HUGEPAGES", v, "0/1, no/yes, false/true, off/on or auto", names[KITE_DEFAULT_HUGEPAGES]);
+  return KITE_DEFAULT_HUGEPAGES;
+}
+
 #define KITE_STR_(x) #x
 #define KITE_STR(x) KITE_STR_(x)
 
@@ -79,7 +94,7 @@ void _kite_options_read(void) {
     _kite_options.show_stats = env_is("KITE_SHOW_STATS", "json") ? 2 : env_bool("KITE_SHOW_STATS", false);
     _kite_options.verbose = env_bool("KITE_VERBOSE", false);
     _kite_options.abort_on_error = env_bool("KITE_ABORT_ON_ERROR", false);
-    _kite_options.hugepages = env_bool("KITE_HUGEPAGES", false);
+    _kite_options.hugepages = env_hugepages();
     /* -1 (or any negative): only on malloc_trim; at most a day */
     _kite_options.purge_delay_ms = env_int("KITE_PURGE_DELAY_MS", KITE_DEFAULT_PURGE_DELAY_MS, INT32_MIN,
                                            86400000, KITE_STR(KITE_DEFAULT_PURGE_DELAY_MS));

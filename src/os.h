@@ -29,6 +29,8 @@ void _kite_os_decommit(void *p, size_t size);
 bool _kite_os_protect(void *p, size_t size, bool accessible);
 /* Advise transparent huge pages for a range (best effort). */
 void _kite_os_advise_huge(void *p, size_t size);
+/* madvise(MADV_NOHUGEPAGE): no transparent huge pages there from now on. */
+void _kite_os_advise_small(void *p, size_t size);
 /* Write all of buf to fd (best effort, no allocation). */
 void _kite_os_write(int fd, const char *buf, size_t len);
 /* dup(fd) with close-on-exec, at a high number (>= 100) so the program's own fd numbering

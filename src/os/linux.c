@@ -105,6 +105,14 @@ void _kite_os_advise_huge(void *p, size_t size) {
 #endif
 }
 
+void _kite_os_advise_small(void *p, size_t size) {
+#ifdef MADV_NOHUGEPAGE
+  int saved = errno;
+  madvise(p, size, MADV_NOHUGEPAGE);
+  errno = saved;
+#endif
+}
+
 void _kite_os_write(int fd, const char *buf, size_t len) {
   int saved = errno;
   while (len > 0) {

@@ -88,6 +88,10 @@ TEST(good_values) {
   expect_true(strstr(out, "verbose=1 ") != NULL);
   expect_int_eq(run_child("values", "KITE_HUGEPAGES=ON", out, err, 0), 0);
   expect_true(strstr(out, "huge=1") != NULL);
+  expect_int_eq(run_child("values", "KITE_HUGEPAGES=auto", out, err, 0), 0);
+  expect_true(strstr(out, "huge=2") != NULL);
+  expect_int_eq(run_child("values", "KITE_HUGEPAGES=AUTO", out, err, 0), 0);
+  expect_true(strstr(out, "huge=2") != NULL);
   expect_int_eq(run_child("values", "KITE_ABORT_ON_ERROR=false", out, err, 0), 0);
   expect_true(strstr(out, "abort=0 ") != NULL);
   expect_str_eq(err, "");
@@ -114,6 +118,7 @@ TEST(malformed_values) {
   bad("KITE_VERBOSE= 0", "KITE_VERBOSE", " 0", "verbose=0 ");
   bad("KITE_VERBOSE=abc", "KITE_VERBOSE", "abc", "verbose=0 ");
   bad("KITE_HUGEPAGES=2", "KITE_HUGEPAGES", "2", "huge=0");
+  bad("KITE_HUGEPAGES=autox", "KITE_HUGEPAGES", "autox", "huge=0");
 }
 
 TEST(closed_stderr_stays_closed) {
