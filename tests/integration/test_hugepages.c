@@ -46,6 +46,17 @@ static int advised(const void *p) {
   return r;
 }
 
+/* Does this kernel show VmFlags in smaps at all (a sandbox may hide them)? */
+static int smaps_has_flags(void) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return 0;
+  char line[1024];
+  int r = 0;
+  while (!r && fgets(line, sizeof line, f)) r = strncmp(line, "VmFlags:", 8) == 0;
+  fclose(f);
+  return r;
+}
+
 /* child: print one character per sample, 'h' advised, '-' not, '?' no mapping found */
 static int child(const char *mode) {
   if (strcmp(mode, "small") == 0) {
@@ -134,6 +145,10 @@ int main(int argc, char **argv) {
   if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return 1;
   if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
     printf("SKIP: no transparent huge pages in this kernel\n");
+    return 0;
+  }
+  if (!smaps_has_flags()) {
+    printf("SKIP: /proc/self/smaps has no VmFlags lines here\n");
     return 0;
   }
   RUN(small_program);
