@@ -97,19 +97,22 @@ void _kite_os_decommit(void *p, size_t size) {
   errno = saved;
 }
 
+/* madvise as a hint: its failure changes nothing kite relies on, and errno is kept. */
+static void advise_keep_errno(void *p, size_t size, int advice) {
+  int saved = errno;
+  madvise(p, size, advice);
+  errno = saved;
+}
+
 void _kite_os_advise_huge(void *p, size_t size) {
 #ifdef MADV_HUGEPAGE
-  int saved = errno;
-  madvise(p, size, MADV_HUGEPAGE);
-  errno = saved;
+  advise_keep_errno(p, size, MADV_HUGEPAGE);
 #endif
 }
 
 void _kite_os_advise_small(void *p, size_t size) {
 #ifdef MADV_NOHUGEPAGE
-  int saved = errno;
-  madvise(p, size, MADV_NOHUGEPAGE);
-  errno = saved;
+  advise_keep_errno(p, size, MADV_NOHUGEPAGE);
 #endif
 }
 
