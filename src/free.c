@@ -259,17 +259,15 @@ generic:
 
 static KITE_NOINLINE void free_generic(void *p) {
   if (p == NULL) return;
+  if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
+    /* the claim, the header's reads and the disown are huge.c's, in that order: a racing
+     * second free never reads a header the first is unmapping */
+    if (!_kite_huge_free(p, _kite_heap_disown)) _kite_report_invalid("free(): invalid pointer or double free", p);
+    return;
+  }
   size_t huge;
   kite_page_t *pg = _kite_lookup(p, &huge);
   if (pg == NULL) {
-    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
-      kite_owned_t *o = _kite_huge_owned(p);
-      if (o) {
-        _kite_heap_disown(o);
-        if (!_kite_huge_free(p)) _kite_report_invalid("free(): invalid pointer or double free", p);
-        return;
-      }
-    }
     _kite_report_invalid("free(): invalid pointer or double free", p);
     return;
   }

@@ -630,7 +630,7 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
     kite_owned_t *o = list;
     list = o->next;
     void *b = o->block;
-    if (_kite_pagemap_kind((uintptr_t)b) == KITE_PM_HUGE) _kite_huge_free(b);
+    if (_kite_pagemap_kind((uintptr_t)b) == KITE_PM_HUGE) _kite_huge_free(b, NULL);
     else _kite_arena_free_run(_kite_page_head(_kite_unit_of((uintptr_t)b)));
   }
   heap_merge_stats(h);

@@ -70,7 +70,8 @@ static kite_huge_t *huge_header(const void *p) {
   uintptr_t base = (u - 1) & ~(uintptr_t)KITE_ARENA_MASK;
   if (_kite_pagemap_kind(base) != KITE_PM_HUGE) return NULL;
   kite_huge_t *h = (kite_huge_t *)base;
-  if (h->magic != KITE_HUGE_MAGIC || h->user != p) return NULL;
+  /* magic is read atomically: a racing free's claim (a CAS) may clear it meanwhile */
+  if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != KITE_HUGE_MAGIC || h->user != p) return NULL;
   huge_verify(h);
   return h;
 }
@@ -91,8 +92,8 @@ static huge_cached_t huge_cache[HUGE_CACHE_SLOTS];
  * only then unmaps: a free that counted in after the clear sees the page map empty and never
  * reads the header; one that counted in before is waited for. So of two racing frees of one
  * block, the loser reports the double free even when the winner unmaps at once. (Both sides
- * are sequentially consistent: the counter's increment before the page-map load, the page-map
- * clear before the counter's load.) Waits last a few instructions unless a free is preempted
+ * order by a locked read-modify-write of the counter: its increment before the page-map load,
+ * the page-map clear before the counter's read.) Waits last a few instructions unless a free is preempted
  * mid-read; huge frees are rare and each costs a munmap anyway. */
 static unsigned huge_free_readers;
 
@@ -102,8 +103,9 @@ static void huge_unmap(kite_huge_t *h) {
   void *p = h->user;
   h->magic = 0;
   _kite_pagemap_set(base, off + len, KITE_PM_NONE);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  while (__atomic_load_n(&huge_free_readers, __ATOMIC_SEQ_CST)) _kite_os_yield();
+  /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
+   * do the same, but TSan builds refuse standalone fences) */
+  while (__atomic_fetch_add(&huge_free_readers, 0, __ATOMIC_SEQ_CST)) _kite_os_yield();
   if (off > KITE_OS_PAGE) {
     _kite_os_unmap((void *)base, KITE_OS_PAGE);
     _kite_os_unmap(p, len);
@@ -282,7 +284,7 @@ size_t _kite_huge_usable(const void *p) {
   return h ? h->user_len : 0;
 }
 
-bool _kite_huge_free(void *p) {
+bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o)) {
   /* a second free is reported; the cache keeps it mapped for a while. One CAS: of two
    * racing frees one wins, and the loser's reads are over before the winner may unmap
    * (huge_free_readers, above huge_unmap) */
@@ -292,6 +294,7 @@ bool _kite_huge_free(void *p) {
   bool won = h && __atomic_compare_exchange_n(&h->magic, &magic, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
   __atomic_sub_fetch(&huge_free_readers, 1, __ATOMIC_RELEASE);
   if (!won) return false;
+  if (disown) disown(&h->owned);
   huge_live(-1, -(int64_t)h->user_len);
   int64_t delay = _kite_options.purge_delay_ms;
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {

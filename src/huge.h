@@ -14,8 +14,10 @@
 void *_kite_huge_alloc(size_t size, size_t align, bool *zero);
 /* The usable size of huge block p, or 0 if p is not the start of a live huge block. */
 size_t _kite_huge_usable(const void *p);
-/* Free a huge block; returns false (and does nothing) if p is not one. */
-bool _kite_huge_free(void *p);
+/* Free a huge block; returns false (and does nothing) if p is not one -- or no longer one:
+ * of two racing frees exactly one returns true. The winner calls disown (if not NULL) with
+ * the block's first-class-heap link right after its claim, before the header goes away. */
+bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o));
 /* The first-class-heap link of huge block p (NULL if p is not one). */
 kite_owned_t *_kite_huge_owned(const void *p);
 /* Resize huge block p to new_size bytes: shrink in place, grow in place when the address
