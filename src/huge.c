@@ -101,7 +101,7 @@ static void huge_unmap(kite_huge_t *h) {
   uintptr_t base = (uintptr_t)h;
   size_t len = h->user_len, off = h->off;
   void *p = h->user;
-  h->magic = 0;
+  __atomic_store_n(&h->magic, 0, __ATOMIC_RELAXED); /* atomic: a losing free may still read it */
   _kite_pagemap_set(base, off + len, KITE_PM_NONE);
   /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
    * do the same, but TSan builds refuse standalone fences) */
@@ -225,7 +225,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
     }
     if (c) {
       huge_trim(c, len);
-      c->magic = KITE_HUGE_MAGIC;
+      __atomic_store_n(&c->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
       huge_seal(c);
       huge_live(1, (int64_t)c->user_len);
       KITE_TOOL_RUN_FRESH(c->user, c->user_len);
@@ -258,7 +258,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   if ((uintptr_t)raw + total > p + len) _kite_os_unmap((void *)(p + len), (uintptr_t)raw + total - (p + len));
   if (off > KITE_OS_PAGE) _kite_os_unmap((void *)(base + KITE_OS_PAGE), off - KITE_OS_PAGE);
   kite_huge_t *h = (kite_huge_t *)base;
-  h->magic = KITE_HUGE_MAGIC;
+  __atomic_store_n(&h->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
   h->user = (void *)p;
   h->user_len = len;
   h->off = off;
@@ -371,7 +371,7 @@ void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg) {
   for (size_t i = 1; i < KITE_PAGEMAP_SIZE; i++) {
     if (__atomic_load_n(&_kite_pagemap[i], __ATOMIC_RELAXED) != KITE_PM_HUGE) continue;
     kite_huge_t *h = (kite_huge_t *)(i << KITE_ARENA_SHIFT);
-    if (h->magic == KITE_HUGE_MAGIC && (uintptr_t)h->user == (uintptr_t)h + h->off && huge_header(h->user) == h)
+    if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) == KITE_HUGE_MAGIC && (uintptr_t)h->user == (uintptr_t)h + h->off && huge_header(h->user) == h)
       if (!fn(h->user, h->user_len, arg)) return;
   }
 }
@@ -388,7 +388,7 @@ void _kite_huge_fork_child(void) { _kite_lock_reinit(&huge_lock); }
 static bool huge_check_block(const kite_huge_t *h, bool live) {
   uintptr_t base = (uintptr_t)h;
   if (base & KITE_ARENA_MASK) return _kite_check_failed("huge: header not at a 64 MiB boundary", base);
-  if (h->magic != (live ? KITE_HUGE_MAGIC : 0)) return _kite_check_failed("huge: magic", base);
+  if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != (live ? KITE_HUGE_MAGIC : 0)) return _kite_check_failed("huge: magic", base);
   if ((uintptr_t)h->user != base + h->off || h->off < KITE_OS_PAGE || (h->off & (KITE_OS_PAGE - 1)) ||
       h->user_len == 0 || (h->user_len & (KITE_OS_PAGE - 1)))
     return _kite_check_failed("huge: layout (user, off, user_len)", base);
