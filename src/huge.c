@@ -378,7 +378,12 @@ void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg) {
 
 void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }
 void _kite_huge_fork_parent(void) { _kite_unlock(&huge_lock); }
-void _kite_huge_fork_child(void) { _kite_lock_reinit(&huge_lock); }
+void _kite_huge_fork_child(void) {
+  _kite_lock_reinit(&huge_lock);
+  /* a thread of the parent that was reading a header at the fork does not exist here: its
+   * count would make every later unmap wait forever */
+  __atomic_store_n(&huge_free_readers, 0, __ATOMIC_RELAXED);
+}
 
 
 /* ---- validators (contract in huge.h) ---- */
