@@ -378,6 +378,11 @@ void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg) {
 
 void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }
 void _kite_huge_fork_parent(void) { _kite_unlock(&huge_lock); }
+#ifdef KITE_TEST_HOOKS
+/* Tests: count a free in (+1) or out (-1) as if it were reading a header right now. */
+void _kite_test_huge_readers(int delta) { __atomic_add_fetch(&huge_free_readers, (unsigned)delta, __ATOMIC_SEQ_CST); }
+#endif
+
 void _kite_huge_fork_child(void) {
   _kite_lock_reinit(&huge_lock);
   /* a thread of the parent that was reading a header at the fork does not exist here: its

@@ -207,9 +207,37 @@ TEST(fork_while_allocating) {
   A_free(p);
 }
 
+#ifdef KITE_TEST_HOOKS
+/* A fork while a thread of the parent is between counting itself in and out of a huge
+ * header's read (huge.c): the child, where that thread does not exist, must still unmap a
+ * huge block (it hung there, waiting forever for the parent's count to drop). */
+void _kite_test_huge_readers(int delta);
+TEST(fork_mid_huge_read) {
+  _kite_test_huge_readers(+1); /* as a parent thread inside a huge free's read */
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30); /* a hang ends as SIGALRM, not as a stuck test */
+    unsigned char *p = A_malloc(200u << 20); /* past the huge cache: its free unmaps at once */
+    if (!p) _exit(2);
+    p[0] = 1;
+    A_free(p);
+    _exit(0);
+  }
+  _kite_test_huge_readers(-1);
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  child status 0x%x (SIGALRM %d: it hung)\n", status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+#endif
+
 int main(void) {
   test_rng_init(0xf0f0ull);
   fprintf(stderr, "variant: %s\n", A_VARIANT);
   RUN(fork_while_allocating);
+#ifdef KITE_TEST_HOOKS
+  RUN(fork_mid_huge_read);
+#endif
   return test_main_end();
 }
