@@ -126,21 +126,6 @@ static void *run(void *arg) {
   return NULL;
 }
 
-static double status_mib(const char *field) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  size_t k = strlen(field);
-  double v = -1;
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, field, k) == 0 && line[k] == ':') {
-      v = strtod(line + k + 1, NULL) / 1024.0;
-      break;
-    }
-  fclose(f);
-  return v;
-}
-
 static const char usage[] =
     "usage: kite-wl-exit-rss [-h] [-t THREADS] [-n ROUNDS] [-b BATCH] [-k KEEP] [-i IDLE_MS] [-s SEED]\n"
     "  THREADS threads each send ROUNDS batches of BATCH blocks (16..1024 bytes) to other\n"
@@ -188,12 +173,12 @@ int main(int argc, char **argv) {
   free(g_inbox);
   /* read before printing anything (stdio's buffer is memory too); the peak last, so it
    * covers both readings */
-  double at_exit = status_mib("VmRSS");
+  double at_exit = wl_proc_mib("/proc/self/status", "VmRSS");
   struct timespec idle = {idle_ms / 1000, (idle_ms % 1000) * 1000000l};
   while (nanosleep(&idle, &idle) != 0 && errno == EINTR) {
   }
-  double at_idle = status_mib("VmRSS");
-  printf("rss_peak_mib: %.1f\n", status_mib("VmHWM"));
+  double at_idle = wl_proc_mib("/proc/self/status", "VmRSS");
+  printf("rss_peak_mib: %.1f\n", wl_proc_mib("/proc/self/status", "VmHWM"));
   printf("rss_exit_mib: %.1f\nrss_idle_mib: %.1f\n", at_exit, at_idle);
   printf("blocks: %" PRIu64 ", bytes: %" PRIu64 "\n", made, made_bytes);
   return wl_finish(t1 - t0, wl_mix(made, made_bytes), bad, "blocks lost or with a broken stamp");

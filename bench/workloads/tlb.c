@@ -26,21 +26,6 @@ typedef struct node_s {
 
 #define TAG(id) ((id) * 0x9e3779b97f4a7c15ull ^ 0x5bd1e995u)
 
-static double rollup_mib(const char *field) {
-  FILE *f = fopen("/proc/self/smaps_rollup", "r");
-  if (!f) return -1;
-  char line[256];
-  size_t k = strlen(field);
-  double v = -1;
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, field, k) == 0 && line[k] == ':') {
-      v = strtod(line + k + 1, NULL) / 1024.0;
-      break;
-    }
-  fclose(f);
-  return v;
-}
-
 static const char usage[] =
     "usage: kite-wl-tlb [-h] [-n MIB] [-b BLOCK] [-r STEPS] [-s SEED]\n"
     "  Allocates MIB MiB of BLOCK-byte nodes (BLOCK >= 24), links them into one random cycle\n"
@@ -92,7 +77,7 @@ int main(int argc, char **argv) {
   }
   double t2 = wl_now();
   printf("build: %.6f s\nchase: %.6f s\n", t1 - t0, t2 - t1);
-  printf("rss_mib: %.1f\nanon_huge_mib: %.1f\n", rollup_mib("Rss"), rollup_mib("AnonHugePages"));
+  printf("rss_mib: %.1f\nanon_huge_mib: %.1f\n", wl_proc_mib("/proc/self/smaps_rollup", "Rss"), wl_proc_mib("/proc/self/smaps_rollup", "AnonHugePages"));
   for (size_t i = 0; i < n; i++) {
     if (v[i]->id != i || v[i]->tag != TAG(i)) bad++;
     free(v[i]);

@@ -58,6 +58,23 @@ static inline uint64_t wl_rng_range(wl_rng_t *r, uint64_t lo, uint64_t hi) {
   return lo + wl_rng_below(r, hi - lo + 1);
 }
 
+/* A "Field:  N kB" line of a /proc file (e.g. /proc/self/status, smaps_rollup) in MiB, or
+ * -1 when the file or the field is missing. */
+static inline double wl_proc_mib(const char *path, const char *field) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[256];
+  size_t k = strlen(field);
+  double v = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, field, k) == 0 && line[k] == ':') {
+      v = strtod(line + k + 1, NULL) / 1024.0;
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
 static inline double wl_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
