@@ -94,9 +94,9 @@ void _kite_secure_canary_keys(void) {
 #define canary_of _kite_secure_canary
 
 /* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure.h keeps
- * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the x86-64 baseline; plain
- * words elsewhere), two accumulators, no early exit to predict. The last 16 bytes (the word
- * before the mark, and the mark) are read as one lane. */
+ * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the
+ * x86-64 baseline; plain words elsewhere), two accumulators, no early exit to predict. The
+ * last 16 bytes (the word before the mark, and the mark) are read as one lane. */
 typedef kite_secure_v2_t kite_v2_t; /* secure.h */
 static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
   kite_v2_t a = {0, 0}, b = a;
@@ -105,13 +105,18 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
       a |= *(const kite_v2_t *)((const uint8_t *)w + i);
       b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
     }
-  } else { /* the lanes before the last */
+  } else if (bs > 16) { /* the lanes before the last, as secure.h zeroes them */
+#if KITE_SECURE_ZERO_MAX <= 64
+    a = *(const kite_v2_t *)w | *(const kite_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
+    b = *(const kite_v2_t *)((const uint8_t *)w + bs - 32);
+#else
     uint32_t i = 0, head = bs - 16;
     for (; i + 32 <= head; i += 32) {
       a |= *(const kite_v2_t *)((const uint8_t *)w + i);
       b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
     }
     if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
+#endif
   }
   kite_v2_t t = *(const kite_v2_t *)((const uint8_t *)w + bs - 16);
   t[1] = (t[1] ^ freed) >> 1; /* 0 for either mark */

@@ -60,11 +60,20 @@ static inline uint32_t _kite_secure_zero_head(uint32_t bs) {
  * would make one, or a `rep stos`, of a variable size: both slower at these sizes). At free
  * (secure.c) and at carve (a reused run may hold old bytes). */
 typedef uint64_t kite_secure_v2_t __attribute__((vector_size(16), may_alias));
+/* With the zeroed head at 64 bytes, a block of 32 <= bs < 80 bytes keeps [0, bs - 16) zero
+ * as three 16-byte lanes at 0, this offset and bs - 32 (the middle one is needed at bs = 64
+ * only: 16; 0 below), so the zeroing and the check are straight-line code. */
+static inline uint32_t _kite_secure_mid_lane(uint32_t bs) { return ((bs - 32) >> 1) & ~15u; }
 static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *p, uint32_t bs) {
   kite_secure_v2_t z = {0, 0};
   if (__builtin_expect(bs - 16 >= KITE_SECURE_ZERO_MAX, 1)) {
     memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
-  } else {
+  } else if (bs > 16) {
+#if KITE_SECURE_ZERO_MAX <= 64 /* [0, bs - 16) in three lanes, overlapping where fewer suffice */
+    *(kite_secure_v2_t *)p = z;
+    *(kite_secure_v2_t *)((uint8_t *)p + _kite_secure_mid_lane(bs)) = z;
+    *(kite_secure_v2_t *)((uint8_t *)p + bs - 32) = z;
+#else
     uint32_t i = 0, head = bs - 16;
     for (; i + 32 <= head; i += 32) {
       __asm__("" : "+r"(i)); /* keep it a loop */
@@ -72,6 +81,7 @@ static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *
       *(kite_secure_v2_t *)((uint8_t *)p + i + 16) = z;
     }
     if (i < head) *(kite_secure_v2_t *)((uint8_t *)p + i) = z;
+#endif
   }
   *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
 }
@@ -89,7 +99,9 @@ void _kite_secure_canary_keys(void) __attribute__((cold, noinline));
 static inline uint64_t _kite_secure_canary(const void *p) {
   uint64_t x = ((uintptr_t)p ^ __atomic_load_n(&_kite_secure_canary_k[0], __ATOMIC_RELAXED)) *
                __atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_RELAXED);
-  return (x ^ (x >> 29)) | 0x80;
+  /* a rotation (one instruction) brings the product's well-mixed middle bits to the low
+   * byte: the low bits of a product of a 16-byte aligned address vary little */
+  return ((x >> 29) | (x << 35)) | 0x80;
 }
 static inline uint64_t _kite_secure_carved_mark(const void *p) { return ~_kite_secure_canary(p) ^ 1; }
 
