@@ -188,6 +188,7 @@ static void *large_alloc(size_t n, size_t align, bool zero) {
   void *p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
   if (!p) return NULL;
   if (align && zero) memset(p, 0, n);
+  if (KITE_SECURE_FLOOR) return p; /* the page is kept, not protected */
   if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
     _kite_core_free(p);
     errno = ENOMEM;
@@ -197,6 +198,7 @@ static void *large_alloc(size_t n, size_t align, bool zero) {
 }
 
 static void large_free(void *p) {
+  if (KITE_SECURE_FLOOR) { _kite_core_free(p); return; }
   if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, true)))
     secure_error("free(): the guard page could not be lifted", p);
   _kite_core_free(p);
@@ -294,6 +296,17 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
 static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
+#if KITE_SECURE_FLOOR /* secure.h: the canary checked and marked, the head zeroed, no more */
+  seen = *canary_slot(p, bs);
+  if (unlikely(seen != c)) {
+    secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
+    return;
+  }
+  *canary_slot(p, bs) = ~c;
+  zero_free_block(p, bs);
+  _kite_core_free_small(pg, p);
+  return;
+#endif
   /* the claim: exactly one free of a live block wins, whatever the threads do */
   if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {

@@ -37,6 +37,14 @@
 #define KITE_SECURE 0
 #endif
 
+#ifndef KITE_SECURE_FLOOR
+/* 1 (with KITE_SECURE=1): a build for measuring only, never installed or tested as a
+ * protection: the canary (a plain check at free, no claim) and the zero/check of a block's
+ * head, nothing else (no quarantine, no random carve, no guard pages made PROT_NONE):
+ * what the secure build's cost cannot go below (docs/security.md, "What it costs"). */
+#define KITE_SECURE_FLOOR 0
+#endif
+
 #define KITE_SECURE_CANARY 8          /* bytes at the end of a small block */
 #define KITE_SECURE_GUARD 4096        /* guard after a large run or huge block */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
@@ -126,7 +134,7 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
   for (uint32_t i = 0; i < n; i++) order[i] = (uint16_t)i;
   /* two draws of 32 bits per random word */
   uint64_t r = 0;
-  for (uint32_t i = n; i > 1; i--) {
+  for (uint32_t i = KITE_SECURE_FLOOR ? 1 : n; i > 1; i--) {
     if ((i & 1) == (n & 1)) r = _kite_random();
     else r <<= 32;
     uint32_t j = (uint32_t)(((r >> 32) * i) >> 32);
