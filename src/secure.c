@@ -240,7 +240,6 @@ static inline void release(void *p, kite_page_t *pg) {
 }
 
 _Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
-static void quarantine_push(void *p, kite_page_t *pg);
 
 static void quarantine_flush(quarantine_t *q) {
   for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
@@ -270,26 +269,36 @@ static KITE_COLD bool quarantine_start(quarantine_t *q) {
   return true;
 }
 
-static KITE_COLD void quarantine_push_slow(quarantine_t *q, void *p, kite_page_t *pg) {
-  if (q->state == Q_OFF || !quarantine_start(q)) release(p, pg);
-  else quarantine_push(p, pg);
+/* The slot to fill is empty: the ring's first round or the one after a flush (the thread's
+ * state is Q_ON: fill it), or a thread with no exit hook yet (Q_NEW, every slot empty:
+ * register it first) or exiting (Q_OFF, its ring flushed: the core frees the block now). */
+static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_t *pg) {
+  if (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q))) {
+    release(p, pg);
+    return;
+  }
+  uint32_t k = q->next; /* quarantine_start's own frees bypassed the ring: slot k is still empty */
+  q->slot[k] = p;
+  q->page[k] = pg;
+  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
- * frees of this thread */
+ * frees of this thread. The state is read only when the slot is empty (never once the
+ * ring is full). */
 static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg) {
   quarantine_t *q = &quarantine;
-  if (unlikely(q->state != Q_ON)) {
-    quarantine_push_slow(q, p, pg);
-    return;
-  }
   uint32_t k = q->next;
   void *old = q->slot[k];
+  if (unlikely(old == NULL)) {
+    quarantine_push_empty(q, p, pg);
+    return;
+  }
   kite_page_t *old_pg = q->page[k];
   q->slot[k] = p;
   q->page[k] = pg;
   q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
-  if (old) release(old, old_pg);
+  release(old, old_pg);
 }
 
 /* ---- free ---- */
