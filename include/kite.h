@@ -96,7 +96,7 @@ typedef enum kite_option_e {
   KITE_OPTION_VERBOSE,         /* extra messages (bool) */
   KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free (bool) */
   KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed; 0 at once; < 0 never */
-  KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto */
+  KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
   KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes (bool) */
 } kite_option_t;
 long kite_option_get(kite_option_t option);

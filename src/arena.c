@@ -110,7 +110,9 @@ typedef struct kite_arena_s {
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
   uint8_t advised[KITE_ARENA_UNITS];   /* 1: MADV_HUGEPAGE given (stays until the unit is unmapped);
-                                        * 2: its granule was left to 4 KiB pages (THP auto) */
+                                        * 2: its granule was left to 4 KiB pages (THP auto, dense);
+                                        * at a granule's first unit, THP dense: 3 collapsed, 4 being
+                                        * looked at */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
@@ -381,6 +383,59 @@ static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   return dense ? g : 0;
 }
 
+/* KITE_HUGEPAGES=dense: a granule is put on a transparent huge page only once it is dense,
+ * so that the huge page costs no memory the program had not touched: when a run smaller
+ * than a granule is claimed in the granule above it (the carving has moved on), every unit
+ * of the granule is in use (small pages, large runs, or the arena's metadata) and all of its
+ * 4 KiB pages are resident (mincore; THP_DENSE_MAX_MISSING may be missing), it is collapsed
+ * in place (MADV_COLLAPSE: the kernel copies the resident pages into a huge page and would
+ * zero fill missing ones). Nothing is advised: faults stay 4 KiB, khugepaged leaves the
+ * arena alone and a later purge of part of the granule splits the huge page back, after
+ * which the granule is never collapsed again (advised[] = 2). A granule not dense enough
+ * yet is looked at again at a later claim above it. The collapse runs with purge_lock
+ * held (tried, never waited for), so no purge decommits part of the granule meanwhile;
+ * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
+ * nothing. advised[g] for a granule's first unit g: 0 undecided, 3 collapsed, 4 being
+ * looked at, 2 never (again); a large run of a granule or more sets 1 (advise_run). */
+#ifndef THP_DENSE_MAX_MISSING
+/* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
+ * memory). 0: only a granule that is resident whole, so the huge page costs no memory; with 0
+ * graph-teardown still gets 20 of its 38 MiB on huge pages (22 with 8, 26 with 16). */
+#define THP_DENSE_MAX_MISSING 0u
+#endif
+
+/* The granule to look at for a run of order `order` being claimed at unit u: the one
+ * below u's granule, when it is undecided and all in use; 0 if none. Slot lock held. */
+static uint32_t thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
+  if (_kite_options.hugepages != KITE_HUGEPAGES_DENSE || _kite_options.purge_delay_ms == 0 ||
+      (1u << order) >= THP_UNITS)
+    return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (g < THP_UNITS) return 0;
+  uint32_t c = g - THP_UNITS;
+  if (a->advised[c]) return 0;
+  for (uint32_t v = c; v < g; v++)
+    if (a->is_free[v]) return 0;
+  a->advised[c] = 4;
+  return c;
+}
+
+/* Collapse granule c of a if enough of it is resident (see THP_DENSE_MAX_MISSING); no lock
+ * held on entry. The caller holds a run in a, so a stays mapped. */
+static void thp_dense_collapse(arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  uint8_t state = 0; /* purge_lock busy, or not dense enough yet: look again later */
+  if (pthread_mutex_trylock(&purge_lock) == 0) {
+    void *p = _kite_page_start(&arena_pages(a)[c]);
+    size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
+    if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
+      state = _kite_os_collapse_huge(p, len) ? 3 : 2;
+    _kite_unlock(&purge_lock);
+  }
+  _kite_lock(&s->lock);
+  a->advised[c] = state;
+  _kite_unlock(&s->lock);
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
@@ -399,6 +454,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   for (unsigned i = 0; i < nc; i++) if (cand[i] != *idx) kite_check(kite_buddy_free(a->buddy, cand[i], NULL) == 0);
 #endif
   uint32_t advise_at = thp_auto_pick(a, (uint32_t)*idx, order);
+  uint32_t collapse_at = thp_dense_pick(a, (uint32_t)*idx, order);
   size_t fresh = 0, reused = 0;
   units_take(a, *idx, 1u << order, &fresh, &reused);
   avail_update(a);
@@ -406,6 +462,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
   if (advise_at) _kite_os_advise_huge(_kite_page_start(&arena_pages(a)[advise_at]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
+  if (collapse_at) thp_dense_collapse(s, a, collapse_at);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
   __atomic_fetch_add(&demand_cur, (uint64_t)1 << order, __ATOMIC_RELAXED);
   *clean = reused == 0;
@@ -608,6 +665,8 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
    * pages for good: a huge page purged whole would come back whole at the first touch of
    * any unit in it (2 MiB resident for 64 KiB used), and one purged in part is split anyway */
   uint32_t gi = i & ~(THP_UNITS - 1), gj = (j + THP_UNITS - 1) & ~(THP_UNITS - 1), ui = gj, uj = gi;
+  for (uint32_t g = gi; g < gj; g += THP_UNITS) /* dense: a collapsed granule purged in part is split */
+    if (a->advised[g] == 3) a->advised[g] = 2;
   if (_kite_options.hugepages == KITE_HUGEPAGES_AUTO)
     for (uint32_t g = gi; g < gj; g += THP_UNITS)
       if (a->advised[g] == 1) {

@@ -228,7 +228,7 @@ KITE_API void kite_option_set(kite_option_t option, long value) {
   case KITE_OPTION_VERBOSE: _kite_options.verbose = value != 0; break;
   case KITE_OPTION_ABORT_ON_ERROR: _kite_options.abort_on_error = value != 0; break;
   case KITE_OPTION_PURGE_DELAY_MS: _kite_options.purge_delay_ms = value; break;
-  case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value == 2 ? 2 : value != 0; break;
+  case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value == 2 || value == 3 ? (uint8_t)value : value != 0; break;
   case KITE_OPTION_BACKGROUND:
     _kite_options.background = value != 0;
     _kite_purger_enable(value != 0);

@@ -69,18 +69,19 @@ static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi, c
   return dflt;
 }
 
-/* KITE_HUGEPAGES: a boolean (0: off, 1: whole arenas) or "auto" (any case). */
+/* KITE_HUGEPAGES: a boolean (0: off, 1: whole arenas), "auto" or "dense" (any case). */
 static uint8_t env_hugepages(void) {
   const char *v = secure_getenv("KITE_HUGEPAGES");
   if (!v || !*v) return KITE_DEFAULT_HUGEPAGES;
   if (strcasecmp(v, "auto") == 0) return KITE_HUGEPAGES_AUTO;
+  if (strcasecmp(v, "dense") == 0) return KITE_HUGEPAGES_DENSE;
   static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off"};
   for (int i = 0; i < 4; i++) {
     if (strcasecmp(v, yes[i]) == 0) return KITE_HUGEPAGES_ARENAS;
     if (strcasecmp(v, no[i]) == 0) return KITE_HUGEPAGES_OFF;
   }
-  static const char *names[] = {"0", "1", "auto"};
-  report_bad("KITE_HUGEPAGES", v, "0/1, no/yes, false/true, off/on or auto", names[KITE_DEFAULT_HUGEPAGES]);
+  static const char *names[] = {"0", "1", "auto", "dense"};
+  report_bad("KITE_HUGEPAGES", v, "0/1, no/yes, false/true, off/on, auto or dense", names[KITE_DEFAULT_HUGEPAGES]);
   return KITE_DEFAULT_HUGEPAGES;
 }
 

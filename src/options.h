@@ -15,21 +15,23 @@
 #endif
 
 #ifndef KITE_DEFAULT_HUGEPAGES
-/* Default for KITE_HUGEPAGES: 0 off, 1 whole arenas, 2 auto (KITE_HUGEPAGES_* below). */
+/* Default for KITE_HUGEPAGES: 0 off, 1 whole arenas, 2 auto, 3 dense (KITE_HUGEPAGES_* below). */
 #define KITE_DEFAULT_HUGEPAGES 0
 #endif
 /* KITE_HUGEPAGES values: transparent huge pages advised on no arena memory (large blocks of
- * 2 MiB and more are advised either way), on whole arenas, or on the 2 MiB granules the
- * arena policy predicts dense (arena.c: "auto"). */
+ * 2 MiB and more are advised either way), on whole arenas, on the 2 MiB granules the
+ * arena policy predicts dense (arena.c: "auto"), or made of the granules found dense, in
+ * use and resident (arena.c: "dense"). */
 #define KITE_HUGEPAGES_OFF 0
 #define KITE_HUGEPAGES_ARENAS 1
 #define KITE_HUGEPAGES_AUTO 2
+#define KITE_HUGEPAGES_DENSE 3
 
 typedef struct kite_options_s {
   uint8_t show_stats;     /* KITE_SHOW_STATS (0): statistics to stderr at exit: 1 text, 2 json */
   bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
   bool abort_on_error;    /* KITE_ABORT_ON_ERROR (0): abort after reporting an invalid free */
-  uint8_t hugepages;      /* KITE_HUGEPAGES (0): KITE_HUGEPAGES_OFF, _ARENAS (1) or _AUTO (auto) */
+  uint8_t hugepages;      /* KITE_HUGEPAGES (0): KITE_HUGEPAGES_OFF, _ARENAS (1), _AUTO (auto) or _DENSE (dense) */
   int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): decay time of freed runs and huge maps */
   bool background;        /* KITE_BACKGROUND (0): a purger thread returns memory of idle processes */
 } kite_options_t;

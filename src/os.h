@@ -31,6 +31,12 @@ bool _kite_os_protect(void *p, size_t size, bool accessible);
 void _kite_os_advise_huge(void *p, size_t size);
 /* madvise(MADV_NOHUGEPAGE): no transparent huge pages there from now on. */
 void _kite_os_advise_small(void *p, size_t size);
+/* How many of the 4 KiB pages of [p, p+size) are resident (mincore; p 4 KiB aligned, size at
+ * most 2 MiB); 0 when the kernel will not say. */
+uint32_t _kite_os_resident_pages(void *p, size_t size);
+/* Rebuild [p, p+size) (2 MiB aligned) on transparent huge pages now (MADV_COLLAPSE: the
+ * resident pages are copied, the missing ones zero filled); false if the kernel cannot. */
+bool _kite_os_collapse_huge(void *p, size_t size);
 /* Write all of buf to fd (best effort, no allocation). */
 void _kite_os_write(int fd, const char *buf, size_t len);
 /* dup(fd) with close-on-exec, at a high number (>= 100) so the program's own fd numbering

@@ -116,6 +116,29 @@ void _kite_os_advise_small(void *p, size_t size) {
 #endif
 }
 
+uint32_t _kite_os_resident_pages(void *p, size_t size) {
+  unsigned char vec[512];
+  size_t n = size / 4096; /* mincore counts 4 KiB pages */
+  if (n > sizeof vec) return 0;
+  int saved = errno;
+  uint32_t r = 0;
+  if (mincore(p, size, vec) == 0)
+    for (size_t i = 0; i < n; i++) r += vec[i] & 1;
+  errno = saved;
+  return r;
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+bool _kite_os_collapse_huge(void *p, size_t size) {
+  int saved = errno;
+  bool ok = madvise(p, size, MADV_COLLAPSE) == 0;
+  errno = saved;
+  return ok;
+}
+
 void _kite_os_write(int fd, const char *buf, size_t len) {
   int saved = errno;
   while (len > 0) {

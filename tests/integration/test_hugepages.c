@@ -7,6 +7,13 @@
  *   big_heap       40 MiB of 512-byte blocks, one address sampled per MiB: with auto the
  *                  samples past the first 16 MiB committed are mostly (>= 3/4) advised and
  *                  the first MiB is not; with 0 none is; with 1 every one is
+ *   dense          dense: 40 MiB of 512-byte blocks, every byte written: the granules full of
+ *                  them are rebuilt on huge pages (smaps_rollup's AnonHugePages >= 24 MiB,
+ *                  where 0 gives none) for no more Rss than under 0 (1% and 256 KiB of
+ *                  slack for what else the process maps), with every block's bytes kept; freeing the blocks
+ *                  of every other 64 KiB unit and trimming splits them back (AnonHugePages
+ *                  0, Rss about halved) and the live blocks still hold their bytes. With
+ *                  KITE_PURGE_DELAY_MS=0 the mode does nothing (no huge page)
  *
  * Each case runs in a fresh child process with KITE_HUGEPAGES set (kite reads options once).
  * Skipped where the kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage).
@@ -14,6 +21,7 @@
 #define _GNU_SOURCE
 #include <kite.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,8 +65,52 @@ static int smaps_has_flags(void) {
   return r;
 }
 
+/* Rss and AnonHugePages of the whole process, KiB (smaps_rollup); -1 if unreadable. */
+static void rollup(long *rss, long *ahp) {
+  *rss = *ahp = -1;
+  FILE *f = fopen("/proc/self/smaps_rollup", "r");
+  if (!f) return;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "Rss:", 4) == 0) *rss = atol(line + 4);
+    if (strncmp(line, "AnonHugePages:", 14) == 0) *ahp = atol(line + 14);
+  }
+  fclose(f);
+}
+
+#define DENSE_BLOCKS ((40u << 20) / BLOCK)
+static unsigned char *dense_blocks[DENSE_BLOCKS];
+
+/* child "dense": prints "huge=H rss=R ahp=A bad=B rss2=R2 ahp2=A2 bad2=B2" (KiB; bad: blocks
+ * whose bytes changed, before and after the half free and trim) */
+static int child_dense(void) {
+  for (unsigned i = 0; i < DENSE_BLOCKS; i++) {
+    dense_blocks[i] = kite_malloc(BLOCK);
+    if (!dense_blocks[i]) return 3;
+    memset(dense_blocks[i], (int)(i * 7u + 1u), BLOCK);
+  }
+  long rss, ahp, rss2, ahp2, bad = 0, bad2 = 0;
+  rollup(&rss, &ahp);
+  for (unsigned i = 0; i < DENSE_BLOCKS; i++)
+    for (unsigned j = 0; j < BLOCK; j++) bad += dense_blocks[i][j] != (unsigned char)(i * 7u + 1u);
+  for (unsigned i = 0; i < DENSE_BLOCKS; i++)
+    if ((((uintptr_t)dense_blocks[i] >> 16) & 1) == 0) {
+      kite_free(dense_blocks[i]);
+      dense_blocks[i] = NULL;
+    }
+  kite_malloc_trim(0);
+  rollup(&rss2, &ahp2);
+  for (unsigned i = 0; i < DENSE_BLOCKS; i++)
+    if (dense_blocks[i])
+      for (unsigned j = 0; j < BLOCK; j++) bad2 += dense_blocks[i][j] != (unsigned char)(i * 7u + 1u);
+  printf("huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld\n", kite_option_get(KITE_OPTION_HUGEPAGES),
+         rss, ahp, bad, rss2, ahp2, bad2);
+  return 0;
+}
+
 /* child: print one character per sample, 'h' advised, '-' not, '?' no mapping found */
 static int child(const char *mode) {
+  if (strcmp(mode, "dense") == 0) return child_dense();
   if (strcmp(mode, "small") == 0) {
     void *keep[512];
     for (int i = 0; i < 512; i++) {
@@ -96,7 +148,11 @@ static int run_child(const char *mode, const char *env, char *out) {
   if (pid == 0) {
     dup2(po[1], 1);
     close(po[0]); close(po[1]);
-    char *envp[] = {(char *)env, NULL};
+    char *envp[4] = {NULL};
+    char envs[256];
+    snprintf(envs, sizeof envs, "%s", env); /* "A=x B=y": several variables */
+    int ne = 0;
+    for (char *t = strtok(envs, " "); t && ne < 3; t = strtok(NULL, " ")) envp[ne++] = t;
     char *argv[] = {self, "child", (char *)mode, NULL};
     execve(self, argv, envp);
     _exit(127);
@@ -122,6 +178,64 @@ TEST(small_program) {
   char out[256];
   expect_int_eq(run_child("small", "KITE_HUGEPAGES=auto", out), 0);
   expect_str_eq(out, "--------\n");
+}
+
+/* THP mode of the system: "always", "madvise" or "never" (the bracketed word). */
+static void thp_mode(char *mode, size_t n) {
+  snprintf(mode, n, "?");
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  char line[128];
+  if (f && fgets(line, sizeof line, f)) {
+    char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a && b) snprintf(mode, n, "%.*s", (int)(b - a - 1), a + 1);
+  }
+  if (f) fclose(f);
+}
+
+/* Does this kernel collapse a resident 2 MiB range onto a huge page (MADV_COLLAPSE, Linux
+ * 6.1 and later; a sandbox or THP "never" may refuse)? */
+static int can_collapse(void) {
+  size_t h = (size_t)2 << 20;
+  char *m = mmap(NULL, 2 * h, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 0;
+  char *a = (char *)(((uintptr_t)m + h - 1) & ~(uintptr_t)(h - 1));
+  memset(a, 1, h);
+  int ok = madvise(a, h, 25 /* MADV_COLLAPSE */) == 0;
+  munmap(m, 2 * h);
+  return ok;
+}
+
+TEST(dense) {
+  char out[256], mode[16];
+  thp_mode(mode, sizeof mode);
+  if (strcmp(mode, "never") == 0 || !can_collapse()) {
+    printf("  dense: skipped (THP mode %s; MADV_COLLAPSE refused)\n", mode);
+    return;
+  }
+  long h0, r0, a0, b0, r0b, a0b, b0b, h, r, a, b, r2, a2, b2;
+  expect_int_eq(run_child("dense", "KITE_HUGEPAGES=0", out), 0);
+  assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h0, &r0, &a0, &b0, &r0b, &a0b,
+                       &b0b), 7);
+  expect_int_eq(h0, 0);
+  expect_int_eq(b0 + b0b, 0);
+  if (strcmp(mode, "madvise") == 0) expect_int_eq(a0, 0);
+
+  expect_int_eq(run_child("dense", "KITE_HUGEPAGES=DENSE", out), 0);
+  fprintf(stderr, "  0: rss %ld KiB; dense: %s", r0, out);
+  assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
+  expect_int_eq(h, 3);
+  expect_true(a >= 24 * 1024);
+  expect_true(r <= r0 + r0 / 100 + 256);
+  expect_int_eq(b, 0);
+  expect_int_eq(b2, 0);
+  if (strcmp(mode, "madvise") == 0) expect_int_eq(a2, 0); /* every collapsed granule was purged in part */
+  expect_true(r2 < r - 16 * 1024);
+
+  expect_int_eq(run_child("dense", "KITE_HUGEPAGES=dense KITE_PURGE_DELAY_MS=0", out), 0);
+  assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
+  expect_int_eq(h, 3);
+  if (strcmp(mode, "madvise") == 0) expect_int_eq(a, 0);
+  expect_int_eq(b + b2, 0);
 }
 
 TEST(big_heap) {
@@ -153,5 +267,6 @@ int main(int argc, char **argv) {
   }
   RUN(small_program);
   RUN(big_heap);
+  RUN(dense);
   return test_main_end();
 }
