@@ -259,8 +259,9 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
  * work keeps such pages while the threads that freed its blocks take fresh pages: with 4
  * threads on 2 cores that was several MiB at the peak of collatz-list, all in pages with no
  * live block. Before a heap takes a fresh run from its arena it looks at up to
- * STEAL_VISITS pages at the fronts of the other thread heaps' full lists of the class and
- * takes the dead ones: they go through its own collect and into its page cache (or the
+ * STEAL_VISITS pages at the front of each other thread heap's full list of the class
+ * (STEAL_VISITS_ALL in all; pages that are not dead rotate to the back) and takes the dead
+ * ones: they go through its own collect and into its page cache (or the
  * arena), where page_fresh reuses them.
  * Dead, from another thread: thread_free's count == capacity. A page on the full list had
  * no free block when it went there (all carved, used == capacity: the pin's +1 leaves it
@@ -270,16 +271,19 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
  * guarded by the victim's lock, taken with trylock under heap_lock (a busy victim is
  * skipped); the owner changes its full lists only under that lock and reads the fields
  * heap_steal takes over (free, local_free, used) only while the page is on its lists. */
-#define STEAL_VISITS 32
+#define STEAL_VISITS 32      /* pages looked at per other heap, at most */
+#define STEAL_VISITS_ALL 128 /* and in all */
 
 static void heap_steal(kite_heap_t *h, unsigned cls) {
   kite_page_t *got = NULL;
-  uint32_t budget = STEAL_VISITS;
+  uint32_t budget = STEAL_VISITS_ALL;
   _kite_lock(&heap_lock);
   for (kite_heap_t *v = heap_live; v && budget; v = v->next_all) {
     if (v == h || v->user || !full_n(v, cls) || !_kite_trylock(&v->lock)) continue;
     kite_pageq_t *fq = &v->full[cls];
-    for (uint32_t n = v->full_count[cls]; n && budget; n--, budget--) {
+    uint32_t n = v->full_count[cls];
+    if (n > STEAL_VISITS) n = STEAL_VISITS;
+    for (; n && budget; n--, budget--) {
       kite_page_t *pg = fq->first;
       q_remove(fq, pg);
       uint64_t tf = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
