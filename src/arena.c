@@ -131,7 +131,7 @@ static uint64_t avail[KITE_LARGE_MAX_ORDER + 1][AVAIL_WORDS]; /* atomic words */
 static uint64_t taken[AVAIL_WORDS];  /* slot has an arena; guarded by table_lock */
 static uint64_t growable[AVAIL_WORDS]; /* atomic: slot's arena is not all mapped (may grow) */
 static uint32_t slots_hi;            /* 1 + highest slot ever used (atomic) */
-static uint32_t arena_count;         /* guarded by table_lock */
+static uint32_t arena_count;         /* changed under table_lock; read without it (atomic) */
 static kite_lock_t table_lock = KITE_LOCK_INIT;
 static kite_lock_t purge_lock = KITE_LOCK_INIT;
 static uintptr_t arena_hint;         /* where to map the next arena (atomic) */
@@ -238,7 +238,7 @@ static bool arena_new(void) {
     if (~taken[w]) slot = (int)(w * 64 + (uint32_t)__builtin_ctzll(~taken[w]));
   if (slot >= 0) {
     taken[slot >> 6] |= (uint64_t)1 << (slot & 63);
-    arena_count++;
+    __atomic_fetch_add(&arena_count, 1, __ATOMIC_RELAXED); /* read without the lock (purge_all, stats) */
     a->slot = (uint32_t)slot;
     if ((uint32_t)slot + 1 > slots_hi) __atomic_store_n(&slots_hi, (uint32_t)slot + 1, __ATOMIC_RELEASE);
     _kite_lock(&slots[slot].lock);
@@ -767,7 +767,7 @@ static size_t arena_unmap(uint32_t slot) {
     avail_clear(slot);
     __atomic_fetch_and(&growable[slot >> 6], ~((uint64_t)1 << (slot & 63)), __ATOMIC_RELEASE);
     taken[slot >> 6] &= ~((uint64_t)1 << (slot & 63));
-    arena_count--;
+    __atomic_fetch_sub(&arena_count, 1, __ATOMIC_RELAXED);
   }
   _kite_unlock(&s->lock);
   _kite_unlock(&table_lock);

@@ -15,7 +15,10 @@
  *   both together); abandoned_empty counts the listed pages with used == 0.
  *
  * Locks: heap_lock guards the heap pool, the list of live heaps, and the abandoned lists.
- * It is taken only on slow paths (thread start/exit, adoption, trim, stats).
+ * It is taken only on slow paths (thread start/exit, adoption, trim, stats, heap_steal).
+ * Each heap's lock guards its full lists (full[], full_count[]): another thread's
+ * heap_steal takes pages with no live block off them. Order: heap_lock, then a heap's lock
+ * (heap_steal, with trylock); the owner never takes heap_lock while holding its own.
  */
 #include "heap.h"
 #include "page.h"
@@ -70,6 +73,21 @@ static inline void q_push_back(kite_pageq_t *q, kite_page_t *pg) {
 }
 
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache);
+
+/* full_count[c] is changed under h->lock only (heap_steal changes it from another thread):
+ * the owner may peek at it without the lock. */
+static inline uint32_t full_n(const kite_heap_t *h, unsigned c) { return __atomic_load_n(&h->full_count[c], __ATOMIC_RELAXED); }
+static inline void full_count_add(kite_heap_t *h, unsigned c, int d) { /* h->lock held */
+  __atomic_store_n(&h->full_count[c], h->full_count[c] + (uint32_t)d, __ATOMIC_RELAXED);
+}
+/* Put pg (no free block, all carved: used == capacity, no pin) on its heap's full list. */
+static void full_push(kite_heap_t *h, kite_page_t *pg) {
+  pg->used |= KITE_PAGE_IN_FULL;
+  _kite_lock(&h->lock);
+  q_push_back(&h->full[pg->cls], pg);
+  full_count_add(h, pg->cls, 1);
+  _kite_unlock(&h->lock);
+}
 
 /* direct[lo..hi] = pg. A class has 17 (the first), 16, 32 or 64 entries, and a program whose
  * current pages change often (random sizes, scattered frees) pays this on every change: four
@@ -170,20 +188,31 @@ static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
 static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget) {
   kite_pageq_t *q = full ? &h->full[c] : &h->queue[c];
   kite_page_t *skip = full ? NULL : h->pinned[c];
-  uint32_t n = full ? h->full_count[c] : 0;
+  uint32_t n = 0;
+  if (full) {
+    _kite_lock(&h->lock);
+    n = full_n(h, c);
+    _kite_unlock(&h->lock);
+  }
   if (!full) for (kite_page_t *pg = q->first; pg; pg = pg->next) if (pg != skip && ++n >= *budget) break;
   for (; n > 0 && *budget > 0; n--) {
+    if (full) _kite_lock(&h->lock);
     kite_page_t *pg = skip ? skip->next : q->first;
-    if (!pg) break;
+    if (!pg) {
+      if (full) _kite_unlock(&h->lock);
+      break;
+    }
     (*budget)--;
     q_remove(q, pg);
     if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) == KITE_TF_EMPTY) {
       q_push_back(q, pg); /* rotate */
+      if (full) _kite_unlock(&h->lock);
       continue;
     }
     if (full) {
       pg->used &= ~KITE_PAGE_IN_FULL;
-      h->full_count[c]--;
+      full_count_add(h, c, -1);
+      _kite_unlock(&h->lock);
     }
     page_collect(h, pg, true);
     if (pg->used == 0) {
@@ -212,21 +241,89 @@ static void reclaim_pinned(kite_heap_t *h, unsigned c) {
 
 static void heap_reclaim(kite_heap_t *h, unsigned cls) {
   uint32_t budget = RECLAIM_VISITS / 2;
-  if (h->full[cls].first) reclaim_list(h, cls, true, &budget); /* the caller's class first */
+  if (full_n(h, cls)) reclaim_list(h, cls, true, &budget); /* the caller's class first */
   budget += RECLAIM_VISITS / 2;
   unsigned c = h->reclaim_cls;
   for (unsigned k = 0; k < RECLAIM_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
     if (h->pinned[c] && c != cls) { budget--; reclaim_pinned(h, c); }
-    if (h->full[c].first) reclaim_list(h, c, true, &budget);
+    if (full_n(h, c)) reclaim_list(h, c, true, &budget);
     if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);
   }
   h->reclaim_cls = c;
+}
+
+/* ---- dead pages of other heaps ----
+ * A page on a heap's full list whose blocks were all freed by other threads stays
+ * committed until its owner allocates in that class and its full_scan or heap_reclaim
+ * comes to it. An owner that sleeps (more threads than cores) or has moved on to other
+ * work keeps such pages while the threads that freed its blocks take fresh pages: with 4
+ * threads on 2 cores that was several MiB at the peak of collatz-list, all in pages with no
+ * live block. Before a heap takes a fresh run from its arena it looks at up to
+ * STEAL_VISITS pages at the front of each other thread heap's full list of the class
+ * (STEAL_VISITS_ALL in all; pages that are not dead rotate to the back) and takes the dead
+ * ones: they go through its own collect and into its page cache (or the
+ * arena), where page_fresh reuses them.
+ * Dead, from another thread: thread_free's count == capacity. A page on the full list had
+ * no free block when it went there (all carved, used == capacity: the pin's +1 leaves it
+ * before, and a local free takes it off the list), so every carved block is then on
+ * thread_free: none is handed out, so neither its owner (whose free checks LIVE first) nor
+ * any other thread (claim: LIVE -> REMOTE) writes to the page any more. The list itself is
+ * guarded by the victim's lock, taken with trylock under heap_lock (a busy victim is
+ * skipped); the owner changes its full lists only under that lock and reads the fields
+ * heap_steal takes over (free, local_free, used) only while the page is on its lists. */
+#define STEAL_VISITS 32      /* pages looked at per other heap, at most */
+#define STEAL_VISITS_ALL 128 /* and in all */
+
+static void heap_steal(kite_heap_t *h, unsigned cls) {
+  kite_page_t *got = NULL;
+  uint32_t budget = STEAL_VISITS_ALL;
+  _kite_lock(&heap_lock);
+  for (kite_heap_t *v = heap_live; v && budget; v = v->next_all) {
+    if (v == h || v->user || !full_n(v, cls) || !_kite_trylock(&v->lock)) continue;
+    kite_pageq_t *fq = &v->full[cls];
+    uint32_t n = v->full_count[cls];
+    if (n > STEAL_VISITS) n = STEAL_VISITS;
+    for (; n && budget; n--, budget--) {
+      kite_page_t *pg = fq->first;
+      q_remove(fq, pg);
+      uint64_t tf = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+      if ((uint32_t)KITE_TF_COUNT(tf) != __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED)) {
+        q_push_back(fq, pg); /* rotate: the next look starts at others */
+        continue;
+      }
+      full_count_add(v, cls, -1);
+      pg->next = got;
+      got = pg;
+    }
+    _kite_unlock(&v->lock);
+  }
+  _kite_unlock(&heap_lock);
+  while (got) {
+    kite_page_t *pg = got;
+    got = pg->next;
+    pg->next = NULL;
+    pg->used &= ~KITE_PAGE_IN_FULL;
+    page_collect(h, pg, true);
+    if (pg->used == 0) {
+      page_release(h, pg, true);
+      continue;
+    }
+    /* a racing double free broke its cross-thread list (blocks stay claimed): h keeps it */
+    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    if (pg->free != KITE_LINK_END) {
+      q_push_back(&h->queue[cls], pg);
+      if (h->queue[cls].first == pg) heap_pin(h, cls);
+    } else {
+      full_push(h, pg);
+    }
+  }
 }
 
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg;
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
+  if (!h->user && (order != 0 || !h->cache)) heap_steal(h, cls);
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;
@@ -255,21 +352,25 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   kite_pageq_t *fq = &h->full[cls];
   uint32_t credit = h->scan_credit[cls];
   uint32_t budget = credit + 2, visited = 0;
-  if (budget > h->full_count[cls]) budget = h->full_count[cls];
   kite_page_t *found = NULL;
+  _kite_lock(&h->lock);
+  if (budget > h->full_count[cls]) budget = h->full_count[cls];
   while (visited < budget && fq->first) {
     kite_page_t *pg = fq->first;
     visited++;
     q_remove(fq, pg);
     if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
       pg->used &= ~KITE_PAGE_IN_FULL;
-      h->full_count[cls]--;
-      page_collect(h, pg, true);
+      full_count_add(h, cls, -1);
       found = pg;
-      q_push_front(&h->queue[cls], pg);
       break;
     }
     q_push_back(fq, pg); /* rotate */
+  }
+  _kite_unlock(&h->lock);
+  if (found) {
+    page_collect(h, found, true);
+    q_push_front(&h->queue[cls], found);
   }
   h->scan_credit[cls] = credit > visited ? credit - visited : 0;
   return found;
@@ -352,9 +453,7 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
       q_push_front(&h->queue[cls], pg);
       return pg;
     }
-    pg->used |= KITE_PAGE_IN_FULL;
-    q_push_back(&h->full[cls], pg);
-    h->full_count[cls]++;
+    full_push(h, pg);
   }
   return NULL;
 }
@@ -364,6 +463,7 @@ static void heap_thread_done(void *arg);
 
 static void heap_reset(kite_heap_t *h) {
   memset(h, 0, sizeof *h);
+  _kite_lock_reinit(&h->lock);
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
@@ -432,7 +532,13 @@ static void heap_merge_stats(kite_heap_t *h) {
 static void heap_abandon(kite_heap_t *h) {
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
-    kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
+    /* the full list leaves h's lock at once: no heap_steal sees it after this */
+    _kite_lock(&h->lock);
+    kite_pageq_t full = h->full[c];
+    h->full[c].first = h->full[c].last = NULL;
+    full_count_add(h, c, -(int)h->full_count[c]);
+    _kite_unlock(&h->lock);
+    kite_pageq_t *qs[2] = {&h->queue[c], &full};
     for (int k = 0; k < 2; k++) {
       kite_page_t *pg;
       while ((pg = qs[k]->first) != NULL) {
@@ -492,16 +598,21 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     if (pg->free != KITE_LINK_END) break;
     if (pg->capacity < pg->reserved) { page_extend(h, pg); break; }
     q_remove(q, pg);
-    pg->used |= KITE_PAGE_IN_FULL;
-    q_push_back(&h->full[cls], pg);
-    h->full_count[cls]++;
+    if (pg == h->pinned[cls]) { /* the pin's +1 goes now: a page on the full list has none */
+      h->pinned[cls] = NULL;
+      pg->used--;
+    }
+    full_push(h, pg);
     pg = next;
   }
-  if (!pg) pg = h->full_count[cls] ? full_scan(h, cls) : NULL;
+  if (!pg) pg = full_n(h, cls) ? full_scan(h, cls) : NULL;
   if (!pg && !h->user) pg = adopt(h, cls);
   if (!pg) {
     pg = page_fresh(h, cls);
-    if (!pg) return NULL;
+    if (!pg) {
+      heap_pin(h, cls); /* the direct slots follow the queue (empty) */
+      return NULL;
+    }
     q_push_front(q, pg);
   }
   if (pg->free == KITE_LINK_END) {
@@ -545,8 +656,10 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
   unsigned cls = pg->cls;
   if (pg->used < 0) { /* was on the full list: it has a free block now */
     pg->used &= ~KITE_PAGE_IN_FULL;
+    _kite_lock(&h->lock);
     q_remove(&h->full[cls], pg);
-    h->full_count[cls]--;
+    full_count_add(h, cls, -1);
+    _kite_unlock(&h->lock);
     if (pg->used != 0) {
       q_push_back(&h->queue[cls], pg);
       if (h->queue[cls].first == pg) heap_pin(h, cls);
@@ -750,9 +863,13 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
       if (h->direct[s] != (first ? first : &_kite_page_empty)) return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;
-  if (!check_queue(h, &h->queue[cls], cls, false, depth, &n) || !check_queue(h, &h->full[cls], cls, true, depth, &n)) return false;
-  if (n != h->full_count[cls]) return _kite_check_failed("heap: full_count", h->full_count[cls]);
-  return true;
+  if (!check_queue(h, &h->queue[cls], cls, false, depth, &n)) return false;
+  /* the full list under h's lock: heap_steal may be taking pages off it */
+  _kite_lock((kite_lock_t *)&h->lock);
+  bool ok = check_queue(h, &h->full[cls], cls, true, depth, &n);
+  if (ok && n != h->full_count[cls]) ok = _kite_check_failed("heap: full_count", h->full_count[cls]);
+  _kite_unlock((kite_lock_t *)&h->lock);
+  return ok;
 }
 
 bool _kite_heap_check(const kite_heap_t *h) {

@@ -175,6 +175,7 @@ typedef pthread_mutex_t kite_lock_t;
 #define KITE_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
 static inline void _kite_lock(kite_lock_t *l) { pthread_mutex_lock(l); }
 static inline void _kite_unlock(kite_lock_t *l) { pthread_mutex_unlock(l); }
+static inline bool _kite_trylock(kite_lock_t *l) { return pthread_mutex_trylock(l) == 0; }
 static inline void _kite_lock_reinit(kite_lock_t *l) { pthread_mutex_init(l, NULL); }
 
 #endif

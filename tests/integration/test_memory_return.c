@@ -18,6 +18,10 @@
  *                  them; the owner then allocates 8 MiB of 2048-byte blocks: the pages the
  *                  remote frees emptied are reused (committed grows by far less than 8 MiB)
  *                  and the blocks it kept hold their contents
+ *   sleeper        a thread fills 8 MiB of 64-byte blocks and waits; another frees them
+ *                  all and allocates 8 MiB of the class: it takes the sleeper's dead pages
+ *                  (committed grows by far less than 8 MiB); when each page keeps one
+ *                  block none is taken, and the kept blocks hold their contents
  *   idle_classes   a thread fills and empties one page of each of 28 classes, then
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
@@ -232,6 +236,82 @@ TEST(remote_emptied) {
   expect_true(c[1] >= c[0] + 8 * MiB);     /* the remote frees alone give nothing back */
   expect_true(c[2] <= c[1] + 3 * MiB);     /* 7 MiB of emptied pages reused for the 8 MiB */
   expect_int_eq(kite_check(), 1);
+}
+
+/* ---- dead pages of a sleeping owner ---- */
+/* The owner fills 8 MiB of 64-byte blocks (128 pages, all but its current one on its full
+ * list) and sleeps on a barrier. Another thread frees them (all, or all but every 512th:
+ * one at least in each page of 1024 blocks) and allocates 8 MiB of the same class. Dead
+ * pages (every block freed by other threads) are taken from the sleeper's full list before
+ * a fresh run (heap.c, heap_steal): committed grows by a few pages at most (its current
+ * page and link arrays), not by 8 MiB. A page that keeps a block is never taken: then the
+ * 8 MiB are new, and the owner, awake, finds its kept blocks intact and frees them. */
+enum { SL_SIZE = 64, SL_N = (int)(8 * MiB / SL_SIZE), SL_KEEP_EVERY = 512 };
+static void *sl_blocks[SL_N], *sl_new[SL_N];
+static pthread_barrier_t sl_bar;
+static int sl_keep;
+static size_t sl_c[2]; /* committed before and after the other thread's 8 MiB */
+static void *sl_owner(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_blocks[i], i & 0xff, SL_SIZE);
+  }
+  pthread_barrier_wait(&sl_bar); /* filled */
+  pthread_barrier_wait(&sl_bar); /* the other thread is done */
+  for (int i = 0; sl_keep && i < SL_N; i += SL_KEEP_EVERY) {
+    const unsigned char *p = sl_blocks[i];
+    for (int k = 0; p && k < SL_SIZE; k++) bad += p[k] != (unsigned char)(i & 0xff);
+    kite_free(sl_blocks[i]);
+  }
+  if (kite_check() != 1) bad++; /* its queues and full lists, after the other thread's visits */
+  return (void *)bad;
+}
+static void *sl_other(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  pthread_barrier_wait(&sl_bar);
+  for (int i = 0; i < SL_N; i++)
+    if (!sl_keep || i % SL_KEEP_EVERY != 0) kite_free(sl_blocks[i]);
+  sl_c[0] = committed();
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_new[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_new[i], 0x5a ^ (i & 0xff), SL_SIZE);
+  }
+  sl_c[1] = committed();
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = sl_new[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
+    kite_free(sl_new[i]);
+  }
+  pthread_barrier_wait(&sl_bar);
+  return (void *)bad;
+}
+static uintptr_t sl_run(int keep) {
+  sl_keep = keep;
+  kite_malloc_trim(0);
+  pthread_barrier_init(&sl_bar, NULL, 2);
+  pthread_t a, b;
+  void *ra = (void *)1, *rb = (void *)1;
+  if (pthread_create(&a, NULL, sl_owner, NULL) != 0) return 1;
+  if (pthread_create(&b, NULL, sl_other, NULL) == 0) pthread_join(b, &rb);
+  pthread_join(a, &ra);
+  pthread_barrier_destroy(&sl_bar);
+  fprintf(stderr, "sleeper (%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
+          keep ? "a block kept in each page" : "all freed", sl_c[0] >> 10, sl_c[1] >> 10);
+  return (uintptr_t)ra + (uintptr_t)rb;
+}
+
+TEST(sleeper) {
+  kite_stats_t s0, s1;
+  kite_stats_get(&s0);
+  expect_uint_eq(sl_run(0), 0);
+  expect_true(sl_c[1] <= sl_c[0] + 1 * MiB); /* the dead pages, reused */
+  expect_uint_eq(sl_run(1), 0);
+  expect_true(sl_c[1] >= sl_c[0] + 7 * MiB); /* no page with a block in it was taken */
+  kite_stats_get(&s1);
+  expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
 }
 
 /* ---- a class's current page, left empty ---- */
@@ -502,6 +582,7 @@ int main(int argc, char **argv) {
   if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
   if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
+  if (!only || !strcmp(only, "sleeper")) RUN(sleeper);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
