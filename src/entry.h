@@ -62,5 +62,9 @@ static inline void *_kite_pvalloc_via(kite_aligned_fn aligned, size_t n) {
   void free(void *p) KITE_ALIAS(kite_free);                                  \
   void cfree(void *p) KITE_ALIAS(kite_free);                                 \
   void __libc_free(void *p) KITE_ALIAS(kite_free);                           \
+  /* C23's sized frees (a program built against a C library that has them must not reach \
+   * that library's free with a kite block) */                                \
+  void free_sized(void *p, size_t n) KITE_ALIAS(kite_free_sized);            \
+  void free_aligned_sized(void *p, size_t a, size_t n) KITE_ALIAS(kite_free_aligned_sized); \
   size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
 #endif

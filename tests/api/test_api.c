@@ -771,6 +771,33 @@ TEST(libc_names) {
   free(a);
 }
 
+/* C23's free_sized and free_aligned_sized (not declared by this C library's headers) are
+ * kite's: a program built against a library that has them frees kite blocks with them. */
+extern void free_sized(void *, size_t);
+extern void free_aligned_sized(void *, size_t, size_t);
+TEST(c23_sized_frees) {
+  unsigned char *p = malloc(200);
+  assert_true(p != NULL);
+  test_fill(p, 200, 9);
+  unsigned char *q = malloc(200); /* a live neighbour: must keep its bytes */
+  assert_true(q != NULL);
+  test_fill(q, 200, 10);
+  free_sized(p, 200);
+  expect_true(!kite_owns(p)); /* freed by kite: no longer a live block */
+  expect_true(test_verify(q, 200, 10));
+  void *a = aligned_alloc(256, 512);
+  assert_true(a != NULL);
+  expect_true(kite_owns(a));
+  free_aligned_sized(a, 256, 512);
+  expect_true(!kite_owns(a));
+  free_sized(NULL, 0); /* as free(NULL) */
+  void *big = malloc(3 * MiB);
+  assert_true(big != NULL);
+  free_sized(big, 3 * MiB);
+  expect_true(!kite_owns(big));
+  free(q);
+}
+
 static void call_malloc_stats(void) { malloc_stats(); }
 
 TEST(mallinfo_and_stats) {
@@ -832,6 +859,7 @@ int main(void) {
 #ifdef KITE_TEST_PLAIN
   RUN_CHECKED(libc_internal_blocks);
   RUN_CHECKED(libc_names);
+  RUN_CHECKED(c23_sized_frees);
   RUN_CHECKED(mallinfo_and_stats);
 #endif
   return test_main_end();
