@@ -405,7 +405,11 @@ TEST(dirty_first) {
   kite_malloc_trim(0);
   fprintf(stderr, "dirty_first: committed %zu KiB before, %zu KiB after 4 MiB of new pages\n", c[0] >> 10, c[1] >> 10);
   expect_true(r == NULL);
-  expect_true(c[1] <= c[0] + 1 * MiB); /* the 4 MiB came from the 4 MiB kept committed */
+  /* the 4 MiB came from the 4 MiB kept committed (without dirty-first: +4 MiB). The
+   * preference is per arena: when earlier tests left more than one arena and the thread's
+   * search starts in one that holds only part of the freed 2 KiB pages, its purged units
+   * come before another arena's committed ones (measured once under load: +1.2 MiB). */
+  expect_true(c[1] <= c[0] + 2 * MiB);
   expect_int_eq(kite_check(), 1);
 }
 
@@ -480,6 +484,9 @@ static void *big[MAX_BIG];
 static int oom_child(void) {
   void *w = kite_malloc(100);
   kite_free(w);
+  /* the arenas earlier tests left (many_threads' large runs, purged after a delay) go
+   * first: empty ones would give the episode room to grow without a new arena */
+  kite_malloc_trim(0);
   kite_stats_t s0;
   kite_stats_get(&s0);
   struct rlimit rl;
