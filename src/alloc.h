@@ -57,4 +57,10 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge);
 /* init.c: once per process (idempotent, cheap after the first call): options, the exit
  * statistics' stderr duplicate, fork handlers. */
 void _kite_process_init(void);
+#ifdef KITE_TEST_HOOKS
+/* Test builds (free.c): called by another thread's free of a small block right after its
+ * claim, before its push; and the owner's fast-free stores for block p, unchecked. */
+extern void (*_kite_test_hook_remote_claimed)(void *p);
+void _kite_test_owner_free_store(void *p);
+#endif
 #endif

@@ -134,11 +134,12 @@ KITE_API void kite_free(void *p) {
  * below needs no saved registers: a page with no owner (its thread exited: heap.c pushes
  * the block, and gives the page back once empty). Remote frees are counted by the owner
  * when it takes them back (heap.c's page_collect), not here. */
-static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
-  if (!_kite_heap_free_abandoned(pg, i)) _kite_page_push_remote(pg, i);
-}
 static KITE_COLD void free_invalid(const kite_page_t *pg, uint32_t i) {
   _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
+}
+static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
+  /* adopted meanwhile: pushed as to any owned page (its new owner may race a double free) */
+  if (!_kite_heap_free_abandoned(pg, i) && !_kite_page_push_remote(pg, i)) free_invalid(pg, i);
 }
 
 /* Free block i (at p) of small page pg (head descriptor) owned by h, this thread's heap. */
@@ -153,6 +154,21 @@ static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h,
   pg->local_free = (uint16_t)i;
   if (--pg->used <= 0) _kite_free_local_slow(h, pg);
 }
+
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_remote_claimed)(void *p);
+/* What the owner's fast free does once it has read LIVE: its link, local_free, used (plain
+ * stores, no check). The racing double free's test calls it between another thread's
+ * claim and push, where an owner that read LIVE just before the claim would store. */
+void _kite_test_owner_free_store(void *p) {
+  size_t huge;
+  kite_page_t *pg = _kite_lookup(p, &huge);
+  uint32_t i = (uint32_t)_kite_page_index_of(pg, p);
+  pg->links[i] = pg->local_free;
+  pg->local_free = (uint16_t)i;
+  pg->used--;
+}
+#endif
 
 /* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap;
  * owner: pg->heap as the caller read it); p is a block start of pg, i <= pg->reserved (an
@@ -171,11 +187,16 @@ static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h,
     free_invalid(pg, (uint32_t)i);
     return;
   }
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_remote_claimed) _kite_test_hook_remote_claimed(p);
+#endif
   if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
     free_remote_abandoned(pg, (uint32_t)i);
     return;
   }
-  _kite_page_push_remote_at(pg, e, i);
+  /* false: the owner's own free of the block stored its link after our claim (a racing
+   * double free): the owner has it; report ours */
+  if (unlikely(!_kite_page_push_remote_at(pg, e, i))) free_invalid(pg, (uint32_t)i);
 }
 
 #if KITE_SECURE

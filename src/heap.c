@@ -426,7 +426,11 @@ bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
     _kite_unlock(&heap_lock);
     return false;
   }
-  _kite_page_push_remote(pg, i);
+  if (!_kite_page_push_remote(pg, i)) { /* no owner to race with; a stale claim: report */
+    _kite_unlock(&heap_lock);
+    _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
+    return true;
+  }
   bool empty = abandoned_settle(pg, true);
   _kite_unlock(&heap_lock);
   if (empty) run_free(pg);

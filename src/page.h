@@ -22,9 +22,11 @@
  *   - thread_free is pushed by other threads (one CAS each, head + count in one word) after
  *     they claimed the entry LIVE -> REMOTE with a 16-bit CAS; the owner (or whoever holds
  *     an abandoned page) takes it whole and walks exactly its count, keeping only REMOTE
- *     entries: when an owner's free raced with another thread's free of the same block
- *     (the owner's plain store overwrote the claim), the walk finds a non-REMOTE entry,
- *     reports the double free and stops; the blocks after it stay REMOTE (leaked).
+ *     entries. When an owner's free races with another thread's free of the same block
+ *     (the owner read LIVE before the claim and stores its own link after it): if that
+ *     store lands before the pusher's link CAS, the push fails and the pusher reports; if
+ *     after, the walk finds a non-REMOTE entry, reports the double free and stops (the
+ *     blocks after it stay REMOTE: leaked). Either way the block is free once.
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.
  * Layer: above links and arena; below heap. Owner-only functions say so.
@@ -105,12 +107,22 @@ static inline bool _kite_page_claim_remote(kite_page_t *pg, size_t i) { /* i < K
   return true;
 }
 /* Push claimed block i (its entry REMOTE|END, at e == &pg->links[i]) on pg's thread_free
- * with one CAS. (e is passed in: after the claim's CAS the compiler would load links again.) */
-static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_t i) {
+ * with one CAS. (e is passed in: after the claim's CAS the compiler would load links again.)
+ * The entry takes the link to the list's head with a 16-bit CAS from the value this thread
+ * stored last, never a plain store: an owner's free that read LIVE before the claim and
+ * stores its own link after it (a racing double free) would otherwise be overwritten, the
+ * block would sit on both lists and be counted free twice. false: that store came first (the
+ * owner has the block on its local list; nothing is pushed, the caller reports). An owner's
+ * store after the last CAS stays visible: the owner's collect finds the entry not REMOTE. */
+static inline bool _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_t i) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  uint16_t mine = (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END); /* the claim's value */
   do {
     /* REMOTE | head, as an addition (head <= KITE_LINK_END < KITE_LINK_REMOTE): one lea */
-    __atomic_store_n(e, (uint16_t)(KITE_LINK_REMOTE + (uint32_t)old), __ATOMIC_RELAXED);
+    uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint32_t)old);
+    /* also when link == mine (an empty list): the compare is what sees the owner's store */
+    if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return false;
+    mine = link;
     /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
 #if defined(__x86_64__)
     /* old + 2^16, then its low 16 bits replaced by i (gcc: move, mask, add, or) */
@@ -119,9 +131,11 @@ static inline void _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_
     nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
 #endif
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+  return true;
 }
-/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS. */
-static inline void _kite_page_push_remote(kite_page_t *pg, uint32_t i) { _kite_page_push_remote_at(pg, &pg->links[i], i); }
+/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS; false as
+ * _kite_page_push_remote_at. */
+static inline bool _kite_page_push_remote(kite_page_t *pg, uint32_t i) { return _kite_page_push_remote_at(pg, &pg->links[i], i); }
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----

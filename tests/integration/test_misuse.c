@@ -9,7 +9,9 @@
  *   - double free of a small, a large and a huge block (of a huge block also by two threads
  *     at once, 100 rounds); of a small block whose second free
  *     comes from another thread, or whose both frees do; of a small block the program
- *     overwrote while it was free (every byte), from its own thread and from another;
+ *     overwrote while it was free (every byte), from its own thread and from another; of a
+ *     small block by its owner and another thread at once, the owner's stores landing
+ *     between the other's claim and push (a test hook; test builds only);
  *   - malloc_usable_size of a freed small block;
  *   - realloc of a freed small block (freed by its thread or another; a size that fits its
  *     class and one that does not), of an interior pointer of a small or large block, of an
@@ -159,6 +161,38 @@ static void double_free_overwritten(void) {
   A_free_opaque(announce(p));
   A_free(keep);
 }
+#ifdef KITE_TEST_HOOKS
+/* The owner and another thread free the same block at once, in the one order that the
+ * claim alone does not settle: the owner read LIVE just before the other thread's claim,
+ * and its plain stores land between that claim and the other thread's push (a test hook
+ * does the owner's stores there). The push must see them and report instead of pushing
+ * (before it did, its link store hid the owner's, and the block sat on both lists, counted
+ * free twice). Then the page is sound and the block is handed out once. */
+extern void (*_kite_test_hook_remote_claimed)(void *p); /* src/alloc.h, test builds */
+void _kite_test_owner_free_store(void *p);
+static void owner_store_hook(void *p) { _kite_test_owner_free_store(p); }
+static void double_free_owner_race(void) {
+  unsigned char *p = A_malloc(48);
+  void *keep = A_malloc(48);
+  _kite_test_hook_remote_claimed = owner_store_hook;
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_body, p);
+  pthread_join(t, NULL);
+  _kite_test_hook_remote_claimed = NULL;
+  if (kite_check() != 1) _exit(40);
+  enum { N = 4096 }; /* three pages' worth of 48-byte blocks: p's page fills, p comes back */
+  static void *a[N];
+  int seen = 0;
+  for (int i = 0; i < N; i++) {
+    a[i] = A_malloc(48);
+    if (a[i] == (void *)p) seen++;
+  }
+  if (seen != 1) _exit(41); /* free once: handed out again exactly once */
+  for (int i = 0; i < N; i++) A_free(a[i]);
+  if (kite_check() != 1) _exit(42);
+  A_free(keep);
+}
+#endif
 static void double_free_overwritten_remote(void) {
   unsigned char *p = A_malloc(48);
   void *keep = A_malloc(48);
@@ -308,6 +342,9 @@ static const misuse_case_t cases[] = {
     {"double_free_both_remote", double_free_both_remote, "free(): invalid pointer or double free", 0},
     {"double_free_overwritten", double_free_overwritten, "free(): invalid pointer or double free", 0},
     {"double_free_overwritten_remote", double_free_overwritten_remote, "free(): invalid pointer or double free", 0},
+#ifdef KITE_TEST_HOOKS
+    {"double_free_owner_race", double_free_owner_race, "free(): invalid pointer or double free", 0},
+#endif
     {"usable_size_freed", usable_size_freed, "malloc_usable_size(): freed block", 0},
     {"realloc_freed_small", realloc_freed_small, "realloc(): freed block", 0},
     {"realloc_freed_remote", realloc_freed_remote, "realloc(): freed block", 0},
