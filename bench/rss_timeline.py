@@ -46,6 +46,9 @@ SIZES = {"tiny": "-n 8 -t 4 -i 30", "small": "-n 256 -t 16 -i 300",
          "medium": "-n 768 -t 32 -i 300", "large": "-n 2048 -t 64 -i 500"}
 
 
+MIN_SAMPLE_KIB = 256  # a running C program has more than this resident (libc alone)
+
+
 def read_rss_kib(pid):
     """VmRSS of pid in KiB, or None once the process is gone (or a zombie: no VmRSS)."""
     try:
@@ -85,7 +88,9 @@ def sample_run(argv, preload, interval, timeout):
             timed_out = True
             break
         kib = read_rss_kib(p.pid)
-        if kib:  # 0: the process is exiting and its memory is being torn down (not a sample)
+        # below MIN_SAMPLE_KIB the process is being built by exec or torn down at its exit
+        # (a loaded machine catches it there: 0 or a few KiB), not running: not a sample
+        if kib and kib >= MIN_SAMPLE_KIB:
             samples.append((now - t0, kib))
         nxt += interval
         delay = nxt - time.perf_counter()
