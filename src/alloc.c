@@ -280,11 +280,7 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
 }
 
 KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
-  size_t n;
-  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
-  void *p = kite_heap_malloc(h, n);
-  if (p) memset(p, 0, n);
-  return p;
+  return _kite_heap_calloc_via(kite_heap_malloc, h, count, size);
 }
 
 #if KITE_OVERRIDE

@@ -72,6 +72,14 @@
  * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
  * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
 #define THP_UNITS 32u
+/* advised[] values. THP_ADVISED stays until the unit is unmapped. */
+enum {
+  THP_UNDECIDED = 0, /* nothing said to the kernel */
+  THP_ADVISED = 1,   /* MADV_HUGEPAGE given (a large run of a granule or more; auto) */
+  THP_SMALL = 2,     /* the granule stays on 4 KiB pages (auto, dense: for good) */
+  THP_COLLAPSED = 3, /* dense: the granule is on a huge page */
+  THP_LOOKING = 4,   /* dense: a thread is looking at the granule */
+};
 /* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
  * or not, once and for all when a run smaller than a granule is first claimed in it, before
  * anything in it is touched (a granule touched with 4 KiB pages keeps its page table: advice
@@ -109,10 +117,8 @@ typedef struct kite_arena_s {
   bool growing;                        /* a thread is mapping more of it (no lock held) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
-  uint8_t advised[KITE_ARENA_UNITS];   /* 1: MADV_HUGEPAGE given (stays until the unit is unmapped);
-                                        * 2: its granule was left to 4 KiB pages (THP auto, dense);
-                                        * at a granule's first unit, THP dense: 3 collapsed, 4 being
-                                        * looked at */
+  uint8_t advised[KITE_ARENA_UNITS];   /* THP_* below: huge-page state of the unit (auto,
+                                        * dense: of its granule, kept at the granule's first unit) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
@@ -375,11 +381,11 @@ static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh,
 static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (_kite_options.hugepages != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
-  if (a->advised[g]) return 0; /* decided */
+  if (a->advised[g] != THP_UNDECIDED) return 0; /* decided */
   bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units &&
                __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >= THP_AUTO_MIN_COMMITTED;
   for (uint32_t v = g - THP_UNITS; dense && v < g; v++) dense = !a->is_free[v] || a->dirty[v];
-  memset(&a->advised[g], dense ? 1 : 2, THP_UNITS);
+  memset(&a->advised[g], dense ? THP_ADVISED : THP_SMALL, THP_UNITS);
   return dense ? g : 0;
 }
 
@@ -391,12 +397,13 @@ static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * in place (MADV_COLLAPSE: the kernel copies the resident pages into a huge page and would
  * zero fill missing ones). Nothing is advised: faults stay 4 KiB, khugepaged leaves the
  * arena alone and a later purge of part of the granule splits the huge page back, after
- * which the granule is never collapsed again (advised[] = 2). A granule not dense enough
+ * which the granule is never collapsed again (THP_SMALL). A granule not dense enough
  * yet is looked at again at a later claim above it. The collapse runs with purge_lock
  * held (tried, never waited for), so no purge decommits part of the granule meanwhile;
  * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
- * nothing. advised[g] for a granule's first unit g: 0 undecided, 3 collapsed, 4 being
- * looked at, 2 never (again); a large run of a granule or more sets 1 (advise_run). */
+ * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING,
+ * THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more sets
+ * THP_ADVISED (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory; with 0
@@ -413,22 +420,22 @@ static uint32_t thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   uint32_t g = u & ~(THP_UNITS - 1);
   if (g < THP_UNITS) return 0;
   uint32_t c = g - THP_UNITS;
-  if (a->advised[c]) return 0;
+  if (a->advised[c] != THP_UNDECIDED) return 0;
   for (uint32_t v = c; v < g; v++)
     if (a->is_free[v]) return 0;
-  a->advised[c] = 4;
+  a->advised[c] = THP_LOOKING;
   return c;
 }
 
 /* Collapse granule c of a if enough of it is resident (see THP_DENSE_MAX_MISSING); no lock
  * held on entry. The caller holds a run in a, so a stays mapped. */
 static void thp_dense_collapse(arena_slot_t *s, kite_arena_t *a, uint32_t c) {
-  uint8_t state = 0; /* purge_lock busy, or not dense enough yet: look again later */
-  if (pthread_mutex_trylock(&purge_lock) == 0) {
+  uint8_t state = THP_UNDECIDED; /* purge_lock busy, or not dense enough yet: look again later */
+  if (_kite_trylock(&purge_lock)) {
     void *p = _kite_page_start(&arena_pages(a)[c]);
     size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
     if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
-      state = _kite_os_collapse_huge(p, len) ? 3 : 2;
+      state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
     _kite_unlock(&purge_lock);
   }
   _kite_lock(&s->lock);
@@ -569,8 +576,8 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   arena_slot_t *s = &slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    if (a->advised[idx + i] != 1) {
-      a->advised[idx + i] = 1;
+    if (a->advised[idx + i] != THP_ADVISED) {
+      a->advised[idx + i] = THP_ADVISED;
       if (i < first) first = i;
       last = i + 1;
     }
@@ -665,15 +672,15 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
    * pages for good: a huge page purged whole would come back whole at the first touch of
    * any unit in it (2 MiB resident for 64 KiB used), and one purged in part is split anyway */
   uint32_t gi = i & ~(THP_UNITS - 1), gj = (j + THP_UNITS - 1) & ~(THP_UNITS - 1), ui = gj, uj = gi;
-  for (uint32_t g = gi; g < gj; g += THP_UNITS) /* dense: a collapsed granule purged in part is split */
-    if (a->advised[g] == 3) a->advised[g] = 2;
-  if (_kite_options.hugepages == KITE_HUGEPAGES_AUTO)
-    for (uint32_t g = gi; g < gj; g += THP_UNITS)
-      if (a->advised[g] == 1) {
-        memset(&a->advised[g], 2, THP_UNITS);
-        if (g < ui) ui = g;
-        uj = g + THP_UNITS;
-      }
+  for (uint32_t g = gi; g < gj; g += THP_UNITS) {
+    if (a->advised[g] == THP_COLLAPSED) { /* dense: a collapsed granule purged in part is split */
+      a->advised[g] = THP_SMALL;
+    } else if (a->advised[g] == THP_ADVISED && _kite_options.hugepages == KITE_HUGEPAGES_AUTO) {
+      memset(&a->advised[g], THP_SMALL, THP_UNITS);
+      if (g < ui) ui = g;
+      uj = g + THP_UNITS;
+    }
+  }
   _kite_unlock(&s->lock);
   _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
   if (ui < uj) _kite_os_advise_small(_kite_page_start(arena_pages(a) + ui), (size_t)(uj - ui) << KITE_UNIT_SHIFT);
@@ -822,7 +829,7 @@ static size_t purge_all(bool force, uint64_t now) {
 
 size_t _kite_arena_purge(bool force) {
   if (force) _kite_lock(&purge_lock);
-  else if (pthread_mutex_trylock(&purge_lock) != 0) return 0; /* someone else purges */
+  else if (!_kite_trylock(&purge_lock)) return 0; /* someone else purges */
   uint64_t now = _kite_os_now_ms();
   __atomic_store_n(&last_purge_ms, now, __ATOMIC_RELAXED);
   size_t r = purge_all(force, now);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include "types.h"
 
 static inline bool _kite_is_pow2(size_t a) { return a && !(a & (a - 1)); }
@@ -36,6 +37,17 @@ static inline void *_kite_pvalloc_via(kite_aligned_fn aligned, size_t n) {
   size_t r = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
   if (r < n) { errno = ENOMEM; return NULL; }
   return aligned(KITE_OS_PAGE, r ? r : KITE_OS_PAGE);
+}
+
+/* kite_heap_calloc over the expanding file's kite_heap_malloc (the core's, or the secure
+ * build's wrapper): overflow is NULL + ENOMEM. */
+typedef void *(*kite_heap_malloc_fn)(struct kite_heap_s *h, size_t n);
+static inline void *_kite_heap_calloc_via(kite_heap_malloc_fn heap_malloc, struct kite_heap_s *h, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  void *p = heap_malloc(h, n);
+  if (p) memset(p, 0, n);
+  return p;
 }
 
 /* The standard names as aliases of the kite_ functions defined in the expanding file. */

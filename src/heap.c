@@ -73,6 +73,13 @@ static inline void q_push_back(kite_pageq_t *q, kite_page_t *pg) {
 }
 
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache);
+static void heap_pin(kite_heap_t *h, unsigned cls);
+
+/* Put pg (with a free block) at the back of its class's queue; pinned when it is the first. */
+static void queue_back(kite_heap_t *h, unsigned cls, kite_page_t *pg) {
+  q_push_back(&h->queue[cls], pg);
+  if (h->queue[cls].first == pg) heap_pin(h, cls);
+}
 
 /* full_count[c] is changed under h->lock only (heap_steal changes it from another thread):
  * the owner may peek at it without the lock. */
@@ -219,8 +226,7 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
       page_release(h, pg, true);
       continue;
     }
-    q_push_back(&h->queue[c], pg);
-    if (h->queue[c].first == pg) heap_pin(h, c);
+    queue_back(h, c, pg);
   }
 }
 
@@ -311,8 +317,7 @@ static void heap_steal(kite_heap_t *h, unsigned cls) {
     /* a racing double free broke its cross-thread list (blocks stay claimed): h keeps it */
     __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
     if (pg->free != KITE_LINK_END) {
-      q_push_back(&h->queue[cls], pg);
-      if (h->queue[cls].first == pg) heap_pin(h, cls);
+      queue_back(h, cls, pg);
     } else {
       full_push(h, pg);
     }
@@ -426,11 +431,8 @@ bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
     _kite_unlock(&heap_lock);
     return false;
   }
-  if (!_kite_page_push_remote(pg, i)) { /* no owner to race with; a stale claim: report */
-    _kite_unlock(&heap_lock);
-    _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
-    return true;
-  }
+  /* no owner, so no owner's store can race the push (the claim settled other frees) */
+  kite_check(_kite_page_push_remote(pg, i));
   bool empty = abandoned_settle(pg, true);
   _kite_unlock(&heap_lock);
   if (empty) run_free(pg);
@@ -633,17 +635,9 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
 
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   unsigned cls = _kite_class_of(n);
-  kite_page_t *pg = h->queue[cls].first;
-  if (pg) {
-    /* sizes above the direct range allocate here; quick refill: the current page's own
-     * frees become its allocation list */
-    if (pg->free != KITE_LINK_END) return _kite_page_pop(pg);
-    if (pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
-      pg->free = pg->local_free;
-      pg->local_free = KITE_LINK_END;
-      return _kite_page_pop(pg);
-    }
-  }
+  /* sizes above the direct range allocate here */
+  kite_page_t *pg = _kite_heap_current_page(h, cls);
+  if (pg) return _kite_page_pop(pg);
   return malloc_class_generic(h, cls);
 }
 
@@ -665,8 +659,7 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
     full_count_add(h, cls, -1);
     _kite_unlock(&h->lock);
     if (pg->used != 0) {
-      q_push_back(&h->queue[cls], pg);
-      if (h->queue[cls].first == pg) heap_pin(h, cls);
+      queue_back(h, cls, pg);
       return;
     }
   } else {

@@ -15,6 +15,7 @@
 #include "types.h"
 #include "sizeclass.h"
 #include "stats.h"
+#include "options.h"
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -44,6 +45,18 @@ extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-ex
 extern kite_heap_t _kite_heap_empty;
 extern kite_page_t _kite_page_empty;
 
+/* The current page of class cls with a free block on its allocation list, the page's own
+ * frees made that list first if it had none (the quick refill: no collect of other threads'
+ * frees, no statistics, so not when KITE_SHOW_STATS counts them); NULL when the class has
+ * no current page or it has no free block (the generic path's work). Owner only. */
+static inline kite_page_t *_kite_heap_current_page(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = h->queue[cls].first;
+  if (likely(pg != NULL && pg->free != KITE_LINK_END)) return pg;
+  if (!pg || pg->local_free == KITE_LINK_END || _kite_options.show_stats) return NULL;
+  pg->free = pg->local_free;
+  pg->local_free = KITE_LINK_END;
+  return pg;
+}
 /* Generic malloc for n <= KITE_SMALL_MAX (any heap, including the empty one): NULL+ENOMEM. */
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
 /* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */

@@ -38,7 +38,6 @@
 #include "page.h"
 #include "pagemap.h"
 #include "message.h"
-#include "options.h"
 #include "os.h"
 #include <errno.h>
 #include <pthread.h>
@@ -368,16 +367,10 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
      * its allocation list), so the block's page is at hand for the check: above 1016
      * bytes, and when the direct page had none (with the quarantine feeding one block at a
      * time to the page's own frees, that is most mallocs of a steady loop) */
-    kite_page_t *pg = _kite_heap_tls->queue[_kite_class_of(n + KITE_SECURE_CANARY)].first;
+    kite_page_t *pg = _kite_heap_current_page(_kite_heap_tls, _kite_class_of(n + KITE_SECURE_CANARY));
     if (pg) {
-      if (pg->free == KITE_LINK_END && pg->local_free != KITE_LINK_END && !_kite_options.show_stats) {
-        pg->free = pg->local_free;
-        pg->local_free = KITE_LINK_END;
-      }
-      if (pg->free != KITE_LINK_END) {
-        void *b = _kite_page_pop(pg);
-        if (likely(block_ready(b, pg->block_size))) return b;
-      }
+      void *b = _kite_page_pop(pg);
+      if (likely(block_ready(b, pg->block_size))) return b;
     }
     SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
   }
@@ -497,11 +490,7 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
 }
 
 KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
-  size_t n;
-  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
-  void *p = kite_heap_malloc(h, n);
-  if (p) memset(p, 0, n);
-  return p;
+  return _kite_heap_calloc_via(kite_heap_malloc, h, count, size);
 }
 
 #if KITE_OVERRIDE

@@ -91,18 +91,15 @@ void _kite_os_unmap(void *p, size_t size) {
   errno = saved;
 }
 
-void _kite_os_decommit(void *p, size_t size) {
-  int saved = errno;
-  madvise(p, size, MADV_DONTNEED);
-  errno = saved;
-}
-
-/* madvise as a hint: its failure changes nothing kite relies on, and errno is kept. */
+/* madvise whose failure changes nothing kite relies on (a hint, or a decommit that leaves
+ * the memory as it was); errno is kept. */
 static void advise_keep_errno(void *p, size_t size, int advice) {
   int saved = errno;
   madvise(p, size, advice);
   errno = saved;
 }
+
+void _kite_os_decommit(void *p, size_t size) { advise_keep_errno(p, size, MADV_DONTNEED); }
 
 void _kite_os_advise_huge(void *p, size_t size) {
 #ifdef MADV_HUGEPAGE
