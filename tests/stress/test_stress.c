@@ -248,9 +248,21 @@ int main(int argc, char **argv) {
   expect_uint_eq(atomic_load(&n_errors), 0);
   expect_uint_eq(atomic_load(&n_alloc), atomic_load(&n_free));
   expect_true(atomic_load(&n_remote_taken) > 0);
-  /* the same workload again must not need much more memory than the first time */
+  /* the same workload again must not need much more memory than the first time. Not under
+   * TSan: its shadow of every address kite ever touched stays resident, so the process's
+   * RSS follows where arenas were mapped, not what kite holds (measured once: 87 -> 287
+   * MiB of RSS with kite's committed bytes at 727 KiB in both rounds); kite's own
+   * committed bytes, below, are checked in every build. */
+#if defined(__SANITIZE_THREAD__)
+  int check_rss = 0;
+#else
+  int check_rss = 1;
+#endif
   size_t bound = rss_first + rss_first / 2 + (32u << 20);
-  if (rounds > 1 && rss_max > bound)
+  if (!check_rss)
+    fprintf(stderr, "resident set across rounds not judged under TSan (first %zu KiB, max %zu KiB)\n",
+            rss_first >> 10, rss_max >> 10);
+  else if (rounds > 1 && rss_max > bound)
     TEST_FAIL_("resident set grows across rounds: first %zu KiB, max %zu KiB", rss_first >> 10,
                rss_max >> 10);
   else
