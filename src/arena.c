@@ -212,8 +212,14 @@ static bool arena_new(void) {
   while (first < 2 * meta_units && first < KITE_ARENA_UNITS) first *= 2;
   if (first > KITE_ARENA_UNITS) first = KITE_ARENA_UNITS;
   size_t first_bytes = (size_t)first << KITE_UNIT_SHIFT;
-  void *base = _kite_os_map_aligned(first_bytes, KITE_ARENA_SIZE,
-                                    (void *)__atomic_load_n(&arena_hint, __ATOMIC_RELAXED));
+  void *hint = (void *)__atomic_load_n(&arena_hint, __ATOMIC_RELAXED);
+  /* Where the whole slot is free: map all of it, keep the first units. (The kernel's choice
+   * for first_bytes alone may leave the slot's tail to mappings that are already there, the
+   * program's libraries among them, and the arena could not grow into it.) With little
+   * address space left, as before: only the first units. */
+  void *base = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, hint);
+  if (base) _kite_os_unmap((uint8_t *)base + first_bytes, KITE_ARENA_SIZE - first_bytes);
+  else base = _kite_os_map_aligned(first_bytes, KITE_ARENA_SIZE, hint);
   if (!base) return false;
   if ((uintptr_t)base >> KITE_ADDR_BITS) { /* outside the page map: cannot be ours */
     _kite_os_unmap(base, first_bytes);

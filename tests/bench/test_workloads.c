@@ -132,6 +132,15 @@ TEST(new_workloads_known_checksums) {
               strstr(g_out, "anon_huge_mib: "));
   expect_true(exited(run("./kite-wl-tlb -b 8"), 2)); /* a node needs 24 bytes */
   expect_true(strstr(g_out, "-b must be at least 24") != NULL);
+  /* graph -p 1 adds its phase times on stderr; what it computes (the checksum) is unchanged,
+   * and without -p that line is not there */
+  expect_ok("graph -p", run("./kite-wl-graph -n 5000 -r 1 -w 0 -p 1"));
+  expect_true(strstr(g_out, "phases: build ") && strstr(g_out, " s, walk ") && strstr(g_out, " s, shuffle ") &&
+              strstr(g_out, " s, tear-down "));
+  expect_true(checksum(ck, sizeof ck) && !strcmp(ck, "0000000000bf0a02"));
+  expect_ok("graph", run("./kite-wl-graph -n 5000 -r 1 -w 0"));
+  expect_true(strstr(g_out, "phases: ") == NULL);
+  expect_true(exited(run("./kite-wl-graph -p x"), 2));
   /* phases announces every phase, in order */
   expect_ok("phases", run("./kite-wl-phases -n 2 -t 2 -i 5"));
   const char *want[] = {"phase build ", "phase free ", "phase idle ", "phase rebuild ",
