@@ -1,0 +1,214 @@
+/* tests/integration/test_inpage_purge.c -- the in-page purge: the OS pages (4 KiB) of a
+ * small page that hold only free blocks go back to the OS while the page stays in use.
+ *
+ * Each test fills pages of one size class (a power of two: blocks never straddle an OS
+ * page), writes a pattern into every block, frees all but every KEEP-th block and then
+ * counts, with mincore, the "free OS pages": those whose every byte lies in a block this
+ * test freed (no other block can be there, so kite is free to give them back). Before the
+ * purge they are resident (the test wrote them: this is what makes each check able to fail).
+ *   trim      kite_malloc_trim(0) gives back every free OS page of the calling thread's
+ *             pages: none stays resident; the kept blocks hold their patterns; blocks
+ *             allocated again (in the purged OS pages) can be written and read, and
+ *             kite_calloc's blocks read zero
+ *   policy    no trim: taking fresh pages for another class purges the thread's sparse pages
+ *             (at least half free), all but the class's current page: at most one page's
+ *             worth (16 OS pages) of free OS pages stays resident
+ *   off       the same with KITE_PURGE_DELAY_MS < 0 (only trim gives memory back): every
+ *             free OS page stays resident
+ *   exit      a thread frees most of its blocks and exits: its sparse pages are purged as
+ *             they are abandoned; main checks and frees the kept blocks (remote frees to
+ *             abandoned pages), and kite_check passes
+ * Build: kite-noover (KITE_DEBUG < 3: at 3 freed blocks hold a fill pattern and are not
+ * purged). Not in the ASan build (it measures residency).
+ */
+#define _GNU_SOURCE
+#include <kite.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define OS_PAGE ((uintptr_t)4096)
+#define KEEP 16
+
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The free OS pages of the blocks b[i] of size sz (a power of two <= 4 KiB, blocks aligned to
+ * sz) with i % KEEP != 0: OS pages covered entirely by such blocks. Writes their addresses
+ * to out (room for n); returns how many. */
+static size_t free_os_pages(void **b, size_t n, size_t sz, uintptr_t *out) {
+  uintptr_t *a = malloc(n * sizeof *a); /* glibc's: this test links kite-noover */
+  size_t m = 0, k = 0;
+  for (size_t i = 0; i < n; i++) if (i % KEEP) a[m++] = (uintptr_t)b[i];
+  qsort(a, m, sizeof *a, cmp_ptr);
+  size_t per = OS_PAGE / sz;
+  for (size_t i = 0; i < m;) {
+    uintptr_t pg = a[i] & ~(OS_PAGE - 1);
+    size_t j = i;
+    while (j < m && (a[j] & ~(OS_PAGE - 1)) == pg) j++;
+    if (j - i == per) out[k++] = pg;
+    i = j;
+  }
+  free(a);
+  return k;
+}
+
+static size_t resident(const uintptr_t *pages, size_t k) {
+  size_t r = 0;
+  for (size_t i = 0; i < k; i++) {
+    unsigned char v = 0;
+    if (mincore((void *)pages[i], OS_PAGE, &v) == 0 && (v & 1)) r++;
+  }
+  return r;
+}
+
+/* Allocate n blocks of sz and write a pattern in each. */
+static void fill_blocks(void **b, size_t n, size_t sz, uint64_t tag) {
+  for (size_t i = 0; i < n; i++) {
+    b[i] = kite_malloc(sz);
+    assert_true(b[i] != NULL);
+    test_fill(b[i], sz, tag + i);
+  }
+  expect_uint_eq(kite_malloc_usable_size(b[0]), sz);
+}
+/* Free all but every KEEP-th. */
+static void thin(void **b, size_t n) {
+  for (size_t i = 0; i < n; i++) if (i % KEEP) kite_free(b[i]);
+}
+static size_t kept_intact(void **b, size_t n, size_t sz, uint64_t tag) {
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i += KEEP) ok += test_verify(b[i], sz, tag + i);
+  return ok;
+}
+static void free_kept(void **b, size_t n) {
+  for (size_t i = 0; i < n; i += KEEP) kite_free(b[i]);
+}
+
+/* ---- trim ---- */
+enum { TR_SZ = 1024, TR_N = 16 * 64 }; /* 16 pages of 64 blocks */
+static void *tr_b[TR_N], *tr_again[TR_N];
+static uintptr_t tr_pages[TR_N];
+TEST(trim) {
+  fill_blocks(tr_b, TR_N, TR_SZ, 0x100);
+  size_t k = free_os_pages(tr_b, TR_N, TR_SZ, tr_pages);
+  thin(tr_b, TR_N);
+  /* 16 OS pages a page, 4 of them with a kept block (every 16th block, 4 blocks an OS
+   * page): 12 free ones a page if the blocks were carved in order, fewer otherwise */
+  expect_true(k >= 8 * 16);
+  size_t before = resident(tr_pages, k);
+  expect_uint_eq(before, k);
+  expect_int_eq(kite_malloc_trim(0), 1);
+  size_t after = resident(tr_pages, k);
+  fprintf(stderr, "trim: %zu free OS pages, resident %zu before kite_malloc_trim, %zu after\n", k, before, after);
+  expect_uint_eq(after, 0);
+  expect_uint_eq(kept_intact(tr_b, TR_N, TR_SZ, 0x100), TR_N / KEEP);
+  /* the purged OS pages are handed out again: writable, and calloc's blocks are zero */
+  size_t zero = 0, n = TR_N - TR_N / KEEP;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char *p = i & 1 ? kite_calloc(1, TR_SZ) : kite_malloc(TR_SZ);
+    assert_true(p != NULL);
+    if (i & 1) {
+      size_t j = 0;
+      while (j < TR_SZ && p[j] == 0) j++;
+      zero += j == TR_SZ;
+    }
+    test_fill(p, TR_SZ, 0x900 + i);
+    tr_again[i] = p;
+  }
+  expect_uint_eq(zero, n / 2);
+  size_t ok = 0;
+  for (size_t i = 0; i < n; i++) ok += test_verify(tr_again[i], TR_SZ, 0x900 + i);
+  expect_uint_eq(ok, n);
+  expect_uint_eq(kept_intact(tr_b, TR_N, TR_SZ, 0x100), TR_N / KEEP);
+  for (size_t i = 0; i < n; i++) kite_free(tr_again[i]);
+  free_kept(tr_b, TR_N);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- policy: fresh pages of another class purge the sparse ones ---- */
+enum { PO_SZ = 2048, PO_N = 64 * 32, PO_OTHER = 3072, PO_ON = 2048 }; /* 64 pages; 6 MiB of the other class */
+static void *po_b[PO_N], *po_other[PO_ON];
+static uintptr_t po_pages[PO_N];
+static void policy_run(int on, uint64_t tag) {
+  fill_blocks(po_b, PO_N, PO_SZ, tag);
+  size_t k = free_os_pages(po_b, PO_N, PO_SZ, po_pages);
+  thin(po_b, PO_N);
+  expect_true(k >= 32 * 16);
+  size_t before = resident(po_pages, k);
+  for (size_t i = 0; i < PO_ON; i++) {
+    po_other[i] = kite_malloc(PO_OTHER);
+    assert_true(po_other[i] != NULL);
+    memset(po_other[i], (int)i, PO_OTHER);
+  }
+  size_t after = resident(po_pages, k);
+  fprintf(stderr, "policy (%s): %zu free OS pages, resident %zu before the other class's 6 MiB, %zu after\n",
+          on ? "on" : "off", k, before, after);
+  expect_uint_eq(before, k);
+  if (on) expect_true(after <= 16); /* the class's current page is not purged */
+  else expect_uint_eq(after, k);
+  expect_uint_eq(kept_intact(po_b, PO_N, PO_SZ, tag), PO_N / KEEP);
+  size_t ok = 0;
+  for (size_t i = 0; i < PO_ON; i++) {
+    const unsigned char *p = po_other[i];
+    ok += p[0] == (unsigned char)i && p[PO_OTHER - 1] == (unsigned char)i;
+    kite_free(po_other[i]);
+  }
+  expect_uint_eq(ok, PO_ON);
+  free_kept(po_b, PO_N);
+  kite_malloc_trim(0); /* the next run starts from no page of these classes */
+  expect_int_eq(kite_check(), 1);
+}
+TEST(policy) { policy_run(1, 0x2000); }
+TEST(off) {
+  int64_t d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  policy_run(0, 0x3000);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, d);
+}
+
+/* ---- thread exit ---- */
+enum { EX_SZ = 512, EX_N = 32 * 128 }; /* 32 pages */
+static void *ex_b[EX_N];
+static uintptr_t ex_pages[EX_N];
+static size_t ex_k, ex_before;
+static void *ex_thread(void *arg) {
+  (void)arg;
+  fill_blocks(ex_b, EX_N, EX_SZ, 0x5000);
+  ex_k = free_os_pages(ex_b, EX_N, EX_SZ, ex_pages);
+  thin(ex_b, EX_N);
+  ex_before = resident(ex_pages, ex_k);
+  return NULL; /* the kept blocks stay behind, in abandoned pages */
+}
+TEST(exit) {
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, ex_thread, NULL), 0);
+  pthread_join(t, NULL);
+  size_t after = resident(ex_pages, ex_k);
+  fprintf(stderr, "exit: %zu free OS pages, resident %zu before the thread exited, %zu after\n", ex_k, ex_before, after);
+  expect_true(ex_k >= 16 * 16);
+  expect_uint_eq(ex_before, ex_k);
+  expect_uint_eq(after, 0);
+  expect_uint_eq(kept_intact(ex_b, EX_N, EX_SZ, 0x5000), EX_N / KEEP);
+  free_kept(ex_b, EX_N);
+  expect_int_eq(kite_check(), 1);
+}
+
+int main(int argc, char **argv) {
+  test_rng_init(0x12ull);
+#if KITE_LIB_DEBUG >= 3
+  printf("skipped: the library is built with KITE_DEBUG >= 3 (free blocks hold a fill pattern: no in-page purge)\n");
+  return 0;
+#endif
+  const char *only = argc > 1 ? argv[1] : NULL;
+  if (!only || !strcmp(only, "trim")) RUN(trim);
+  if (!only || !strcmp(only, "policy")) RUN(policy);
+  if (!only || !strcmp(only, "off")) RUN(off);
+  if (!only || !strcmp(only, "exit")) RUN(exit);
+  return test_main_end();
+}
