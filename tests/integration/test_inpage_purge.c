@@ -1,5 +1,6 @@
-/* tests/integration/test_inpage_purge.c -- the in-page purge: the OS pages (4 KiB) of a
- * small page that hold only free blocks go back to the OS while the page stays in use.
+/* tests/integration/test_inpage_purge.c -- partly used small pages: the in-page purge (the
+ * OS pages, 4 KiB, of a small page that hold only free blocks go back to the OS while the
+ * page stays in use) and the drain of sparse pages.
  *
  * Each test fills pages of one size class (a power of two: blocks never straddle an OS
  * page), writes a pattern into every block, frees all but every KEEP-th block and then
@@ -18,6 +19,10 @@
  *   exit      a thread frees most of its blocks and exits: its sparse pages are purged as
  *             they are abandoned; main checks and frees the kept blocks (remote frees to
  *             abandoned pages), and kite_check passes
+ *   drain     a thread's current page, refilled by remote frees to 4 live blocks of 64, gives
+ *             way to a denser page of its queue (the next block comes from there); once its
+ *             last blocks are freed it is given back whole (the next fresh page of another
+ *             class is carved in its unit, from the heap's page cache)
  * Build: kite-noover (KITE_DEBUG < 3: at 3 freed blocks hold a fill pattern and are not
  * purged). Not in the ASan build (it measures residency).
  */
@@ -199,6 +204,64 @@ TEST(exit) {
   expect_int_eq(kite_check(), 1);
 }
 
+/* ---- drain ---- */
+enum { DR_SZ = 1280, DR_PER = 51, DR_N = 3 * DR_PER }; /* 51 blocks of 1280 in a 64 KiB page */
+static void *dr_b[DR_N];
+static uintptr_t dr_unit(const void *p) { return (uintptr_t)p >> 16; }
+static void *dr_remote(void *arg) { /* frees all but the first 4 blocks of the third page */
+  (void)arg;
+  for (int i = 2 * DR_PER + 4; i < DR_N; i++) kite_free(dr_b[i]);
+  return NULL;
+}
+static void *dr_owner(void *arg) {
+  uintptr_t *res = arg; /* [0] units in order, [1] next block in the dense page, [2] third
+                           page's unit reused, [3] blocks intact */
+  for (int i = 0; i < DR_N; i++) {
+    dr_b[i] = kite_malloc(DR_SZ);
+    if (!dr_b[i]) return NULL;
+    test_fill(dr_b[i], DR_SZ, 0x7000 + (uint64_t)i);
+  }
+  uintptr_t u[3] = {dr_unit(dr_b[0]), dr_unit(dr_b[DR_PER]), dr_unit(dr_b[2 * DR_PER])};
+  int in_order = u[0] != u[1] && u[1] != u[2] && u[0] != u[2];
+  for (int i = 0; i < DR_N; i++) in_order &= dr_unit(dr_b[i]) == u[i / DR_PER];
+  res[0] = (uintptr_t)in_order;
+  /* the second page gets 8 local frees (it leaves the full list: dense, 43 live) */
+  for (int i = DR_PER; i < DR_PER + 8; i++) kite_free(dr_b[i]);
+  /* the current (third) page: 47 blocks freed by another thread */
+  pthread_t t;
+  if (pthread_create(&t, NULL, dr_remote, NULL) != 0) return NULL;
+  pthread_join(t, NULL);
+  void *p = kite_malloc(DR_SZ); /* the third page has no local free: collect, 4 live */
+  res[1] = p && dr_unit(p) == u[1];
+  kite_free(p);
+  for (int i = 2 * DR_PER; i < 2 * DR_PER + 4; i++) {
+    res[3] += test_verify(dr_b[i], DR_SZ, 0x7000 + (uint64_t)i);
+    kite_free(dr_b[i]); /* the last one empties it: given back to the heap's cache */
+  }
+  void *q = kite_malloc(4096); /* a fresh page of another class: the cache's unit */
+  res[2] = q && dr_unit(q) == u[2];
+  kite_free(q);
+  for (int i = 0; i < 2 * DR_PER; i++) {
+    if (i >= DR_PER && i < DR_PER + 8) continue;
+    res[3] += test_verify(dr_b[i], DR_SZ, 0x7000 + (uint64_t)i);
+    kite_free(dr_b[i]);
+  }
+  return arg;
+}
+TEST(drain) {
+  uintptr_t res[4] = {0};
+  pthread_t t;
+  void *r = NULL;
+  assert_int_eq(pthread_create(&t, NULL, dr_owner, res), 0);
+  pthread_join(t, &r);
+  assert_true(r == res);
+  assert_uint_eq(res[0], 1); /* the blocks were carved page after page (the test's premise) */
+  expect_uint_eq(res[1], 1);
+  expect_uint_eq(res[2], 1);
+  expect_uint_eq(res[3], 4 + 2 * DR_PER - 8);
+  expect_int_eq(kite_check(), 1);
+}
+
 int main(int argc, char **argv) {
   test_rng_init(0x12ull);
 #if KITE_LIB_DEBUG >= 3
@@ -210,5 +273,6 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "policy")) RUN(policy);
   if (!only || !strcmp(only, "off")) RUN(off);
   if (!only || !strcmp(only, "exit")) RUN(exit);
+  if (!only || !strcmp(only, "drain")) RUN(drain);
   return test_main_end();
 }
