@@ -35,6 +35,7 @@ typedef struct kite_heap_s {
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */
   uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
+  uint32_t purge_cls;               /* next class heap_purge_step looks at (heap.c) */
   /* Guards full[] and full_count[] (heap.c: another thread's heap_steal takes dead pages
    * off them). The owner holds it only around its own changes of those lists and never
    * takes heap_lock while holding it; heap_steal takes it (trylock) under heap_lock. */
