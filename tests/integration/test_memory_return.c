@@ -26,6 +26,8 @@
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
  *                  above them: new pages come from the committed ones (no growth)
+ *   dirty_other_arena  pages kept committed in a full arena, a thread whose last claim was
+ *                  in a newer one: its new pages come from the committed ones (no growth)
  * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
@@ -405,11 +407,88 @@ TEST(dirty_first) {
   kite_malloc_trim(0);
   fprintf(stderr, "dirty_first: committed %zu KiB before, %zu KiB after 4 MiB of new pages\n", c[0] >> 10, c[1] >> 10);
   expect_true(r == NULL);
-  /* the 4 MiB came from the 4 MiB kept committed (without dirty-first: +4 MiB). The
-   * preference is per arena: when earlier tests left more than one arena and the thread's
-   * search starts in one that holds only part of the freed 2 KiB pages, its purged units
-   * come before another arena's committed ones (measured once under load: +1.2 MiB). */
+  /* the 4 MiB came from the 4 MiB kept committed (without dirty-first: +4 MiB). When the
+   * preference was per arena, earlier tests' arenas could put another arena's purged units
+   * before these (measured once under load: +1.2 MiB); committed units of every arena now
+   * come first (dirty_other_arena). */
   expect_true(c[1] <= c[0] + 2 * MiB);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- committed units of another arena first ----
+ * Thread 1 fills 8 MiB of 1 KiB blocks; thread 2 then claims 1 MiB runs (never touched)
+ * until a new arena is mapped, so every arena but the new one is full and thread 2's last
+ * claim is in the new one, and frees a 12 MiB run there at purge delay 0 (16 MiB of room,
+ * not committed). Thread 1 frees its blocks with purging off: its emptied pages stay
+ * committed in the old arena. Thread 2's 8 MiB of 1 KiB blocks then take those units
+ * (arena.c, dirty_avail), not fresh ones of the new arena where it claimed last (+8 MiB
+ * before). */
+enum { DO_SIZE = 1024, DO_N = (int)(8 * MiB / DO_SIZE), DO_RUNS = 4096 };
+static void *do_a[DO_N], *do_b[DO_N], *do_runs[DO_RUNS];
+static pthread_barrier_t do_bar;
+static size_t do_c[2];
+static int do_nruns;
+static void *do_one(void *arg) {
+  uintptr_t bad = 0;
+  for (int i = 0; i < DO_N; i++)
+    if (!(do_a[i] = kite_malloc(DO_SIZE))) bad++;
+    else memset(do_a[i], 0x3c, DO_SIZE);
+  pthread_barrier_wait(&do_bar); /* filled */
+  pthread_barrier_wait(&do_bar); /* the arenas are full */
+  for (int i = 0; i < DO_N; i++) kite_free(do_a[i]);
+  pthread_barrier_wait(&do_bar); /* freed */
+  return (void *)bad;
+}
+static void *do_two(void *arg) {
+  uintptr_t bad = 0;
+  kite_stats_t s;
+  pthread_barrier_wait(&do_bar);
+  kite_stats_get(&s);
+  unsigned long long arenas = s.arenas;
+  for (do_nruns = 0; do_nruns < DO_RUNS; do_nruns++) {
+    if (!(do_runs[do_nruns] = kite_malloc(MiB))) { bad++; break; }
+    kite_stats_get(&s);
+    if (s.arenas > arenas) { do_nruns++; break; }
+  }
+  if (s.arenas <= arenas) bad++; /* no new arena: the test did not set itself up */
+  /* room in the new arena, purged (not committed): a 12 MiB run freed at purge delay 0 */
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  void *big = kite_malloc(12 * MiB);
+  if (!big || ((uintptr_t)big >> 26) != ((uintptr_t)do_runs[do_nruns - 1] >> 26)) bad++;
+  kite_free(big);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  pthread_barrier_wait(&do_bar);
+  pthread_barrier_wait(&do_bar);
+  do_c[0] = committed();
+  for (int i = 0; i < DO_N; i++)
+    if (!(do_b[i] = kite_malloc(DO_SIZE))) bad++;
+    else memset(do_b[i], 0xc3, DO_SIZE);
+  do_c[1] = committed();
+  for (int i = 0; i < DO_N; i++) kite_free(do_b[i]);
+  for (int i = 0; i < do_nruns; i++) kite_free(do_runs[i]);
+  return (void *)bad;
+}
+
+TEST(dirty_other_arena) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_malloc_trim(0);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  pthread_barrier_init(&do_bar, NULL, 2);
+  pthread_t a, b;
+  void *ra = (void *)1, *rb = (void *)1;
+  assert_int_eq(pthread_create(&a, NULL, do_one, NULL), 0);
+  assert_int_eq(pthread_create(&b, NULL, do_two, NULL), 0);
+  pthread_join(a, &ra);
+  pthread_join(b, &rb);
+  pthread_barrier_destroy(&do_bar);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_malloc_trim(0);
+  fprintf(stderr, "dirty_other_arena: %d runs of 1 MiB; committed %zu KiB before, %zu KiB after 8 MiB of 1 KiB blocks\n",
+          do_nruns, do_c[0] >> 10, do_c[1] >> 10);
+  expect_uint_eq((uintptr_t)ra, 0);
+  expect_uint_eq((uintptr_t)rb, 0);
+  /* 120 of thread 1's 128 pages reached the old arena (8 stay in its page cache) */
+  expect_true(do_c[1] <= do_c[0] + 2 * MiB);
   expect_int_eq(kite_check(), 1);
 }
 
@@ -592,6 +671,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "sleeper")) RUN(sleeper);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
+  if (!only || !strcmp(only, "dirty_other_arena")) RUN(dirty_other_arena);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
   if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);
