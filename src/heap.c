@@ -18,7 +18,7 @@
  * It is taken only on slow paths (thread start/exit, adoption, trim, stats, heap_steal).
  * Each heap's lock guards its full lists (full[], full_count[]): another thread's
  * heap_steal takes pages with no live block off them. Order: heap_lock, then a heap's lock
- * (heap_steal, with trylock); the owner never takes heap_lock while holding its own.
+ * (heap_steal tries both); the owner never takes heap_lock while holding its own.
  */
 #include "heap.h"
 #include "page.h"
@@ -280,10 +280,13 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
 #define STEAL_VISITS 32      /* pages looked at per other heap, at most */
 #define STEAL_VISITS_ALL 128 /* and in all */
 
-static void heap_steal(kite_heap_t *h, unsigned cls) {
+/* Pages taken (stolen) by a look, or -1 when heap_lock was busy (another thread steals,
+ * adopts or starts): no look then, the caller does not wait for it. */
+static int heap_steal(kite_heap_t *h, unsigned cls) {
   kite_page_t *got = NULL;
   uint32_t budget = STEAL_VISITS_ALL;
-  _kite_lock(&heap_lock);
+  int taken = 0;
+  if (!_kite_trylock(&heap_lock)) return -1;
   for (kite_heap_t *v = heap_live; v && budget; v = v->next_all) {
     if (v == h || v->user || !full_n(v, cls) || !_kite_trylock(&v->lock)) continue;
     kite_pageq_t *fq = &v->full[cls];
@@ -300,6 +303,7 @@ static void heap_steal(kite_heap_t *h, unsigned cls) {
       full_count_add(v, cls, -1);
       pg->next = got;
       got = pg;
+      taken++;
     }
     _kite_unlock(&v->lock);
   }
@@ -322,13 +326,39 @@ static void heap_steal(kite_heap_t *h, unsigned cls) {
       full_push(h, pg);
     }
   }
+  return taken;
+}
+
+/* heap_steal, paced per class: a look that finds no dead page makes the class's next
+ * 2^k - 1 refills skip it (k: looks in a row that found none, at most STEAL_BACKOFF_MAX),
+ * and a look that finds one resets k. Each look visits up to STEAL_VISITS_ALL descriptors
+ * of other threads' pages under their locks (their owners wait on them, and a thief
+ * preempted there keeps them waiting: more threads than cores) and rotates the pages it
+ * passes, writing into lines their owners read next; where no thread frees another's
+ * blocks (rnbench: every look finds nothing) that was all cost. A class whose frees do
+ * leave dead pages elsewhere finds some on most looks and keeps looking at every refill. */
+#define STEAL_BACKOFF_MAX 4 /* so at most 15 refills (about 1 MiB of single-unit pages) between looks */
+
+static void heap_steal_paced(kite_heap_t *h, unsigned cls) {
+  if (h->steal_skip[cls]) {
+    h->steal_skip[cls]--;
+    return;
+  }
+  int got = heap_steal(h, cls);
+  if (got < 0) return;
+  if (got > 0) {
+    h->steal_miss[cls] = 0;
+    return;
+  }
+  if (h->steal_miss[cls] < STEAL_BACKOFF_MAX) h->steal_miss[cls]++;
+  h->steal_skip[cls] = (uint8_t)((1u << h->steal_miss[cls]) - 1);
 }
 
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg;
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
-  if (!h->user && (order != 0 || !h->cache)) heap_steal(h, cls);
+  if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;

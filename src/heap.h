@@ -35,6 +35,8 @@ typedef struct kite_heap_s {
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */
   uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
+  uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
+  uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
   /* Guards full[] and full_count[] (heap.c: another thread's heap_steal takes dead pages
    * off them). The owner holds it only around its own changes of those lists and never
    * takes heap_lock while holding it; heap_steal takes it (trylock) under heap_lock. */

@@ -22,6 +22,9 @@
  *                  all and allocates 8 MiB of the class: it takes the sleeper's dead pages
  *                  (committed grows by far less than 8 MiB); when each page keeps one
  *                  block none is taken, and the kept blocks hold their contents
+ *   sleeper_paced  the same, after the other thread's 128 fresh pages of the class found no
+ *                  dead page anywhere: its looks are spaced out, still it finds the dead
+ *                  pages within 16 fresh pages (committed grows by at most 2 MiB)
  *   idle_classes   a thread fills and empties one page of each of 28 classes, then
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
@@ -249,13 +252,14 @@ TEST(remote_emptied) {
  * page and link arrays), not by 8 MiB. A page that keeps a block is never taken: then the
  * 8 MiB are new, and the owner, awake, finds its kept blocks intact and frees them. */
 enum { SL_SIZE = 64, SL_N = (int)(8 * MiB / SL_SIZE), SL_KEEP_EVERY = 512 };
-static void *sl_blocks[SL_N], *sl_new[SL_N];
+static void *sl_blocks[SL_N], *sl_new[SL_N], *sl_prior[SL_N];
 static pthread_barrier_t sl_bar;
-static int sl_keep;
+static int sl_keep, sl_prime;
 static size_t sl_c[2]; /* committed before and after the other thread's 8 MiB */
 static void *sl_owner(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
+  if (sl_prime) pthread_barrier_wait(&sl_bar); /* the other thread's pages first */
   for (int i = 0; i < SL_N; i++) {
     if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
     else memset(sl_blocks[i], i & 0xff, SL_SIZE);
@@ -273,6 +277,12 @@ static void *sl_owner(void *arg) {
 static void *sl_other(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
+  /* sl_prime: 8 MiB of the class first, kept, while no other heap has a dead page: each
+   * fresh page's look for dead pages finds none, so the class's looks are spaced out
+   * (heap.c, heap_steal_paced) before the owner's pages die */
+  for (int i = 0; sl_prime && i < SL_N; i++)
+    if (!(sl_prior[i] = kite_malloc(SL_SIZE))) bad++;
+  if (sl_prime) pthread_barrier_wait(&sl_bar);
   pthread_barrier_wait(&sl_bar);
   for (int i = 0; i < SL_N; i++)
     if (!sl_keep || i % SL_KEEP_EVERY != 0) kite_free(sl_blocks[i]);
@@ -287,11 +297,13 @@ static void *sl_other(void *arg) {
     for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
     kite_free(sl_new[i]);
   }
+  for (int i = 0; sl_prime && i < SL_N; i++) kite_free(sl_prior[i]);
   pthread_barrier_wait(&sl_bar);
   return (void *)bad;
 }
-static uintptr_t sl_run(int keep) {
+static uintptr_t sl_run(int keep, int prime) {
   sl_keep = keep;
+  sl_prime = prime;
   kite_malloc_trim(0);
   pthread_barrier_init(&sl_bar, NULL, 2);
   pthread_t a, b;
@@ -300,20 +312,30 @@ static uintptr_t sl_run(int keep) {
   if (pthread_create(&b, NULL, sl_other, NULL) == 0) pthread_join(b, &rb);
   pthread_join(a, &ra);
   pthread_barrier_destroy(&sl_bar);
-  fprintf(stderr, "sleeper (%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
-          keep ? "a block kept in each page" : "all freed", sl_c[0] >> 10, sl_c[1] >> 10);
+  fprintf(stderr, "sleeper (%s%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
+          keep ? "a block kept in each page" : "all freed", prime ? ", after 128 vain looks" : "",
+          sl_c[0] >> 10, sl_c[1] >> 10);
   return (uintptr_t)ra + (uintptr_t)rb;
 }
 
 TEST(sleeper) {
   kite_stats_t s0, s1;
   kite_stats_get(&s0);
-  expect_uint_eq(sl_run(0), 0);
+  expect_uint_eq(sl_run(0, 0), 0);
   expect_true(sl_c[1] <= sl_c[0] + 1 * MiB); /* the dead pages, reused */
-  expect_uint_eq(sl_run(1), 0);
+  expect_uint_eq(sl_run(1, 0), 0);
   expect_true(sl_c[1] >= sl_c[0] + 7 * MiB); /* no page with a block in it was taken */
   kite_stats_get(&s1);
   expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
+}
+
+/* A heap whose looks for dead pages found none 128 times in a row still looks at least
+ * every 16th fresh page (heap.c, STEAL_BACKOFF_MAX): at most 15 fresh single-unit pages
+ * (960 KiB) before it finds the sleeper's dead pages, then it reuses them. Looking only
+ * every 128th page or never would make these 8 MiB new. */
+TEST(sleeper_paced) {
+  expect_uint_eq(sl_run(0, 1), 0);
+  expect_true(sl_c[1] <= sl_c[0] + 2 * MiB);
 }
 
 /* ---- a class's current page, left empty ---- */
@@ -669,6 +691,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
   if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
   if (!only || !strcmp(only, "sleeper")) RUN(sleeper);
+  if (!only || !strcmp(only, "sleeper_paced")) RUN(sleeper_paced);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
   if (!only || !strcmp(only, "dirty_other_arena")) RUN(dirty_other_arena);
