@@ -25,6 +25,8 @@
  *   sleeper_paced  the same, after the other thread's 128 fresh pages of the class found no
  *                  dead page anywhere: its looks are spaced out, still it finds the dead
  *                  pages within 16 fresh pages (committed grows by at most 2 MiB)
+ *   steal_busy_owner  the same while the owner fills and frees blocks of the class in
+ *                  random order: no block is handed out twice, both heaps check out
  *   idle_classes   a thread fills and empties one page of each of 28 classes, then
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
@@ -336,6 +338,89 @@ TEST(sleeper) {
 TEST(sleeper_paced) {
   expect_uint_eq(sl_run(0, 1), 0);
   expect_true(sl_c[1] <= sl_c[0] + 2 * MiB);
+}
+
+/* ---- dead pages taken while their owner is busy ----
+ * As sleeper, but the owner does not sleep: while the other thread frees the owner's first
+ * 8 MiB and allocates 8 MiB of the class (taking dead pages off the owner's full list), the
+ * owner fills 4096 blocks of the class and frees them in random order, again and again, so
+ * its pages go onto and off that full list all the time. Both change the list under its
+ * lock (heap.c, list_lock); every block's stamp and kite_check in both threads tell whether
+ * a page was lost or handed to two threads. */
+enum { BO_LIVE = 4096, BO_MIN_ROUNDS = 20 };
+static int bo_done;
+static void *bo_owner(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  static void *live[BO_LIVE];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_blocks[i], i & 0xff, SL_SIZE);
+  }
+  pthread_barrier_wait(&sl_bar); /* filled */
+  for (int r = 0; r < BO_MIN_ROUNDS || !__atomic_load_n(&bo_done, __ATOMIC_ACQUIRE); r++) {
+    for (int i = 0; i < BO_LIVE; i++) {
+      uint64_t *p = kite_malloc(SL_SIZE);
+      live[i] = p;
+      if (!p) { bad++; continue; }
+      p[0] = (uint64_t)(uintptr_t)p ^ (uint64_t)r;
+      p[7] = ~p[0];
+    }
+    for (int n = BO_LIVE; n > 0; n--) { /* free in random order */
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      int k = (int)(x % (uint64_t)n);
+      uint64_t *p = live[k];
+      live[k] = live[n - 1];
+      if (p && (p[0] != ((uint64_t)(uintptr_t)p ^ (uint64_t)r) || p[7] != ~p[0])) bad++;
+      kite_free(p);
+    }
+  }
+  if (kite_check() != 1) bad++;
+  pthread_barrier_wait(&sl_bar); /* the other thread is done */
+  return (void *)bad;
+}
+static void *bo_other(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  pthread_barrier_wait(&sl_bar);
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = sl_blocks[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(i & 0xff);
+    kite_free(sl_blocks[i]);
+  }
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_new[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_new[i], 0x5a ^ (i & 0xff), SL_SIZE);
+  }
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = sl_new[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
+    kite_free(sl_new[i]);
+  }
+  __atomic_store_n(&bo_done, 1, __ATOMIC_RELEASE);
+  if (kite_check() != 1) bad++;
+  pthread_barrier_wait(&sl_bar);
+  return (void *)bad;
+}
+
+TEST(steal_busy_owner) {
+  kite_stats_t s0, s1;
+  kite_stats_get(&s0);
+  bo_done = 0;
+  pthread_barrier_init(&sl_bar, NULL, 2);
+  pthread_t a, b;
+  void *ra = (void *)1, *rb = (void *)1;
+  assert_int_eq(pthread_create(&a, NULL, bo_owner, NULL), 0);
+  assert_int_eq(pthread_create(&b, NULL, bo_other, NULL), 0);
+  pthread_join(b, &rb);
+  pthread_join(a, &ra);
+  pthread_barrier_destroy(&sl_bar);
+  kite_stats_get(&s1);
+  expect_uint_eq((uintptr_t)ra, 0);
+  expect_uint_eq((uintptr_t)rb, 0);
+  expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
+  expect_int_eq(kite_check(), 1);
 }
 
 /* ---- a class's current page, left empty ---- */
@@ -695,6 +780,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
   if (!only || !strcmp(only, "sleeper")) RUN(sleeper);
   if (!only || !strcmp(only, "sleeper_paced")) RUN(sleeper_paced);
+  if (!only || !strcmp(only, "steal_busy_owner")) RUN(steal_busy_owner);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
   if (!only || !strcmp(only, "dirty_other_arena")) RUN(dirty_other_arena);
