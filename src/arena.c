@@ -19,10 +19,14 @@
  * NULL). avail[k] has bit s set iff slot s holds an arena whose largest free block has
  * order >= k; a run of order k is claimed from the first such slot at or after the
  * calling thread's last slot, so finding space reads a few words, never every arena.
+ * dirty_avail has bit s set iff slot s's arena has free units still committed: a small
+ * page is claimed from the first of those first (units freed by any thread, in any arena,
+ * are reused before a fresh unit is faulted in).
  *
  * Invariants (under the slot's lock):
  *   is_free[u] iff u is free in the buddy heap (then its descriptor says FREE);
- *   avail[k] bit s iff largest_free_order(slots[s].arena) >= k.
+ *   avail[k] bit s iff largest_free_order(slots[s].arena) >= k;
+ *   dirty_avail bit s iff slots[s].arena->dirty_free > 0.
  * Units being purged are reserved in the buddy heap (is_free = 0, dirty = 0) while the OS
  * call runs without the lock; purging is serialized by purge_lock, which also guards
  * unmapping empty arenas, so a purge never meets a vanishing arena. No OS call is made
@@ -134,6 +138,7 @@ typedef struct {
 
 static arena_slot_t slots[KITE_ARENA_MAX];
 static uint64_t avail[KITE_LARGE_MAX_ORDER + 1][AVAIL_WORDS]; /* atomic words */
+static uint64_t dirty_avail[AVAIL_WORDS]; /* atomic words: bit s iff dirty_free > 0 */
 static uint64_t taken[AVAIL_WORDS];  /* slot has an arena; guarded by table_lock */
 static uint64_t growable[AVAIL_WORDS]; /* atomic: slot's arena is not all mapped (may grow) */
 static uint32_t slots_hi;            /* 1 + highest slot ever used (atomic) */
@@ -168,25 +173,28 @@ static inline void dirty_mark(kite_arena_t *a, uint32_t u, bool on) {
   if (on) a->dirty_map[u >> 6] |= bit; else a->dirty_map[u >> 6] &= ~bit;
 }
 
-/* Make avail[] agree with a's largest free block. Caller holds a's slot lock. */
-static void avail_update(kite_arena_t *a) {
-  int top = kite_buddy_largest_free_order(a->buddy);
-  uint32_t w = a->slot >> 6;
-  uint64_t bit = (uint64_t)1 << (a->slot & 63);
-  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++) {
-    bool want = k <= top, has = (__atomic_load_n(&avail[k][w], __ATOMIC_RELAXED) & bit) != 0;
-    if (want && !has) __atomic_fetch_or(&avail[k][w], bit, __ATOMIC_RELEASE);
-    else if (!want && has) __atomic_fetch_and(&avail[k][w], ~bit, __ATOMIC_RELEASE);
-  }
-}
-static void avail_clear(uint32_t slot) {
-  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++)
-    __atomic_fetch_and(&avail[k][slot >> 6], ~((uint64_t)1 << (slot & 63)), __ATOMIC_RELEASE);
+static inline void bit_set(uint64_t *words, uint32_t slot, bool want) {
+  uint64_t bit = (uint64_t)1 << (slot & 63);
+  bool has = (__atomic_load_n(&words[slot >> 6], __ATOMIC_RELAXED) & bit) != 0;
+  if (want && !has) __atomic_fetch_or(&words[slot >> 6], bit, __ATOMIC_RELEASE);
+  else if (!want && has) __atomic_fetch_and(&words[slot >> 6], ~bit, __ATOMIC_RELEASE);
 }
 
-/* The first slot at or after `from` (wrapping) whose arena may have a block of order k;
- * -1 if none. Reads one bit word per 64 slots in use. */
-static int avail_find(unsigned k, uint32_t from) {
+/* Make avail[] and dirty_avail agree with a's largest free block and its dirty_free.
+ * Caller holds a's slot lock. */
+static void avail_update(kite_arena_t *a) {
+  int top = kite_buddy_largest_free_order(a->buddy);
+  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++) bit_set(avail[k], a->slot, k <= top);
+  bit_set(dirty_avail, a->slot, a->dirty_free > 0);
+}
+static void avail_clear(uint32_t slot) {
+  for (int k = 0; k <= KITE_LARGE_MAX_ORDER; k++) bit_set(avail[k], slot, false);
+  bit_set(dirty_avail, slot, false);
+}
+
+/* The first slot at or after `from` (wrapping) whose bit is set in bits (avail[k]: whose
+ * arena may have a block of order k); -1 if none. Reads one word per 64 slots in use. */
+static int slot_find(const uint64_t *bits, uint32_t from) {
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
   if (hi == 0) return -1;
   uint32_t words = (hi + 63) >> 6;
@@ -194,7 +202,7 @@ static int avail_find(unsigned k, uint32_t from) {
   uint32_t w0 = from >> 6;
   for (uint32_t i = 0; i <= words; i++) {
     uint32_t w = (w0 + i) % words;
-    uint64_t m = __atomic_load_n(&avail[k][w], __ATOMIC_ACQUIRE);
+    uint64_t m = __atomic_load_n(&bits[w], __ATOMIC_ACQUIRE);
     if (i == 0) m &= ~(uint64_t)0 << (from & 63);
     if (i == words) m &= ((uint64_t)1 << (from & 63)) - 1; /* the wrapped part of w0 */
     if (m) return (int)(w * 64 + (uint32_t)__builtin_ctzll(m));
@@ -488,10 +496,18 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   bool clean = true;
   size_t newly = 0;
   kite_arena_t *a = NULL;
-  for (int round = 0;; round++) {
+  /* Small pages: an arena with committed free units first. Another arena than the one the
+   * thread used last may hold them (pages of another thread given back there, a second
+   * arena mapped when the first could not grow): claiming fresh units where the thread was
+   * would commit new memory while those wait for the decay. */
+  if (order < RECENT_MIN_ORDER) {
+    int s = slot_find(dirty_avail, tls_slot);
+    if (s >= 0 && (a = slot_claim((uint32_t)s, order, &idx, &clean, &newly)) != NULL) tls_slot = (uint32_t)s;
+  }
+  for (int round = 0; !a; round++) {
     uint32_t from = tls_slot;
     for (int tries = 0; !a && tries < 8; tries++) {
-      int s = avail_find(order, from);
+      int s = slot_find(avail[order], from);
       if (s < 0) break;
       a = slot_claim((uint32_t)s, order, &idx, &clean, &newly);
       if (a) tls_slot = (uint32_t)s;
@@ -919,7 +935,7 @@ static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool 
  * never free, is_free agrees with the buddy heap unit by unit over the mapped units (a free
  * unit is no allocated block and its descriptor says FREE; an allocated block's units are
  * none of them free), the free count equals the buddy heap's, dirty_free counts is_free &&
- * dirty. */
+ * dirty, and the slot's dirty_avail bit says whether it is above 0. */
 static bool arena_check(kite_arena_t *a) {
   if (a->magic != KITE_ARENA_MAGIC) return _kite_check_failed("arena: magic", (uintptr_t)a);
   int rc = kite_buddy_check(a->buddy);
@@ -952,6 +968,8 @@ static bool arena_check(kite_arena_t *a) {
     if (a->is_free[u]) return _kite_check_failed("arena: free unit past the mapped units", u);
   if (nfree != kite_buddy_free_units(a->buddy)) return _kite_check_failed("arena: free units != the buddy heap's", nfree);
   if (dirty != a->dirty_free) return _kite_check_failed("arena: dirty free units", a->dirty_free);
+  bool dbit = (__atomic_load_n(&dirty_avail[a->slot >> 6], __ATOMIC_RELAXED) >> (a->slot & 63)) & 1;
+  if (dbit != (a->dirty_free > 0)) return _kite_check_failed("arena: dirty_avail bit disagrees with dirty_free", a->slot);
   return true;
 }
 

@@ -36,10 +36,13 @@ typedef struct kite_heap_s {
   uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
   uint32_t purge_cls;               /* next class heap_purge_step looks at (heap.c) */
+  uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
+  uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
   /* Guards full[] and full_count[] (heap.c: another thread's heap_steal takes dead pages
-   * off them). The owner holds it only around its own changes of those lists and never
-   * takes heap_lock while holding it; heap_steal takes it (trylock) under heap_lock. */
-  kite_lock_t lock;
+   * off them): a spin lock (0 free, 1 held; heap.c's list_lock). The owner holds it only
+   * around its own changes of those lists and never takes heap_lock while holding it;
+   * heap_steal only tries it, under heap_lock. */
+  uint32_t lock;
 } kite_heap_t;
 
 extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));

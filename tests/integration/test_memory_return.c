@@ -22,10 +22,17 @@
  *                  all and allocates 8 MiB of the class: it takes the sleeper's dead pages
  *                  (committed grows by far less than 8 MiB); when each page keeps one
  *                  block none is taken, and the kept blocks hold their contents
+ *   sleeper_paced  the same, after the other thread's 128 fresh pages of the class found no
+ *                  dead page anywhere: its looks are spaced out, still it finds the dead
+ *                  pages within 16 fresh pages (committed grows by at most 2 MiB)
+ *   steal_busy_owner  the same while the owner fills and frees blocks of the class in
+ *                  random order: no block is handed out twice, both heaps check out
  *   idle_classes   a thread fills and empties one page of each of 28 classes, then
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
  *                  above them: new pages come from the committed ones (no growth)
+ *   dirty_other_arena  pages kept committed in a full arena, a thread whose last claim was
+ *                  in a newer one: its new pages come from the committed ones (no growth)
  * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
@@ -247,13 +254,14 @@ TEST(remote_emptied) {
  * page and link arrays), not by 8 MiB. A page that keeps a block is never taken: then the
  * 8 MiB are new, and the owner, awake, finds its kept blocks intact and frees them. */
 enum { SL_SIZE = 64, SL_N = (int)(8 * MiB / SL_SIZE), SL_KEEP_EVERY = 512 };
-static void *sl_blocks[SL_N], *sl_new[SL_N];
+static void *sl_blocks[SL_N], *sl_new[SL_N], *sl_prior[SL_N];
 static pthread_barrier_t sl_bar;
-static int sl_keep;
+static int sl_keep, sl_prime;
 static size_t sl_c[2]; /* committed before and after the other thread's 8 MiB */
 static void *sl_owner(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
+  if (sl_prime) pthread_barrier_wait(&sl_bar); /* the other thread's pages first */
   for (int i = 0; i < SL_N; i++) {
     if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
     else memset(sl_blocks[i], i & 0xff, SL_SIZE);
@@ -271,6 +279,12 @@ static void *sl_owner(void *arg) {
 static void *sl_other(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
+  /* sl_prime: 8 MiB of the class first, kept, while no other heap has a dead page: each
+   * fresh page's look for dead pages finds none, so the class's looks are spaced out
+   * (heap.c, heap_steal_paced) before the owner's pages die */
+  for (int i = 0; sl_prime && i < SL_N; i++)
+    if (!(sl_prior[i] = kite_malloc(SL_SIZE))) bad++;
+  if (sl_prime) pthread_barrier_wait(&sl_bar);
   pthread_barrier_wait(&sl_bar);
   for (int i = 0; i < SL_N; i++)
     if (!sl_keep || i % SL_KEEP_EVERY != 0) kite_free(sl_blocks[i]);
@@ -285,11 +299,13 @@ static void *sl_other(void *arg) {
     for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
     kite_free(sl_new[i]);
   }
+  for (int i = 0; sl_prime && i < SL_N; i++) kite_free(sl_prior[i]);
   pthread_barrier_wait(&sl_bar);
   return (void *)bad;
 }
-static uintptr_t sl_run(int keep) {
+static uintptr_t sl_run(int keep, int prime) {
   sl_keep = keep;
+  sl_prime = prime;
   kite_malloc_trim(0);
   pthread_barrier_init(&sl_bar, NULL, 2);
   pthread_t a, b;
@@ -298,20 +314,113 @@ static uintptr_t sl_run(int keep) {
   if (pthread_create(&b, NULL, sl_other, NULL) == 0) pthread_join(b, &rb);
   pthread_join(a, &ra);
   pthread_barrier_destroy(&sl_bar);
-  fprintf(stderr, "sleeper (%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
-          keep ? "a block kept in each page" : "all freed", sl_c[0] >> 10, sl_c[1] >> 10);
+  fprintf(stderr, "sleeper (%s%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
+          keep ? "a block kept in each page" : "all freed", prime ? ", after 128 vain looks" : "",
+          sl_c[0] >> 10, sl_c[1] >> 10);
   return (uintptr_t)ra + (uintptr_t)rb;
 }
 
 TEST(sleeper) {
   kite_stats_t s0, s1;
   kite_stats_get(&s0);
-  expect_uint_eq(sl_run(0), 0);
+  expect_uint_eq(sl_run(0, 0), 0);
   expect_true(sl_c[1] <= sl_c[0] + 1 * MiB); /* the dead pages, reused */
-  expect_uint_eq(sl_run(1), 0);
+  expect_uint_eq(sl_run(1, 0), 0);
   expect_true(sl_c[1] >= sl_c[0] + 7 * MiB); /* no page with a block in it was taken */
   kite_stats_get(&s1);
   expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
+}
+
+/* A heap whose looks for dead pages found none 128 times in a row still looks at least
+ * every 16th fresh page (heap.c, STEAL_BACKOFF_MAX): at most 15 fresh single-unit pages
+ * (960 KiB) before it finds the sleeper's dead pages, then it reuses them. Looking only
+ * every 128th page or never would make these 8 MiB new. */
+TEST(sleeper_paced) {
+  expect_uint_eq(sl_run(0, 1), 0);
+  expect_true(sl_c[1] <= sl_c[0] + 2 * MiB);
+}
+
+/* ---- dead pages taken while their owner is busy ----
+ * As sleeper, but the owner does not sleep: while the other thread frees the owner's first
+ * 8 MiB and allocates 8 MiB of the class (taking dead pages off the owner's full list), the
+ * owner fills 4096 blocks of the class and frees them in random order, again and again, so
+ * its pages go onto and off that full list all the time. Both change the list under its
+ * lock (heap.c, list_lock); every block's stamp and kite_check in both threads tell whether
+ * a page was lost or handed to two threads. */
+enum { BO_LIVE = 4096, BO_MIN_ROUNDS = 20 };
+static int bo_done;
+static void *bo_owner(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  static void *live[BO_LIVE];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_blocks[i], i & 0xff, SL_SIZE);
+  }
+  pthread_barrier_wait(&sl_bar); /* filled */
+  for (int r = 0; r < BO_MIN_ROUNDS || !__atomic_load_n(&bo_done, __ATOMIC_ACQUIRE); r++) {
+    for (int i = 0; i < BO_LIVE; i++) {
+      uint64_t *p = kite_malloc(SL_SIZE);
+      live[i] = p;
+      if (!p) { bad++; continue; }
+      p[0] = (uint64_t)(uintptr_t)p ^ (uint64_t)r;
+      p[7] = ~p[0];
+    }
+    for (int n = BO_LIVE; n > 0; n--) { /* free in random order */
+      x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+      int k = (int)(x % (uint64_t)n);
+      uint64_t *p = live[k];
+      live[k] = live[n - 1];
+      if (p && (p[0] != ((uint64_t)(uintptr_t)p ^ (uint64_t)r) || p[7] != ~p[0])) bad++;
+      kite_free(p);
+    }
+  }
+  if (kite_check() != 1) bad++;
+  pthread_barrier_wait(&sl_bar); /* the other thread is done */
+  return (void *)bad;
+}
+static void *bo_other(void *arg) {
+  (void)arg;
+  uintptr_t bad = 0;
+  pthread_barrier_wait(&sl_bar);
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = sl_blocks[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(i & 0xff);
+    kite_free(sl_blocks[i]);
+  }
+  for (int i = 0; i < SL_N; i++) {
+    if (!(sl_new[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(sl_new[i], 0x5a ^ (i & 0xff), SL_SIZE);
+  }
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = sl_new[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
+    kite_free(sl_new[i]);
+  }
+  __atomic_store_n(&bo_done, 1, __ATOMIC_RELEASE);
+  if (kite_check() != 1) bad++;
+  pthread_barrier_wait(&sl_bar);
+  return (void *)bad;
+}
+
+TEST(steal_busy_owner) {
+  kite_stats_t s0, s1;
+  kite_stats_get(&s0);
+  bo_done = 0;
+  pthread_barrier_init(&sl_bar, NULL, 2);
+  pthread_t a, b;
+  void *ra = (void *)1, *rb = (void *)1;
+  assert_int_eq(pthread_create(&a, NULL, bo_owner, NULL), 0);
+  assert_int_eq(pthread_create(&b, NULL, bo_other, NULL), 0);
+  pthread_join(b, &rb);
+  pthread_join(a, &ra);
+  pthread_barrier_destroy(&sl_bar);
+  kite_stats_get(&s1);
+  expect_uint_eq((uintptr_t)ra, 0);
+  expect_uint_eq((uintptr_t)rb, 0);
+  expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
+  expect_int_eq(kite_check(), 1);
 }
 
 /* ---- a class's current page, left empty ---- */
@@ -405,11 +514,91 @@ TEST(dirty_first) {
   kite_malloc_trim(0);
   fprintf(stderr, "dirty_first: committed %zu KiB before, %zu KiB after 4 MiB of new pages\n", c[0] >> 10, c[1] >> 10);
   expect_true(r == NULL);
-  /* the 4 MiB came from the 4 MiB kept committed (without dirty-first: +4 MiB). The
-   * preference is per arena: when earlier tests left more than one arena and the thread's
-   * search starts in one that holds only part of the freed 2 KiB pages, its purged units
-   * come before another arena's committed ones (measured once under load: +1.2 MiB). */
+  /* the 4 MiB came from the 4 MiB kept committed (without dirty-first: +4 MiB). When the
+   * preference was per arena, earlier tests' arenas could put another arena's purged units
+   * before these (measured once under load: +1.2 MiB); committed units of every arena now
+   * come first (dirty_other_arena). */
   expect_true(c[1] <= c[0] + 2 * MiB);
+  expect_int_eq(kite_check(), 1);
+}
+
+/* ---- committed units of another arena first ----
+ * Thread 1 fills 8 MiB of 1 KiB blocks; thread 2 then claims 1 MiB runs (never touched)
+ * until a new arena is mapped, so every arena but the new one is full and thread 2's last
+ * claim is in the new one, and frees a 12 MiB run there at purge delay 0 (16 MiB of room,
+ * not committed). Thread 1 frees its blocks with purging off: its emptied pages stay
+ * committed in the old arena. Thread 2's 8 MiB of 1 KiB blocks then take those units
+ * (arena.c, dirty_avail), not fresh ones of the new arena where it claimed last (+8 MiB
+ * before). */
+enum { DO_SIZE = 1024, DO_N = (int)(8 * MiB / DO_SIZE), DO_RUNS = 4096 };
+static void *do_a[DO_N], *do_b[DO_N], *do_runs[DO_RUNS];
+static pthread_barrier_t do_bar;
+static size_t do_c[2];
+static int do_nruns;
+static void *do_one(void *arg) {
+  uintptr_t bad = 0;
+  for (int i = 0; i < DO_N; i++)
+    if (!(do_a[i] = kite_malloc(DO_SIZE))) bad++;
+    else memset(do_a[i], 0x3c, DO_SIZE);
+  pthread_barrier_wait(&do_bar); /* filled */
+  pthread_barrier_wait(&do_bar); /* the arenas are full */
+  for (int i = 0; i < DO_N; i++) kite_free(do_a[i]);
+  pthread_barrier_wait(&do_bar); /* freed */
+  return (void *)bad;
+}
+static void *do_two(void *arg) {
+  uintptr_t bad = 0;
+  kite_stats_t s;
+  pthread_barrier_wait(&do_bar);
+  kite_stats_get(&s);
+  unsigned long long arenas = s.arenas;
+  for (do_nruns = 0; do_nruns < DO_RUNS; do_nruns++) {
+    if (!(do_runs[do_nruns] = kite_malloc(MiB))) { bad++; break; }
+    kite_stats_get(&s);
+    if (s.arenas > arenas) { do_nruns++; break; }
+  }
+  if (s.arenas <= arenas) bad++; /* no new arena: the test did not set itself up */
+  /* room in the new arena (or in a third one, when the new one could not grow), purged:
+   * a 12 MiB run freed at purge delay 0. It is thread 2's last claim, in none of the
+   * arenas that hold thread 1's pages. */
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  void *big = kite_malloc(12 * MiB);
+  if (!big) bad++;
+  for (int i = 0; big && i < DO_N; i++) bad += ((uintptr_t)big >> 26) == ((uintptr_t)do_a[i] >> 26);
+  kite_free(big);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  pthread_barrier_wait(&do_bar);
+  pthread_barrier_wait(&do_bar);
+  do_c[0] = committed();
+  for (int i = 0; i < DO_N; i++)
+    if (!(do_b[i] = kite_malloc(DO_SIZE))) bad++;
+    else memset(do_b[i], 0xc3, DO_SIZE);
+  do_c[1] = committed();
+  for (int i = 0; i < DO_N; i++) kite_free(do_b[i]);
+  for (int i = 0; i < do_nruns; i++) kite_free(do_runs[i]);
+  return (void *)bad;
+}
+
+TEST(dirty_other_arena) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_malloc_trim(0);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  pthread_barrier_init(&do_bar, NULL, 2);
+  pthread_t a, b;
+  void *ra = (void *)1, *rb = (void *)1;
+  assert_int_eq(pthread_create(&a, NULL, do_one, NULL), 0);
+  assert_int_eq(pthread_create(&b, NULL, do_two, NULL), 0);
+  pthread_join(a, &ra);
+  pthread_join(b, &rb);
+  pthread_barrier_destroy(&do_bar);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_malloc_trim(0);
+  fprintf(stderr, "dirty_other_arena: %d runs of 1 MiB; committed %zu KiB before, %zu KiB after 8 MiB of 1 KiB blocks\n",
+          do_nruns, do_c[0] >> 10, do_c[1] >> 10);
+  expect_uint_eq((uintptr_t)ra, 0);
+  expect_uint_eq((uintptr_t)rb, 0);
+  /* 120 of thread 1's 128 pages reached the old arena (8 stay in its page cache) */
+  expect_true(do_c[1] <= do_c[0] + 2 * MiB);
   expect_int_eq(kite_check(), 1);
 }
 
@@ -590,8 +779,11 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);
   if (!only || !strcmp(only, "remote_emptied")) RUN(remote_emptied);
   if (!only || !strcmp(only, "sleeper")) RUN(sleeper);
+  if (!only || !strcmp(only, "sleeper_paced")) RUN(sleeper_paced);
+  if (!only || !strcmp(only, "steal_busy_owner")) RUN(steal_busy_owner);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
+  if (!only || !strcmp(only, "dirty_other_arena")) RUN(dirty_other_arena);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 1);
   if (!only || !strcmp(only, "thread_exit")) RUN(thread_exit);
