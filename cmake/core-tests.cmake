@@ -6,15 +6,13 @@
 #                  linked with libkite.so), core_model, core_model_override, core_cxx,
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
-#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return,
-#                  core_inpage_purge, core_large,
+#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
 #                  core_misuse, core_misuse_override, core_programs
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
 #                  core_fork, core_misuse, core_memory_return (and test_core_smoke,
 #                  cmake/core.cmake) via kite-noover-debug
-#   core_memory_return and core_inpage_purge run in the normal and TSan builds (not ASan: they
-#   measure RSS)
+#   core_memory_return runs in the normal and TSan builds (not ASan: it measures RSS)
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
 # label `core-tests`; run them with `ctest -L core-tests`.
 set(_ct ${PROJECT_SOURCE_DIR}/tests)
@@ -73,10 +71,6 @@ if(TARGET kite-noover)
     if(KITE_SANITIZE STREQUAL "thread")
       set_tests_properties(core_memory_return PROPERTIES ENVIRONMENT "KITE_MEMRET_TSAN=1")
     endif()
-    # in-page purge: free OS pages inside partly used small pages (trim, policy, thread exit)
-    kite_test(core_inpage_purge SOURCES ${_ct}/integration/test_inpage_purge.c LIBS kite-noover)
-    target_compile_definitions(core_inpage_purge PRIVATE KITE_LIB_DEBUG=${KITE_DEBUG})
-    _kite_ct_props(core_inpage_purge 120)
   endif()
   if(KITE_SANITIZE STREQUAL "")
     kite_test(core_oom SOURCES ${_ct}/integration/test_oom.c LIBS kite-noover-debug)

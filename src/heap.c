@@ -280,109 +280,6 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
   h->reclaim_cls = c;
 }
 
-/* ---- in-page purge of partly used pages ----
- * Free blocks scattered over a heap's partly used pages stay resident: a page goes back
- * only when its last block does. Since kite never writes into a free block, the OS pages
- * of such a page that hold no live block can be given back while the page stays in use
- * (_kite_page_purge). When a heap is about to take a fresh page (its footprint grows), it
- * looks at up to PURGE_VISITS pages of its queues, PURGE_CLASS_VISITS a class from the front,
- * classes round robin, never a class's current page (it is being allocated from): a page
- * with at least half of its blocks free (remote frees not yet collected count as free) is
- * purged, unless it was purged before with nearly as many free (purge_mark: 1 + the
- * sixteenths free at that purge, 0 since the page was last current: a page is purged again
- * once another sixteenth of it is free), PURGE_PAGES at most, and moves to the back of its
- * queue: the pages not looked at come to the front, and the class's next page to allocate
- * from is a denser one. Not when KITE_PURGE_DELAY_MS < 0 (only kite_trim gives memory back
- * then), nor with KITE_HUGEPAGES on (a 4 KiB hole would split a huge page). Thread exit
- * purges the sparse pages it abandons, kite_trim every page of the calling thread and every
- * abandoned one. The purged OS pages fault in again (zero filled) when blocks there are
- * handed out. */
-#define PURGE_VISITS 32
-#define PURGE_CLASS_VISITS 16
-#define PURGE_PAGES 2
-
-static size_t heap_purge_page(kite_page_t *pg) {
-  size_t n = _kite_page_purge(pg);
-  if (n) _kite_stat_add(&_kite_stats.purged, n);
-  return n;
-}
-/* Sixteenths of pg's reserved blocks that are free (uncarved ones and remote frees not yet
- * collected included: used counts those as handed out). */
-static inline uint32_t purge_free16(const kite_page_t *pg) {
-  int32_t live = (pg->used & ~KITE_PAGE_IN_FULL) - KITE_TF_COUNT(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED));
-  if (live < 0) live = 0;
-  return (uint32_t)(16 * (uint64_t)(pg->reserved - (uint32_t)live) / pg->reserved);
-}
-static inline bool purge_sparse(const kite_page_t *pg) { return purge_free16(pg) >= 8; }
-/* The policy's purges (not kite_trim's). */
-static inline bool purge_policy_on(void) {
-  return _kite_options.purge_delay_ms >= 0 && _kite_options.hugepages == KITE_HUGEPAGES_OFF;
-}
-
-static void heap_purge_step(kite_heap_t *h) {
-  if (!purge_policy_on()) return;
-  uint32_t visits = PURGE_VISITS, purged = 0;
-  unsigned c = h->purge_cls % KITE_CLASSES;
-  for (unsigned k = 0; k < KITE_CLASSES && visits && purged < PURGE_PAGES; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
-    kite_pageq_t *q = &h->queue[c];
-    if (!q->first) continue;
-    kite_page_t *pg = q->first->next;
-    for (uint32_t n = 0; pg && n < PURGE_CLASS_VISITS && visits && purged < PURGE_PAGES; n++) {
-      kite_page_t *next = pg->next;
-      visits--;
-      uint32_t f = purge_free16(pg);
-      if (f >= 8 && (pg->purge_mark == 0 || f > pg->purge_mark)) {
-        pg->purge_mark = (uint8_t)(f + 1);
-        heap_purge_page(pg);
-        purged++;
-        if (next) { /* to the back: the pages not yet looked at come to the front */
-          q_remove(q, pg);
-          q_push_back(q, pg);
-        }
-      }
-      pg = next;
-    }
-  }
-  h->purge_cls = c;
-}
-
-/* ---- sparse pages drain ----
- * When a class's current page runs out of free blocks, malloc_class_generic collects its
- * frees and goes on with it if that gave any: a page keeps being refilled however few of its
- * blocks are live, so with random lifetimes no page ever empties, and the memory of a class
- * (or a thread) that needed more pages for a while stays with it, spread thin over all of
- * them (churn at 8 threads: at the peak, half of the small pages' bytes were free blocks or
- * uncollected remote frees). Instead, a current page left with at most 1/DRAIN_SPARSE of
- * its blocks live gives way to the first of the next DRAIN_LOOK pages of its queue that is
- * denser and has free blocks at hand; the sparse one goes to the back, where its last blocks
- * die before it comes round again: it is released whole (to the heap's cache or the arena,
- * where any class and any thread can take it), and meanwhile the in-page purge can give its
- * free OS pages back. */
-#define DRAIN_SPARSE 8
-#define DRAIN_LOOK 4
-
-static inline bool drain_dense(const kite_page_t *pg, uint32_t bias) {
-  return DRAIN_SPARSE * ((uint32_t)(pg->used & ~KITE_PAGE_IN_FULL) - bias) > pg->reserved;
-}
-
-/* pg: the queue's first page of cls, with free blocks after its collect. Returns the page to
- * allocate from, moved to the front (heap_pin then moves the pin). Owner only. */
-static kite_page_t *drain_sparse(kite_heap_t *h, unsigned cls, kite_page_t *pg) {
-  if (drain_dense(pg, pg == h->pinned[cls])) return pg;
-  kite_pageq_t *q = &h->queue[cls];
-  kite_page_t *d = pg->next;
-  for (int k = 0; d && k < DRAIN_LOOK; k++, d = d->next) {
-    if (!drain_dense(d, 0) || (d->free == KITE_LINK_END && d->local_free == KITE_LINK_END)) continue;
-    page_collect(h, d, true);
-    q_remove(q, pg);
-    q_push_back(q, pg);
-    q_remove(q, d);
-    q_push_front(q, d);
-    return d;
-  }
-  return pg;
-}
-
 /* ---- dead pages of other heaps ----
  * A page on a heap's full list whose blocks were all freed by other threads stays
  * committed until its owner allocates in that class and its full_scan or heap_reclaim
@@ -484,7 +381,6 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
   if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
-  heap_purge_step(h);
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;
@@ -708,7 +604,6 @@ static void heap_abandon(kite_heap_t *h) {
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));
-        if (purge_sparse(pg) && purge_policy_on()) heap_purge_page(pg);
         _kite_lock(&heap_lock);
         __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         abandoned_push(pg);
@@ -767,7 +662,6 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     full_push(h, pg);
     pg = next;
   }
-  if (pg && pg->next) pg = drain_sparse(h, cls, pg); /* sparse pages drain */
   if (!pg) pg = full_n(h, cls) ? full_scan(h, cls) : NULL;
   if (!pg && !h->user) pg = adopt(h, cls);
   if (!pg) {
@@ -786,7 +680,6 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     q_remove(q, pg);
     q_push_front(q, pg);
   }
-  pg->purge_mark = 0; /* current: its free blocks are being handed out (in-page purge) */
   heap_pin(h, cls);
   return _kite_page_pop(pg);
 }
@@ -940,9 +833,6 @@ size_t _kite_heap_trim(void) {
     run_free(pg);
     released += KITE_UNIT_SIZE;
   }
-  /* the free OS pages inside the calling thread's pages in use (in-page purge) */
-  for (unsigned c = 0; h != &_kite_heap_empty && c < KITE_CLASSES; c++)
-    for (kite_page_t *pg = h->queue[c].first; pg; pg = pg->next) released += heap_purge_page(pg);
   /* abandoned pages that became empty */
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
@@ -951,7 +841,6 @@ size_t _kite_heap_trim(void) {
     for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
       next = pg->next;
       if (abandoned_settle(pg, false)) { pg->next = empty; empty = pg; }
-      else released += heap_purge_page(pg); /* in use: its free OS pages (heap_lock keeps adopters and frees out) */
     }
     _kite_unlock(&heap_lock);
     while (empty) {

@@ -35,7 +35,6 @@ typedef struct kite_heap_s {
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */
   uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
-  uint32_t purge_cls;               /* next class heap_purge_step looks at (heap.c) */
   uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
   uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
   /* Guards full[] and full_count[] (heap.c: another thread's heap_steal takes dead pages

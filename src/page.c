@@ -36,7 +36,6 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   pg->free = pg->local_free = KITE_LINK_END;
   pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
-  pg->purge_mark = 0;
   pg->owned.owner = NULL;
   __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
   return true;
@@ -138,40 +137,6 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_
   }
   kite_assert_internal(_kite_page_check(pg, true, -1));
   return issued;
-}
-
-/* ---- in-page purge (contract in page.h) ---- */
-
-#define PURGE_OS_PAGES ((KITE_UNIT_SIZE << 3) / KITE_OS_PAGE) /* the largest small page: order 3 */
-
-size_t _kite_page_purge(kite_page_t *pg) {
-#if KITE_SECURE || KITE_DEBUG >= 3 || KITE_VALGRIND
-  return 0;
-#else
-  size_t run = KITE_UNIT_SIZE << pg->order;
-  uint32_t np = (uint32_t)(run / KITE_OS_PAGE), bs = pg->block_size, cap = pg->capacity;
-  uint64_t live[PURGE_OS_PAGES / 64] = {0};
-  const uint16_t *l = pg->links;
-  kite_assert(np <= PURGE_OS_PAGES);
-  /* one bit per OS page that a handed-out block overlaps (a block of bs <= 4 KiB spans at
-   * most two, a larger one several) */
-  for (uint32_t i = 0, off = 0; i < cap; i++, off += bs) {
-    if (__atomic_load_n(&l[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE) continue;
-    for (uint32_t p = off / KITE_OS_PAGE, last = (off + bs - 1) / KITE_OS_PAGE; p <= last; p++)
-      live[p >> 6] |= (uint64_t)1 << (p & 63);
-  }
-  uint8_t *base = _kite_page_start(pg);
-  size_t done = 0;
-  for (uint32_t p = 0; p < np;) {
-    if ((live[p >> 6] >> (p & 63)) & 1) { p++; continue; }
-    uint32_t q = p + 1;
-    while (q < np && !((live[q >> 6] >> (q & 63)) & 1)) q++;
-    _kite_os_decommit(base + (size_t)p * KITE_OS_PAGE, (size_t)(q - p) * KITE_OS_PAGE);
-    done += (size_t)(q - p) * KITE_OS_PAGE;
-    p = q;
-  }
-  return done;
-#endif
 }
 
 /* ---- validators (contracts in page.h) ---- */

@@ -94,17 +94,6 @@ uint32_t _kite_page_extend(kite_page_t *pg);
  * thread_free (the remote-free statistic counts them here, not in the remote free's path).
  * Owner only. */
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote);
-/* In-page purge: give back the OS pages (4 KiB) of pg's run that hold no block handed out.
- * kite never writes into a free block (its state is in links[]), so such an OS page holds
- * nothing anyone reads: it is decommitted and faults in again, zero filled, when a block
- * there is handed out (calloc clears small blocks whatever they hold). Blocks on any list,
- * claimed by a remote free, or not yet carved count as free: only the owner turns an entry
- * LIVE, so an OS page seen without a LIVE entry stays so while the owner purges it.
- * Owner only (or heap_lock held on an abandoned page). Returns the bytes decommitted (OS
- * pages already given back count again). A no-op returning 0 where free
- * blocks hold kite's own bytes: the secure build (canaries), KITE_DEBUG >= 3 (fill
- * patterns), the memcheck build. */
-size_t _kite_page_purge(kite_page_t *pg);
 /* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
  * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
  * double or invalid free. */

@@ -147,8 +147,7 @@ typedef struct kite_page_s {
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
   uint8_t *start;                  /* small: the first block (the run's first byte) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
-  uint8_t kind, cls, order;
-  uint8_t purge_mark;              /* small: in-page purge looked at it since it was last current (heap.c) */
+  uint8_t kind, cls, order, unused_;
   /* cold */
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */
