@@ -256,6 +256,19 @@ TEST(remote_emptied) {
 enum { SL_SIZE = 64, SL_N = (int)(8 * MiB / SL_SIZE), SL_KEEP_EVERY = 512 };
 static void *sl_blocks[SL_N], *sl_new[SL_N], *sl_prior[SL_N];
 static pthread_barrier_t sl_bar;
+
+/* Runs fa and fb on two threads that meet at *bar (initialized here for two), joins both and
+ * gives their return values in *ra and *rb. */
+static void run_two(void *(*fa)(void *), void *(*fb)(void *), pthread_barrier_t *bar, void **ra, void **rb) {
+  pthread_barrier_init(bar, NULL, 2);
+  pthread_t a, b;
+  *ra = *rb = (void *)1;
+  assert_int_eq(pthread_create(&a, NULL, fa, NULL), 0);
+  assert_int_eq(pthread_create(&b, NULL, fb, NULL), 0);
+  pthread_join(a, ra);
+  pthread_join(b, rb);
+  pthread_barrier_destroy(bar);
+}
 static int sl_keep, sl_prime;
 static size_t sl_c[2]; /* committed before and after the other thread's 8 MiB */
 static void *sl_owner(void *arg) {
@@ -408,14 +421,8 @@ TEST(steal_busy_owner) {
   kite_stats_t s0, s1;
   kite_stats_get(&s0);
   bo_done = 0;
-  pthread_barrier_init(&sl_bar, NULL, 2);
-  pthread_t a, b;
-  void *ra = (void *)1, *rb = (void *)1;
-  assert_int_eq(pthread_create(&a, NULL, bo_owner, NULL), 0);
-  assert_int_eq(pthread_create(&b, NULL, bo_other, NULL), 0);
-  pthread_join(b, &rb);
-  pthread_join(a, &ra);
-  pthread_barrier_destroy(&sl_bar);
+  void *ra, *rb;
+  run_two(bo_owner, bo_other, &sl_bar, &ra, &rb);
   kite_stats_get(&s1);
   expect_uint_eq((uintptr_t)ra, 0);
   expect_uint_eq((uintptr_t)rb, 0);
@@ -583,14 +590,8 @@ TEST(dirty_other_arena) {
   long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
   kite_malloc_trim(0);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
-  pthread_barrier_init(&do_bar, NULL, 2);
-  pthread_t a, b;
-  void *ra = (void *)1, *rb = (void *)1;
-  assert_int_eq(pthread_create(&a, NULL, do_one, NULL), 0);
-  assert_int_eq(pthread_create(&b, NULL, do_two, NULL), 0);
-  pthread_join(a, &ra);
-  pthread_join(b, &rb);
-  pthread_barrier_destroy(&do_bar);
+  void *ra, *rb;
+  run_two(do_one, do_two, &do_bar, &ra, &rb);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
   kite_malloc_trim(0);
   fprintf(stderr, "dirty_other_arena: %d runs of 1 MiB; committed %zu KiB before, %zu KiB after 8 MiB of 1 KiB blocks\n",
