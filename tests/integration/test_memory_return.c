@@ -269,16 +269,33 @@ static void run_two(void *(*fa)(void *), void *(*fb)(void *), pthread_barrier_t 
   pthread_join(b, rb);
   pthread_barrier_destroy(bar);
 }
+/* SL_N blocks of SL_SIZE into v, block i filled with pattern ^ (i & 0xff); the failures. */
+static uintptr_t sl_fill(void **v, unsigned pattern) {
+  uintptr_t bad = 0;
+  for (int i = 0; i < SL_N; i++) {
+    if (!(v[i] = kite_malloc(SL_SIZE))) bad++;
+    else memset(v[i], (int)((pattern ^ (unsigned)i) & 0xff), SL_SIZE);
+  }
+  return bad;
+}
+/* Checks every 16th byte of v's blocks against sl_fill's pattern and frees them; the bytes
+ * that differ. */
+static uintptr_t sl_check_free(void **v, unsigned pattern) {
+  uintptr_t bad = 0;
+  for (int i = 0; i < SL_N; i++) {
+    const unsigned char *p = v[i];
+    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(pattern ^ (unsigned)i);
+    kite_free(v[i]);
+  }
+  return bad;
+}
 static int sl_keep, sl_prime;
 static size_t sl_c[2]; /* committed before and after the other thread's 8 MiB */
 static void *sl_owner(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
   if (sl_prime) pthread_barrier_wait(&sl_bar); /* the other thread's pages first */
-  for (int i = 0; i < SL_N; i++) {
-    if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
-    else memset(sl_blocks[i], i & 0xff, SL_SIZE);
-  }
+  bad += sl_fill(sl_blocks, 0);
   pthread_barrier_wait(&sl_bar); /* filled */
   pthread_barrier_wait(&sl_bar); /* the other thread is done */
   for (int i = 0; sl_keep && i < SL_N; i += SL_KEEP_EVERY) {
@@ -302,16 +319,9 @@ static void *sl_other(void *arg) {
   for (int i = 0; i < SL_N; i++)
     if (!sl_keep || i % SL_KEEP_EVERY != 0) kite_free(sl_blocks[i]);
   sl_c[0] = committed();
-  for (int i = 0; i < SL_N; i++) {
-    if (!(sl_new[i] = kite_malloc(SL_SIZE))) bad++;
-    else memset(sl_new[i], 0x5a ^ (i & 0xff), SL_SIZE);
-  }
+  bad += sl_fill(sl_new, 0x5a);
   sl_c[1] = committed();
-  for (int i = 0; i < SL_N; i++) {
-    const unsigned char *p = sl_new[i];
-    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
-    kite_free(sl_new[i]);
-  }
+  bad += sl_check_free(sl_new, 0x5a);
   for (int i = 0; sl_prime && i < SL_N; i++) kite_free(sl_prior[i]);
   pthread_barrier_wait(&sl_bar);
   return (void *)bad;
@@ -320,13 +330,8 @@ static uintptr_t sl_run(int keep, int prime) {
   sl_keep = keep;
   sl_prime = prime;
   kite_malloc_trim(0);
-  pthread_barrier_init(&sl_bar, NULL, 2);
-  pthread_t a, b;
-  void *ra = (void *)1, *rb = (void *)1;
-  if (pthread_create(&a, NULL, sl_owner, NULL) != 0) return 1;
-  if (pthread_create(&b, NULL, sl_other, NULL) == 0) pthread_join(b, &rb);
-  pthread_join(a, &ra);
-  pthread_barrier_destroy(&sl_bar);
+  void *ra, *rb;
+  run_two(sl_owner, sl_other, &sl_bar, &ra, &rb);
   fprintf(stderr, "sleeper (%s%s): committed %zu KiB before, %zu KiB after 8 MiB of 64-byte blocks\n",
           keep ? "a block kept in each page" : "all freed", prime ? ", after 128 vain looks" : "",
           sl_c[0] >> 10, sl_c[1] >> 10);
@@ -367,10 +372,7 @@ static void *bo_owner(void *arg) {
   uintptr_t bad = 0;
   static void *live[BO_LIVE];
   uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (int i = 0; i < SL_N; i++) {
-    if (!(sl_blocks[i] = kite_malloc(SL_SIZE))) bad++;
-    else memset(sl_blocks[i], i & 0xff, SL_SIZE);
-  }
+  bad += sl_fill(sl_blocks, 0);
   pthread_barrier_wait(&sl_bar); /* filled */
   for (int r = 0; r < BO_MIN_ROUNDS || !__atomic_load_n(&bo_done, __ATOMIC_ACQUIRE); r++) {
     for (int i = 0; i < BO_LIVE; i++) {
@@ -397,20 +399,9 @@ static void *bo_other(void *arg) {
   (void)arg;
   uintptr_t bad = 0;
   pthread_barrier_wait(&sl_bar);
-  for (int i = 0; i < SL_N; i++) {
-    const unsigned char *p = sl_blocks[i];
-    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(i & 0xff);
-    kite_free(sl_blocks[i]);
-  }
-  for (int i = 0; i < SL_N; i++) {
-    if (!(sl_new[i] = kite_malloc(SL_SIZE))) bad++;
-    else memset(sl_new[i], 0x5a ^ (i & 0xff), SL_SIZE);
-  }
-  for (int i = 0; i < SL_N; i++) {
-    const unsigned char *p = sl_new[i];
-    for (int k = 0; p && k < SL_SIZE; k += 16) bad += p[k] != (unsigned char)(0x5a ^ (i & 0xff));
-    kite_free(sl_new[i]);
-  }
+  bad += sl_check_free(sl_blocks, 0);
+  bad += sl_fill(sl_new, 0x5a);
+  bad += sl_check_free(sl_new, 0x5a);
   __atomic_store_n(&bo_done, 1, __ATOMIC_RELEASE);
   if (kite_check() != 1) bad++;
   pthread_barrier_wait(&sl_bar);
