@@ -49,7 +49,7 @@ if(KITE_SANITIZE STREQUAL "")
   target_link_options(kite PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
   _kite_core_target(kite-static STATIC 1 0)
   set_target_properties(kite-static PROPERTIES OUTPUT_NAME kite)
-  # build/libkite-secure.so: the secure build (src/secure.h): guard pages, randomized
+  # build/libkite-secure.so: the secure build (src/secure_layout.h): guard pages, randomized
   # layout, canaries, zero on free, quarantine; secure.c wraps the core's entry points
   _kite_core_target(kite-secure SHARED 1 0)
   target_sources(kite-secure PRIVATE ${_kc}/secure.c)

@@ -5,8 +5,21 @@
 #include "arena.h"
 #include "huge.h"
 #include "stats.h"
-#include "secure.h"
+#include "secure_layout.h"
 #include <string.h>
+
+#if KITE_SECURE
+void (*_kite_visit_flush_hook)(void);
+#endif
+
+/* The secure build: the calling thread's quarantine goes to the core's free first (visit.h's
+ * hook). Every other build: nothing. */
+static inline void flush_own(void) {
+#if KITE_SECURE
+  void (*flush)(void) = __atomic_load_n(&_kite_visit_flush_hook, __ATOMIC_ACQUIRE);
+  if (flush) flush();
+#endif
+}
 
 uint32_t _kite_page_live(const kite_page_t *pg) {
   int32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~KITE_PAGE_IN_FULL;
@@ -34,9 +47,7 @@ static void live_run(kite_page_t *pg, void *arg) {
 }
 
 void _kite_live_collect(kite_live_t *out) {
-#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own(); /* the caller's quarantined blocks are not live */
   memset(out, 0, sizeof *out);
   _kite_arena_foreach_run(live_run, out);
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -53,9 +64,7 @@ void _kite_live_collect(kite_live_t *out) {
 #define KITE_WALK_MAX_PAGES (1u << 22)
 
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
-#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own(); /* the caller's quarantined blocks are not live */
   out->live_blocks = out->pages = 0;
   uint32_t budget = KITE_WALK_MAX_PAGES;
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -83,7 +92,7 @@ static bool visit_page(kite_page_t *pg, visit_t *v) {
   if (cap > KITE_PAGE_MAX_BLOCKS) cap = KITE_PAGE_MAX_BLOCKS;
   for (uint32_t i = 0; i < cap; i++) {
     if (!_kite_page_block_live(pg, i)) continue;
-#if KITE_SECURE /* secure.h: a block in a quarantine is freed; the canary is not usable */
+#if KITE_SECURE /* secure_layout.h: a block in a quarantine is freed; the canary is not usable */
     if (_kite_secure_block_freed(_kite_page_block(pg, i), pg->block_size)) continue;
     if (!v->fn(_kite_page_block(pg, i), pg->block_size - KITE_SECURE_CANARY, v->arg)) return false;
 #else
@@ -112,9 +121,7 @@ static bool visit_huge(void *p, size_t len, void *arg) {
 
 KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
   if (!visitor) return true;
-#if KITE_SECURE
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own();
   visit_t v = {visitor, arg, false};
   _kite_arena_foreach_run(visit_run, &v);
   if (!v.stopped) _kite_huge_foreach(visit_huge, &v);
@@ -124,9 +131,7 @@ KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
 KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg) {
   kite_heap_t *h = heap ? heap : _kite_heap_tls;
   if (!visitor || h == &_kite_heap_empty) return true;
-#if KITE_SECURE
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own();
   visit_t v = {visitor, arg, false};
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};

@@ -30,7 +30,7 @@ LAYERS = [
         "report": ["report.c"],  # declared in message.h
         "secret": ["secret.h", "secret.c"],
         "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
-        "secure_h": ["secure.h"],  # the secure build's constants and layout hooks
+        "secure_layout": ["secure_layout.h"],  # the secure build's constants, block format, layout hooks
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
