@@ -72,6 +72,21 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
                        ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
 
+# Unit tests of internals no public call reaches alone (links.c, heap.c's steal pacing):
+# one CTest test a name (core_<name>), each in a process of its own, so each starts from
+# kite's initial state.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  add_executable(test_core_internals ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  target_include_directories(test_core_internals PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/tests ${_kc})
+  target_link_libraries(test_core_internals PRIVATE kite-noover-debug Threads::Threads)
+  foreach(t links_carve links_guards links_trim links_fork_hooks links_entry_states
+            steal_pacing_backs_off steal_pacing_find_resets)
+    add_test(NAME core_${t} COMMAND test_core_internals ${t})
+    set_tests_properties(core_${t} PROPERTIES LABELS "core;unit" TIMEOUT 120)
+  endforeach()
+endif()
+
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
