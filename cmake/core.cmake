@@ -49,7 +49,7 @@ if(KITE_SANITIZE STREQUAL "")
   target_link_options(kite PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
   _kite_core_target(kite-static STATIC 1 0)
   set_target_properties(kite-static PROPERTIES OUTPUT_NAME kite)
-  # build/libkite-secure.so: the secure build (src/secure.h): guard pages, randomized
+  # build/libkite-secure.so: the secure build (src/secure_layout.h): guard pages, randomized
   # layout, canaries, zero on free, quarantine; secure.c wraps the core's entry points
   _kite_core_target(kite-secure SHARED 1 0)
   target_sources(kite-secure PRIVATE ${_kc}/secure.c)
@@ -72,19 +72,37 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
                        ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
 
+# Unit tests of internals no public call reaches alone (links.c, heap.c's steal pacing):
+# one CTest test a name (core_<name>), each in a process of its own, so each starts from
+# kite's initial state.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  add_executable(test_core_internals ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  target_include_directories(test_core_internals PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/tests ${_kc})
+  target_link_libraries(test_core_internals PRIVATE kite-noover-debug Threads::Threads)
+  foreach(t links_carve links_guards links_trim links_fork_hooks links_entry_states
+            steal_pacing_backs_off steal_pacing_find_resets)
+    add_test(NAME core_${t} COMMAND test_core_internals ${t})
+    set_tests_properties(core_${t} PROPERTIES LABELS "core;unit" TIMEOUT 120)
+  endforeach()
+endif()
+
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   target_compile_options(kite-fastpath PRIVATE -O2 -fno-builtin-malloc -fno-builtin-free)
 endif()
 
-# The layers: every include of src/ goes downward, no cycles, docs/design.md's picture is
-# current (tools/layers.py --check); and the tool's own failure modes (tests/tools/test_layers.py).
+# The layers: every include and every call of src/ goes downward (the calls read from the
+# objects of a compile of src/ in the default, secure and valgrind builds), no cycles,
+# docs/design.md's picture is current (tools/layers.py --check); and the tool's own failure
+# modes (tests/tools/test_layers.py). Both keep the objects' symbols in build/layers-cache,
+# so a run compiles only the sources that changed.
 find_program(KITE_PYTHON3 python3)
 if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
   add_test(NAME tools_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/layers.py --check
-           --root ${PROJECT_SOURCE_DIR})
+           --root ${PROJECT_SOURCE_DIR} --cache ${CMAKE_BINARY_DIR}/layers-cache)
   add_test(NAME test_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_layers.py
-           ${PROJECT_SOURCE_DIR})
-  set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 60)
+           ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers-cache)
+  set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 300)
 endif()

@@ -1,7 +1,8 @@
 # cmake/security.cmake -- the misuse programs of tests/security/ (one standalone program per
 # case, standard malloc API only, run under each allocator by tools/security_matrix.py) and
 # the tests that kite and kite secure keep their promises on them; the secure build's own
-# checks (tests/secure/: canary, write after free, guard pages, random layout).
+# checks (tests/secure/: canary, write after free, guard pages, random layout, quarantine,
+# the block walks' sizes).
 # `make security` writes docs/security.md.
 set(_ks ${PROJECT_SOURCE_DIR}/tests/security)
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${_ks}/sec.h)
@@ -34,7 +35,7 @@ endif()
 # the matrix's promised cases under it (security_kite_secure).
 set(_kss ${PROJECT_SOURCE_DIR}/tests/secure)
 if(KITE_SANITIZE STREQUAL "" AND TARGET kite-secure AND EXISTS ${_kss}/secure_test.h)
-  foreach(c overflow uaf guard random quarantine free)
+  foreach(c overflow uaf guard random quarantine free visit)
     add_executable(secure-${c} ${_kss}/secure_${c}.c)
     target_compile_options(secure-${c} PRIVATE -O1 -fno-builtin -Wno-use-after-free)
     add_dependencies(secure-${c} kite-secure)

@@ -6,7 +6,7 @@
 #define KITE_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
 #if KITE_SECURE && !defined(KITE_SECURE_WRAPPERS)
-/* The secure build (secure.h): alloc.c and free.c are the core underneath secure.c, which
+/* The secure build (secure_layout.h): alloc.c and free.c are the core underneath secure.c, which
  * defines the public kite_* names and the standard ones around these. Their entry points
  * get internal names, hidden, and no aliases. (kite.h is included before this header.) */
 #undef KITE_API

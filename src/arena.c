@@ -52,7 +52,7 @@
 #include <errno.h>
 #include <string.h>
 #include <kite/buddy.h>
-#include "secure.h"
+#include "secure_layout.h"
 
 #define KITE_ARENA_MAGIC 0x6b69746561726e61ull /* "kitearna" */
 #ifndef KITE_ARENA_MAX
@@ -215,7 +215,7 @@ static int slot_find(const uint64_t *bits, uint32_t from) {
 static bool arena_new(void) {
   size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
   uint32_t meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
-  if (KITE_SECURE) meta_units++; /* secure.h: a guard unit between metadata and user pages */
+  if (KITE_SECURE) meta_units++; /* secure_layout.h: a guard unit between metadata and user pages */
   uint32_t first = KITE_ARENA_FIRST_UNITS;
   while (first < 2 * meta_units && first < KITE_ARENA_UNITS) first *= 2;
   if (first > KITE_ARENA_UNITS) first = KITE_ARENA_UNITS;
@@ -240,7 +240,7 @@ static bool arena_new(void) {
   a->meta_units = meta_units;
   a->mapped_units = first;
   kite_check(kite_buddy_init(&a->buddy, (uint8_t *)base + ARENA_BUDDY_OFF, meta, KITE_ARENA_UNITS) == 0);
-  if (KITE_SECURE) { /* secure.h: PROT_NONE from the end of the metadata to the first user unit */
+  if (KITE_SECURE) { /* secure_layout.h: PROT_NONE from the end of the metadata to the first user unit */
     size_t g = (ARENA_BUDDY_OFF + meta + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
     kite_check(_kite_os_protect((uint8_t *)base + g, ((size_t)meta_units << KITE_UNIT_SHIFT) - g, false));
   }
@@ -467,7 +467,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
     _kite_unlock(&s->lock);
     return NULL;
   }
-#if KITE_SECURE /* secure.h: the run is a random one of the lowest free blocks of its order */
+#if KITE_SECURE /* secure_layout.h: the run is a random one of the lowest free blocks of its order */
   uint64_t cand[KITE_SECURE_RUN_CHOICES] = {*idx};
   unsigned nc = 1;
   while (nc < KITE_SECURE_RUN_CHOICES && kite_buddy_alloc(a->buddy, order, &cand[nc]) == 0) nc++;

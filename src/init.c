@@ -1,6 +1,7 @@
-/* src/init.c -- process start-up and exit, and fork handling: the top of the layers.
+/* src/init.c -- process start-up and exit, and fork handling: entry points the runtime
+ * calls (constructor, destructor, fork handlers), in the entry layer beside alloc.c.
  *
- * Nothing below this file calls into it: lower layers read options lazily through
+ * Nothing below the entry layer calls into it: lower layers read options lazily through
  * options.h (_kite_options_ensure) and need no other start-up (the size-class tables are
  * constants). The constructor runs _kite_process_init() (kite_heap_new calls it too; that
  * reference is also what links this file into programs that use libkite.a): it reads the

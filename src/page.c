@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include "tool.h"
-#include "secure.h"
+#include "secure_layout.h"
 
 bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
@@ -53,7 +53,7 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   if (n == 0) n = 1;
   if (n > pg->reserved - pg->capacity) n = pg->reserved - pg->capacity;
   uint32_t first = pg->capacity;
-#if KITE_SECURE /* secure build (secure.h): zeroed, linked in a random order */
+#if KITE_SECURE /* secure build (secure_layout.h): zeroed, linked in a random order */
   _kite_secure_carve(pg, _kite_page_block(pg, first), first, n);
 #else
   uint16_t *l = pg->links;

@@ -33,3 +33,14 @@ uint64_t _kite_random(void) {
   rng_state = x;
   return x * 0x2545f4914f6cdd1dull;
 }
+
+#if defined(KITE_SECURE) && KITE_SECURE
+uint64_t _kite_canary_k[2];
+
+void _kite_canary_keys(void) {
+  if (__atomic_load_n(&_kite_canary_k[1], __ATOMIC_ACQUIRE)) return;
+  __atomic_store_n(&_kite_canary_k[0], _kite_secret(2), __ATOMIC_RELAXED);
+  /* every thread computes the same */
+  __atomic_store_n(&_kite_canary_k[1], _kite_secret(3), __ATOMIC_RELEASE);
+}
+#endif

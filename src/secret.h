@@ -19,11 +19,19 @@ static inline uint64_t _kite_secret(unsigned i) {
 
 /* A random 64-bit word from the calling thread's generator (xorshift*, seeded from the
  * secrets and the thread's own address on first use): unpredictable without the secrets,
- * not for cryptography. For the secure build's randomized layout (secure.h). */
+ * not for cryptography. For the secure build's randomized layout (secure_layout.h). */
 uint64_t _kite_random(void);
 /* A forked child's generator: reseeded from the kernel (secure build: init.c's fork
  * handler), so parent and child do not draw the same layout. */
 void _kite_random_reseed(void);
+
+/* The secure build's canary keys (secure_layout.h's _kite_secure_canary): copies of secret
+ * words 2 and 3 (odd, so never 0 once drawn), read without the readiness check of
+ * _kite_secret: a carve draws them first (_kite_canary_keys, idempotent; key 1 is stored
+ * last, with release), so every carved block's canary is computed with the keys set.
+ * Defined in the secure build only (secret.c). */
+extern uint64_t _kite_canary_k[2];
+void _kite_canary_keys(void) __attribute__((cold, noinline));
 
 /* A keyed 64-bit checksum of three words: without the secret, a matching value cannot be
  * computed for chosen words (the multiply-xorshift rounds mix every input bit). */

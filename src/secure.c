@@ -1,11 +1,11 @@
 /* src/secure.c -- the secure build's entry points (libkite-secure.so; contract and layout in
- * secure.h). Each public kite_* name, and the standard names, is a thin wrapper around the
+ * secure_layout.h). Each public kite_* name, and the standard names, is a thin wrapper around the
  * core's entry point (alloc.c and free.c, renamed _kite_core_* in this build by alloc.h):
  *
  *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
- *       checked zero where secure.h keeps free blocks zero (the first 64 bytes and the 8
+ *       checked zero where secure_layout.h keeps free blocks zero (the first 64 bytes and the 8
  *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes a mark (the
- *       carved or the freed one, secure.h; else: write after free); its canary is written
+ *       carved or the freed one, secure_layout.h; else: write after free); its canary is written
  *       there. Usable size: block size - 8. The core's pop is inlined here (up to 1016
  *       bytes the thread's direct page of the class, then the class's current page with
  *       its quick refill), so the block's page is known; the core's small path only when
@@ -15,8 +15,8 @@
  *       core frees it.
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
  *       of two racing frees exactly one proceeds; the freed mark means double free, the
- *       carved mark a block never handed out (secure.h), anything else a buffer overflow.
- *       The block is zeroed (as secure.h says) and put in the thread's quarantine (a ring
+ *       carved mark a block never handed out (secure_layout.h), anything else a buffer overflow.
+ *       The block is zeroed (as secure_layout.h says) and put in the thread's quarantine (a ring
  *       of KITE_SECURE_QUARANTINE pointers and their pages, first in first out); the
  *       oldest block, which it displaces, goes to the core's free of a small block on
  *       the page found at its free (kept beside it in the ring: no second page-map lookup;
@@ -33,7 +33,8 @@
 #include <kite.h>
 #include "alloc.h"
 #include "entry.h"
-#include "secure.h"
+#include "secure_layout.h"
+#include "visit.h"
 #include "heap.h"
 #include "page.h"
 #include "pagemap.h"
@@ -46,7 +47,7 @@
 /* Only the secure build (KITE_SECURE=1) compiles the rest; anything that builds every
  * C file of src/ (the Rust crate kite-sys) gets an empty one. */
 #if KITE_SECURE
-_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure.h's order table");
+_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure_layout.h's order table");
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
@@ -81,22 +82,14 @@ static KITE_COLD void secure_error(const char *kind, const void *p) {
   _kite_os_abort();
 }
 
-/* ---- canaries (secure.h) ---- */
-uint64_t _kite_secure_canary_k[2]; /* secure.h; secrets 2 and 3 (odd: never 0 once set) */
-
-void _kite_secure_canary_keys(void) {
-  if (__atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_ACQUIRE)) return;
-  __atomic_store_n(&_kite_secure_canary_k[0], _kite_secret(2), __ATOMIC_RELAXED);
-  /* every thread computes the same */
-  __atomic_store_n(&_kite_secure_canary_k[1], _kite_secret(3), __ATOMIC_RELEASE);
-}
+/* ---- canaries (secure_layout.h; their keys are secret.c's) ---- */
 #define canary_of _kite_secure_canary
 
-/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure.h keeps
+/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure_layout.h keeps
  * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the
  * x86-64 baseline; plain words elsewhere), two accumulators, no early exit to predict. The
  * last 16 bytes (the word before the mark, and the mark) are read as one lane. */
-typedef kite_secure_v2_t kite_v2_t; /* secure.h */
+typedef kite_secure_v2_t kite_v2_t; /* secure_layout.h */
 static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
   kite_v2_t a = {0, 0}, b = a;
   if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
@@ -104,7 +97,7 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
       a |= *(const kite_v2_t *)((const uint8_t *)w + i);
       b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
     }
-  } else if (bs > 16) { /* the lanes before the last, as secure.h zeroes them */
+  } else if (bs > 16) { /* the lanes before the last, as secure_layout.h zeroes them */
 #if KITE_SECURE_ZERO_MAX <= 64
     a = *(const kite_v2_t *)w | *(const kite_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
     b = *(const kite_v2_t *)((const uint8_t *)w + bs - 32);
@@ -123,7 +116,7 @@ static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *
   return (a[0] | a[1]) == 0;
 }
 
-#define zero_free_block _kite_secure_zero_block /* secure.h */
+#define zero_free_block _kite_secure_zero_block /* secure_layout.h */
 static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
 }
@@ -254,7 +247,12 @@ static void quarantine_thread_done(void *arg) {
   quarantine_flush(q);
 }
 
+static void quarantine_flush_own(void);
+
+/* Once, before the first block enters any quarantine: the statistics and walks flush the
+ * caller's quarantine first (visit.h). */
 static void quarantine_key_make(void) {
+  __atomic_store_n(&_kite_visit_flush_hook, quarantine_flush_own, __ATOMIC_RELEASE);
   quarantine_key_ok = pthread_key_create(&quarantine_key, quarantine_thread_done) == 0;
 }
 
@@ -304,7 +302,7 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
 static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
-#if KITE_SECURE_FLOOR /* secure.h: the canary checked and marked, the head zeroed, no more */
+#if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
   seen = *canary_slot(p, bs);
   if (unlikely(seen != c)) {
     secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
@@ -457,12 +455,13 @@ KITE_API bool kite_owns(const void *p) {
   return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
 }
 
-void _kite_secure_quarantine_flush_own(void) {
+/* The calling thread's quarantine goes to the core's free now. */
+static void quarantine_flush_own(void) {
   if (quarantine.state == Q_ON) quarantine_flush(&quarantine);
 }
 
 KITE_API int kite_malloc_trim(size_t pad) {
-  _kite_secure_quarantine_flush_own();
+  quarantine_flush_own();
   return _kite_core_malloc_trim(pad);
 }
 

@@ -27,22 +27,27 @@
  *   page   = (kite_page_t *)arena + ((p >> 16) & 1023), then minus head_off.
  *
  * Which file owns what (each module's header states its invariants and locks; the layers,
- * bottom up, with arrows only downward -- docs/design.md draws them from the sources):
+ * bottom up, with includes and calls only downward or sideways without a circle --
+ * tools/layers.py checks both, docs/design.md draws them from the sources):
  *   os.h / os/linux.c     the only system calls
- *   message, options, stats, sizeclass, report   the bottom: assertions and formatting,
- *                         KITE_* options, counters, size-class tables, misuse reports
+ *   message, options, stats, sizeclass, report, secret, secure_layout.h   the bottom:
+ *                         assertions and formatting, KITE_* options, counters, size-class
+ *                         tables, misuse reports, secrets; the secure build's block format
  *   buddy (kite/buddy.h)  the buddy page heap inside each arena
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units, purge
  *   huge                  blocks with their own OS mapping, the huge cache
  *   purger                the optional background purger thread (KITE_BACKGROUND)
+ *   links                 the small pages' link arrays (guarded maps of their own)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
  *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
  *   alloc / free          the public entry points (fast paths first)
  *   introspect, override  statistics and options API; the standard names
  *   visit                 live counts (statistics) and block walks (kite_heap_visit ...)
  *   tool.h, valgrind.c    memory-checker hooks: ASan build, libkite-valgrind.so (memcheck)
- *   init                  start-up, exit and fork (calls each layer's fork hooks)
+ *   init                  start-up, exit and fork (calls each layer's fork hooks); in the
+ *                         entry layer: the runtime calls it, and so does kite_heap_new
+ *   secure.c              the secure build's entry points (libkite-secure.so)
  *
  * Build variants (compile definitions)
  *   KITE_OVERRIDE  1: malloc/free/... and C++ operators are defined (kite, kite-static)

@@ -4,9 +4,23 @@
 #include "page.h"
 #include "arena.h"
 #include "huge.h"
+#include "pagemap.h"
 #include "stats.h"
-#include "secure.h"
+#include "secure_layout.h"
 #include <string.h>
+
+#if KITE_SECURE
+void (*_kite_visit_flush_hook)(void);
+#endif
+
+/* The secure build: the calling thread's quarantine goes to the core's free first (visit.h's
+ * hook). Every other build: nothing. */
+static inline void flush_own(void) {
+#if KITE_SECURE
+  void (*flush)(void) = __atomic_load_n(&_kite_visit_flush_hook, __ATOMIC_ACQUIRE);
+  if (flush) flush();
+#endif
+}
 
 uint32_t _kite_page_live(const kite_page_t *pg) {
   int32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~KITE_PAGE_IN_FULL;
@@ -34,9 +48,7 @@ static void live_run(kite_page_t *pg, void *arg) {
 }
 
 void _kite_live_collect(kite_live_t *out) {
-#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own(); /* the caller's quarantined blocks are not live */
   memset(out, 0, sizeof *out);
   _kite_arena_foreach_run(live_run, out);
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -53,9 +65,7 @@ void _kite_live_collect(kite_live_t *out) {
 #define KITE_WALK_MAX_PAGES (1u << 22)
 
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
-#if KITE_SECURE /* secure.h: the caller's quarantined blocks are not live */
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own(); /* the caller's quarantined blocks are not live */
   out->live_blocks = out->pages = 0;
   uint32_t budget = KITE_WALK_MAX_PAGES;
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
@@ -83,7 +93,7 @@ static bool visit_page(kite_page_t *pg, visit_t *v) {
   if (cap > KITE_PAGE_MAX_BLOCKS) cap = KITE_PAGE_MAX_BLOCKS;
   for (uint32_t i = 0; i < cap; i++) {
     if (!_kite_page_block_live(pg, i)) continue;
-#if KITE_SECURE /* secure.h: a block in a quarantine is freed; the canary is not usable */
+#if KITE_SECURE /* secure_layout.h: a block in a quarantine is freed; the canary is not usable */
     if (_kite_secure_block_freed(_kite_page_block(pg, i), pg->block_size)) continue;
     if (!v->fn(_kite_page_block(pg, i), pg->block_size - KITE_SECURE_CANARY, v->arg)) return false;
 #else
@@ -110,11 +120,22 @@ static bool visit_huge(void *p, size_t len, void *arg) {
   return !v->stopped;
 }
 
+/* The usable size of a first-class heap's large or huge block b, as visit_run and
+ * visit_huge count them (the secure build's guard page is not usable). Read from the layers
+ * below, not through kite_malloc_usable_size: in the secure build that is secure.c's
+ * wrapper, and secure.c calls the statistics' callers (a circle). */
+static size_t owned_usable(const void *b) {
+  uintptr_t u = (uintptr_t)b;
+  if (_kite_pagemap_kind(u) == KITE_PM_HUGE) {
+    size_t len = _kite_huge_usable(b);
+    return KITE_SECURE && len ? (len & ~(size_t)(KITE_OS_PAGE - 1)) - KITE_SECURE_GUARD : len;
+  }
+  return _kite_page_head(_kite_unit_of(u))->large_size - (KITE_SECURE ? KITE_SECURE_GUARD : 0);
+}
+
 KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
   if (!visitor) return true;
-#if KITE_SECURE
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own();
   visit_t v = {visitor, arg, false};
   _kite_arena_foreach_run(visit_run, &v);
   if (!v.stopped) _kite_huge_foreach(visit_huge, &v);
@@ -124,9 +145,7 @@ KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
 KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg) {
   kite_heap_t *h = heap ? heap : _kite_heap_tls;
   if (!visitor || h == &_kite_heap_empty) return true;
-#if KITE_SECURE
-  _kite_secure_quarantine_flush_own();
-#endif
+  flush_own();
   visit_t v = {visitor, arg, false};
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     kite_pageq_t *qs[2] = {&h->queue[c], &h->full[c]};
@@ -138,7 +157,7 @@ KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, v
    * which the contract excludes during the walk) */
   for (kite_owned_t *o = h->owned; o; o = o->next) {
     void *b = o->block;
-    size_t n = kite_malloc_usable_size(b);
+    size_t n = owned_usable(b);
     if (n && !visitor(b, n, arg)) return false;
   }
   return true;

@@ -1,7 +1,7 @@
 /* src/visit.h -- what is live: per-page live counts for statistics, and the block walks
  * behind kite_heap_visit and kite_visit_all.
  *
- * Layer: top, beside introspect (reads the heap, page, arena and huge layers; writes
+ * Layer: entry, beside introspect (reads the heap, page, arena and huge layers; writes
  * nothing). Nothing here allocates: free-list membership is marked in a bitmap on the
  * stack (a small page holds at most KITE_PAGE_MAX_BLOCKS blocks).
  *
@@ -34,4 +34,10 @@ void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
 
 /* Live blocks of small page pg from its counters (see above). */
 uint32_t _kite_page_live(const kite_page_t *pg);
+
+/* The secure build: secure.c sets this, before any block enters a thread's quarantine, to
+ * its flush of the calling thread's quarantine, and the statistics and the walks above call
+ * it first, so the caller's own frees never count as live. A callback rather than a call:
+ * secure.c wraps the entry points that reach this file, so a call would close a circle. */
+extern void (*_kite_visit_flush_hook)(void);
 #endif

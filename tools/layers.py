@@ -1,24 +1,41 @@
 #!/usr/bin/env python3
-"""tools/layers.py -- the core's layers, read from its #include lines.
+"""tools/layers.py -- the core's layers, read from its #include lines and from its calls.
 
-Reads the includes of src/*.c, src/*.h, src/*.cpp and src/os/*.c, maps every file to its
-module and every module to its layer (the table LAYERS below, bottom up), and
-  - fails (exit 1, naming the file and the edge) on an include that goes upward, on a cycle
-    between modules, and on a file or header that no module claims;
-  - prints the picture of the layers (who includes whom), or writes it into docs/design.md
-    between the markers <!-- layers:begin --> and <!-- layers:end --> (--write), or checks
-    that the picture there is the one the sources give (--check; what CTest runs).
+Maps every file of src/ (src/*.c, src/*.h, src/*.cpp, src/os/*.c) to its module and every
+module to its layer (the table LAYERS below, bottom up), then reads two kinds of arrows:
+  - includes: the #include lines of every file;
+  - calls: compiles every source file (cc -O0, into a temporary directory) once for each
+    build in BUILDS below and reads each object's symbols (nm): a symbol an object uses and
+    another object defines is an arrow from the first file's module to the second's. It
+    catches what the includes cannot show: an inline function of a low header that calls a
+    function defined higher up is an arrow from every file that uses it. Reading a global
+    counts as a call.
+It fails (exit 1, naming the file and the edge) on an include or a call that goes upward,
+on a cycle between modules (includes or calls), on a file or header that no module claims,
+and on a source file that does not compile. It prints the picture of the layers (who
+includes and who calls whom), or writes it into docs/design.md between the markers
+<!-- layers:begin --> and <!-- layers:end --> (--write), or checks that the picture there is
+the one the sources give (--check; what CTest runs).
 
-Exit status: 0 sound (and, with --check, the picture is current), 1 a violation or a stale
-picture, 2 bad usage.
+--cache DIR keeps each object's symbol list under DIR, keyed by the compiler, its flags, the
+source and every header, so a second run compiles only what changed.
+
+Exit status: 0 sound (and, with --check, the picture is current), 1 a violation, a stale
+picture or a failed compile, 2 bad usage.
 """
 import argparse
+import concurrent.futures
+import hashlib
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
-# Bottom up. A module may include the headers of its own layer and of the layers below it;
-# within a layer, the includes between modules must not form a cycle.
+# Bottom up. A module may include the headers of, and call, the modules of its own layer and
+# of the layers below it; within a layer, neither the includes nor the calls between modules
+# may form a cycle.
 LAYERS = [
     ("base", {"types": ["types.h", "bits.h"]}),
     ("os", {"os": ["os.h", "os/linux.c"]}),
@@ -30,7 +47,7 @@ LAYERS = [
         "report": ["report.c"],  # declared in message.h
         "secret": ["secret.h", "secret.c"],
         "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
-        "secure_h": ["secure.h"],  # the secure build's constants and layout hooks
+        "secure_layout": ["secure_layout.h"],  # the secure build's constants, block format, layout hooks
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
@@ -40,7 +57,9 @@ LAYERS = [
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
-    # the public entry points; <kite.h> is their contract, so nothing below may include it
+    # the entry points: the public API (<kite.h> is its contract, so nothing below may include
+    # it) and what the runtime calls (init.c: constructor, destructor, fork handlers; the first
+    # kite_heap_new runs its start-up too)
     ("entry", {
         "api": ["<kite.h>"],
         "alloc": ["alloc.h", "alloc.c"],
@@ -52,9 +71,34 @@ LAYERS = [
         "valgrind": ["valgrind.c"],
         "visit": ["visit.h", "visit.c"],
         "secure": ["secure.c"],  # the secure build's entry points (declared in <kite.h>)
+        "init": ["init.c"],
     }),
-    ("init", {"init": ["init.c"]}),
 ]
+
+# The builds whose calls are read (cmake/core.cmake and cmake/introspect.cmake make them):
+# (name, compile definitions, source files it leaves out). Every call of any of them counts.
+# The first is kite/kite-static and kite-noover-debug together (the override, the debug
+# level that runs every validator, the test hooks); then libkite-secure.so and
+# libkite-valgrind.so.
+BUILDS = [
+    ("default", ["-DKITE_OVERRIDE=1", "-DKITE_DEBUG=3", "-DKITE_TEST_HOOKS=1"], {"secure.c", "valgrind.c"}),
+    ("secure", ["-DKITE_OVERRIDE=1", "-DKITE_DEBUG=3", "-DKITE_TEST_HOOKS=1", "-DKITE_SECURE=1"], {"valgrind.c"}),
+    ("valgrind", ["-DKITE_OVERRIDE=0", "-DKITE_DEBUG=0", "-DKITE_VALGRIND=1"], {"secure.c", "override_cxx.cpp"}),
+]
+# Headers the compile needs that the source tree does not have: CMake generates
+# <kite/version.h>; <valgrind/memcheck.h> may not be installed, and its client requests are
+# no calls (they are special instruction sequences), so an empty stand-in serves.
+STAND_INS = {
+    "kite/version.h": "#define KITE_VERSION_MAJOR 0\n#define KITE_VERSION_MINOR 0\n"
+                      "#define KITE_VERSION_PATCH 0\n#define KITE_VERSION_STRING \"0.0.0\"\n",
+    "valgrind/memcheck.h": "".join("#define %s(...) ((void)0)\n" % m for m in (
+        "VALGRIND_MALLOCLIKE_BLOCK", "VALGRIND_FREELIKE_BLOCK", "VALGRIND_MAKE_MEM_UNDEFINED"))
+    + "#define VALGRIND_DISABLE_ERROR_REPORTING ((void)0)\n#define VALGRIND_ENABLE_ERROR_REPORTING ((void)0)\n",
+}
+# -O0: every call the source writes stays in the object (the optimizer may drop a call it
+# proves dead; the calls of the release objects are a subset of these).
+CFLAGS = ["-std=gnu11", "-O0", "-w", "-fvisibility=hidden"]
+CXXFLAGS = ["-std=gnu++17", "-O0", "-w", "-fvisibility=hidden", "-fno-exceptions"]
 
 BEGIN = "<!-- layers:begin (generated by tools/layers.py --write; do not edit) -->"
 END = "<!-- layers:end -->"
@@ -107,6 +151,136 @@ def read_edges(src, files, table):
     return edges, problems
 
 
+# ---- calls ----
+
+def _headers_digest(root):
+    """One digest of every header a core file can include (src/, include/)."""
+    h = hashlib.sha256()
+    for top in (os.path.join(root, "src"), os.path.join(root, "include")):
+        for d, dirs, names in sorted(os.walk(top)):
+            dirs.sort()
+            for name in sorted(names):
+                if name.endswith((".h", ".hpp")):
+                    path = os.path.join(d, name)
+                    h.update(os.path.relpath(path, root).encode() + b"\0")
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+    return h.hexdigest()
+
+
+def _symbols(nm_text):
+    """nm -P output -> (set of symbols it uses, set of symbols it defines for the linker)"""
+    used, defined = set(), set()
+    for line in nm_text.splitlines():
+        p = line.split()
+        if len(p) < 2:
+            continue
+        name, kind = p[0], p[1]
+        if kind in ("U", "w", "v") and len(p) == 2:
+            used.add(name)  # undefined (weak ones too): defined by another object, or not ours
+        elif kind.isupper() or kind in ("u", "i"):
+            defined.add(name)
+    return used, defined
+
+
+def compile_symbols(root, sources, cc, cxx, cache):
+    """{build name: {source (relative to src/): (used, defined)}}, [problems].
+    Compiles each source once a build (in parallel), or takes its symbols from the cache."""
+    src = os.path.join(root, "src")
+    work = tempfile.mkdtemp(prefix="kite-layers-")
+    try:
+        inc = os.path.join(work, "include")
+        for name, text in STAND_INS.items():
+            os.makedirs(os.path.dirname(os.path.join(inc, name)), exist_ok=True)
+            with open(os.path.join(inc, name), "w") as fh:
+                fh.write(text)
+        stand_in_digest = hashlib.sha256(repr(sorted(STAND_INS.items())).encode()).hexdigest()
+        headers = _headers_digest(root)
+        for c in (cc, cxx):
+            try:  # the compiler's version is part of the cache key
+                headers += subprocess.run([c, "--version"], capture_output=True, text=True).stdout
+            except OSError:
+                pass  # reported by the first compile
+        jobs = []
+        for build, defs, left_out in BUILDS:
+            for f in sources:
+                if os.path.basename(f) in left_out:
+                    continue
+                cpp = f.endswith(".cpp")
+                obj = os.path.join(work, build, f.replace("/", "_") + ".o")
+                cmd = [cxx if cpp else cc] + (CXXFLAGS if cpp else CFLAGS) + defs + [
+                    "-I" + inc, "-I" + os.path.join(root, "include"), "-I" + src,
+                    "-c", os.path.join(src, f), "-o", obj]
+                jobs.append((build, f, cmd, obj))
+
+        def one(job):
+            build, f, cmd, obj = job
+            key = None
+            if cache:
+                h = hashlib.sha256()
+                h.update(repr([c for c in cmd if not c.startswith(("-I", work, root))]).encode())
+                h.update(f.encode() + b"\0" + headers.encode() + stand_in_digest.encode())
+                with open(os.path.join(src, f), "rb") as fh:
+                    h.update(fh.read())
+                key = os.path.join(cache, h.hexdigest() + ".nm")
+                if os.path.exists(key):
+                    with open(key) as fh:
+                        return build, f, fh.read(), None
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as e:
+                return build, f, None, "%s: %s" % (cmd[0], e)
+            if p.returncode != 0:
+                errors = [l for l in p.stderr.splitlines() if "error" in l] or p.stderr.splitlines() or ["(no message)"]
+                return build, f, None, "src/%s does not compile (%s build): %s\n    %s" % (f, build, errors[0], " ".join(cmd))
+            try:
+                q = subprocess.run(["nm", "-P", obj], capture_output=True, text=True)
+            except OSError as e:
+                return build, f, None, "nm: %s" % e
+            if q.returncode != 0:
+                return build, f, None, "nm -P %s: %s" % (obj, q.stderr.strip())
+            if key:
+                os.makedirs(cache, exist_ok=True)
+                tmp = "%s.%d.tmp" % (key, os.getpid())
+                with open(tmp, "w") as fh:
+                    fh.write(q.stdout)
+                os.replace(tmp, key)
+            return build, f, q.stdout, None
+
+        out, problems = {}, []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+            for build, f, text, err in ex.map(one, jobs):
+                if err:
+                    problems.append(err)
+                else:
+                    out.setdefault(build, {})[f] = _symbols(text)
+        return out, problems
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def read_calls(symbols, table):
+    """[(build, file, defining file, sorted symbols)]: each pair of files in different
+    modules where the first uses what the second defines."""
+    calls = []
+    for build, _, _ in BUILDS:
+        objs = symbols.get(build, {})
+        where = {}
+        for f, (_, defined) in objs.items():
+            for s in defined:
+                where.setdefault(s, f)
+        for f in sorted(objs):
+            targets = {}
+            for s in objs[f][0]:
+                g = where.get(s)
+                if g is not None and g != f and f in table and g in table and table[f][0] != table[g][0]:
+                    targets.setdefault(g, set()).add(s)
+            for g in sorted(targets):
+                calls.append((build, f, g, sorted(targets[g])))
+    return calls
+
+
 def find_cycle(graph):
     """A list of modules forming a cycle in graph {module: set(modules)}, or None."""
     state, stack = {}, []
@@ -133,7 +307,9 @@ def find_cycle(graph):
     return None
 
 
-def analyse(src):
+def analyse(root, calls=True, cc="cc", cxx="c++", cache=None):
+    """(include graph, call graph {module: {module: set(builds)}}, problems)"""
+    src = os.path.join(root, "src")
     table = module_table()
     files = source_files(src)
     problems = []
@@ -156,21 +332,61 @@ def analyse(src):
     cycle = find_cycle(graph)
     if cycle:
         problems.append("include cycle between modules: " + " -> ".join(cycle))
-    return graph, problems
+    cgraph = {}
+    if calls:
+        symbols, p = compile_symbols(root, [f for f in files if f.endswith((".c", ".cpp"))], cc, cxx, cache)
+        problems += p
+        upward = {}
+        for build, f, g, syms in read_calls(symbols, table):
+            (a, la), (b, lb) = table[f], table[g]
+            cgraph.setdefault(a, {}).setdefault(b, set()).add(build)
+            if lb > la:
+                seen = upward.setdefault((f, g), ([], set()))
+                seen[0].append(build)
+                seen[1].update(syms)
+        for (f, g), (builds, syms) in sorted(upward.items()):
+            (a, la), (b, lb) = table[f], table[g]
+            syms = sorted(syms)
+            shown = ", ".join(syms[:4]) + (", ..." if len(syms) > 4 else "")
+            problems.append("src/%s (%s build%s): calls %s of src/%s: %s (layer %s) -> %s (layer %s) goes upward"
+                            " (the call is in src/%s or in an inline function of a header it includes)"
+                            % (f, ", ".join(builds), "s" if len(builds) > 1 else "", shown, g,
+                               a, LAYERS[la][0], b, LAYERS[lb][0], f))
+        cycle = find_cycle({a: set(bs) for a, bs in cgraph.items()})
+        if cycle:
+            problems.append("call cycle between modules: " + " -> ".join(cycle))
+    return graph, cgraph, problems
 
 
-def picture(graph):
-    """The layers top down, each module with its files and the modules it includes."""
+def picture(graph, cgraph):
+    """The layers top down, each module with its files, the modules it includes and the
+    modules it calls; a call the first build lacks is marked with the builds that make it."""
     table = module_table()
-    lines = ["```", "layer      module      files                          includes (arrows go down only)"]
+    layer_of = {m: l for (m, l) in table.values()}
+    first = BUILDS[0][0]
+
+    def order(mods):
+        return sorted(mods, key=lambda m: (-layer_of[m], m))
+
+    def only_in(mod, target):
+        # secure.c and valgrind.c are compiled only outside the first build: no mark there
+        builds = cgraph[mod][target]
+        if first in builds or all(os.path.basename(f) in BUILDS[0][2] for f in LAYERS[layer_of[mod]][1][mod]):
+            return target
+        return "%s(%s)" % (target, ",".join(b for b, _, _ in BUILDS if b in builds))
+
+    lines = ["```", "layer      module         files                          arrows (down, or within a layer without a circle)"]
     for li in range(len(LAYERS) - 1, -1, -1):
         name, mods = LAYERS[li]
-        lines.append("-" * 96)
+        lines.append("-" * 100)
         for k, (mod, files) in enumerate(mods.items()):
-            deps = sorted(graph.get(mod, ()), key=lambda m: (-next(l for (mm, l) in table.values() if mm == m), m))
             label = "%2d %-7s" % (li, name) if k == 0 else ""
-            shown = " ".join(f for f in files)
-            lines.append("%-10s %-11s %-30s %s" % (label, mod, shown, ("-> " + " ".join(deps)) if deps else ""))
+            inc = order(graph.get(mod, ()))
+            called = [only_in(mod, m) for m in order(cgraph.get(mod, {}))]
+            lines.append(("%-10s %-14s %-30s %s" % (label, mod, " ".join(files),
+                                                     ("includes " + " ".join(inc)) if inc else "")).rstrip())
+            if called:
+                lines.append(" " * 57 + "calls    " + " ".join(called))
     lines.append("```")
     return "\n".join(lines) + "\n"
 
@@ -183,24 +399,27 @@ def replace_block(text, block):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Check the core's layering (src/ includes) and draw it into docs/design.md.")
+    ap = argparse.ArgumentParser(description="Check the core's layering (src/ includes and calls) and draw it into docs/design.md.")
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
                     help="repository root (default: the one this script is in)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="fail if a rule is broken or docs/design.md's picture is stale")
     mode.add_argument("--write", action="store_true", help="write the picture into docs/design.md between the markers")
+    ap.add_argument("--cache", metavar="DIR", help="keep each object's symbols under DIR (a second run compiles only what changed)")
+    ap.add_argument("--cc", default=os.environ.get("CC") or "cc", help="C compiler (default: $CC, else cc)")
+    ap.add_argument("--cxx", default=os.environ.get("CXX") or "c++", help="C++ compiler (default: $CXX, else c++)")
     args = ap.parse_args(argv)
     src = os.path.join(args.root, "src")
     doc = os.path.join(args.root, "docs", "design.md")
     if not os.path.isdir(src):
         print("layers.py: no src/ under %s" % args.root, file=sys.stderr)
         return 1
-    graph, problems = analyse(src)
+    graph, cgraph, problems = analyse(args.root, cc=args.cc, cxx=args.cxx, cache=args.cache)
     for p in problems:
         print("layers.py: " + p, file=sys.stderr)
     if problems:
         return 1
-    block = picture(graph)
+    block = picture(graph, cgraph)
     if not (args.check or args.write):
         sys.stdout.write(block)
         return 0
@@ -222,8 +441,8 @@ def main(argv=None):
     if new != text:
         print("layers.py: the layer picture in docs/design.md is stale: run tools/layers.py --write", file=sys.stderr)
         return 1
-    print("layers.py: %d modules in %d layers, every include goes down, no cycle; docs/design.md is current"
-          % (sum(len(m) for _, m in LAYERS), len(LAYERS)))
+    print("layers.py: %d modules in %d layers, every include and every call (%s builds) goes down, no cycle;"
+          " docs/design.md is current" % (sum(len(m) for _, m in LAYERS), len(LAYERS), ", ".join(b for b, _, _ in BUILDS)))
     return 0
 
 

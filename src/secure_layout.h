@@ -1,6 +1,7 @@
-/* src/secure.h -- the secure build (libkite-secure.so, compile definition KITE_SECURE=1):
- * its constants and the two layout hooks the lower layers call under `#if KITE_SECURE`.
- * The default build (KITE_SECURE 0) compiles none of this.
+/* src/secure_layout.h -- the secure build (libkite-secure.so, compile definition
+ * KITE_SECURE=1): its constants, the format of its small blocks (zeroed head, canary marks)
+ * and the two layout hooks the lower layers call under `#if KITE_SECURE`. The default build
+ * (KITE_SECURE 0) compiles none of this.
  *
  * What the secure build adds (docs/security.md measures it):
  *   - guard pages: PROT_NONE between an arena's metadata (descriptor table, arena header,
@@ -16,8 +17,11 @@
  *     and lengths a write after free aims at) and the 8 bytes before the canary, so all of
  *     a block of up to 80 bytes; a per-thread ring of 64 blocks delays reuse (secure.c);
  *   - every error reported as "kite: secure: KIND: 0x..." and then abort.
- * The wrappers live in secure.c (entry layer); in this build alloc.c and free.c serve them
- * under internal names (alloc.h). This header is in the bottom layer: types and secret only.
+ * The wrappers live in secure.c (entry layer; its contract is kite.h); in this build
+ * alloc.c and free.c serve them under internal names (alloc.h). This header is in the
+ * bottom layer: it includes types and secret only, and what it calls is theirs (the canary
+ * keys and the random generator live with the other secrets, secret.c), so arena.c, page.c
+ * and visit.c use it without reaching up.
  *
  * Invariants (secure build): every small block that is not handed out is zero in the bytes
  * _kite_secure_zero_head names (all but its last 8 bytes up to 80-byte blocks), and its last
@@ -26,8 +30,8 @@
  * free lists outside the blocks); a handed-out small block has canary(block) in its last
  * 8 bytes; a block in a quarantine is like a freed one.
  */
-#ifndef KITE_SECURE_H
-#define KITE_SECURE_H
+#ifndef KITE_SECURE_LAYOUT_H
+#define KITE_SECURE_LAYOUT_H
 #include "types.h"
 #include "secret.h"
 #include <string.h>
@@ -99,14 +103,12 @@ static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *
  * terminator is always caught. The freed mark is the canary's complement; a carved block
  * that was never handed out holds the carved mark, the freed mark with its lowest bit
  * flipped (the carve writes it), so a free of it is told from a double free, and a free
- * block is checked with one compare and a shift (either mark). The keys are drawn before
- * the first carve (_kite_secure_carve), so every carved block's canary can be computed
- * without a check. */
-extern uint64_t _kite_secure_canary_k[2];
-void _kite_secure_canary_keys(void) __attribute__((cold, noinline));
+ * block is checked with one compare and a shift (either mark). The keys (secret.h's
+ * _kite_canary_k) are drawn before the first carve (_kite_secure_carve), so every carved
+ * block's canary can be computed without a check. */
 static inline uint64_t _kite_secure_canary(const void *p) {
-  uint64_t x = ((uintptr_t)p ^ __atomic_load_n(&_kite_secure_canary_k[0], __ATOMIC_RELAXED)) *
-               __atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_RELAXED);
+  uint64_t x = ((uintptr_t)p ^ __atomic_load_n(&_kite_canary_k[0], __ATOMIC_RELAXED)) *
+               __atomic_load_n(&_kite_canary_k[1], __ATOMIC_RELAXED);
   /* a rotation (one instruction) brings the product's well-mixed middle bits to the low
    * byte: the low bits of a product of a 16-byte aligned address vary little */
   return ((x >> 29) | (x << 35)) | 0x80;
@@ -120,10 +122,6 @@ static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
   return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
          ~_kite_secure_canary(b);
 }
-/* The calling thread's quarantine goes to the core's free now (secure.c); statistics and
- * heap walks call it first (visit.c), so the caller's own frees never count as live. */
-void _kite_secure_quarantine_flush_own(void);
-
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
  * zero what secure.c checks of each (a reused run may hold old bytes), link them in a random
  * order (Fisher-Yates) and put them in front of pg->free. Owner only (page.c's
@@ -140,7 +138,7 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
     uint32_t j = (uint32_t)(((r >> 32) * i) >> 32);
     uint16_t t = order[i - 1]; order[i - 1] = order[j]; order[j] = t;
   }
-  if (unlikely(!__atomic_load_n(&_kite_secure_canary_k[1], __ATOMIC_ACQUIRE))) _kite_secure_canary_keys();
+  if (unlikely(!__atomic_load_n(&_kite_canary_k[1], __ATOMIC_ACQUIRE))) _kite_canary_keys();
   uint16_t next = pg->free;
   for (uint32_t i = 0; i < n; i++) {
     uint8_t *b = start + (size_t)order[i] * bs;
