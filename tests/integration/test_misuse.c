@@ -12,7 +12,8 @@
  *     overwrote while it was free (every byte), from its own thread and from another; of a
  *     small block by its owner and another thread at once, the owner's stores landing
  *     between the other's claim and push (a test hook; test builds only);
- *   - malloc_usable_size of a freed small block;
+ *   - malloc_usable_size of a freed small block, of a stack address and of a pointer inside
+ *     a small block (0);
  *   - realloc of a freed small block (freed by its thread or another; a size that fits its
  *     class and one that does not), of an interior pointer of a small or large block, of an
  *     uncarved block start: NULL and errno EINVAL, the block left alone;
@@ -210,6 +211,16 @@ static void usable_size_freed(void) {
   if (A_usable(announce(p)) != 0) exit(22);
   A_free(keep);
 }
+/* malloc_usable_size of a pointer that is no block: reported, 0 (exit 26 otherwise) */
+static void usable_size_stack(void) {
+  int local[8] = {0};
+  if (A_usable(announce(test_opaque((size_t)1) ? (void *)&local[4] : NULL)) != 0) exit(26);
+}
+static void usable_size_interior(void) {
+  char *p = A_malloc(100);
+  if (A_usable(announce(p + 16)) != 0) exit(26);
+  A_free(p);
+}
 /* realloc of a bad small pointer returns NULL with errno EINVAL (exit 23 / 24 otherwise);
  * the block it names is left alone */
 static void expect_realloc_einval(void *p, size_t n) {
@@ -346,6 +357,8 @@ static const misuse_case_t cases[] = {
     {"double_free_owner_race", double_free_owner_race, "free(): invalid pointer or double free", 0},
 #endif
     {"usable_size_freed", usable_size_freed, "malloc_usable_size(): freed block", 0},
+    {"usable_size_stack", usable_size_stack, "malloc_usable_size(): invalid pointer", 0},
+    {"usable_size_interior", usable_size_interior, "malloc_usable_size(): invalid pointer", 0},
     {"realloc_freed_small", realloc_freed_small, "realloc(): freed block", 0},
     {"realloc_freed_remote", realloc_freed_remote, "realloc(): freed block", 0},
     {"realloc_interior_small", realloc_interior_small, "realloc(): invalid pointer", 0},
