@@ -475,12 +475,14 @@ KITE_API int kite_malloc_trim(size_t pad) {
 /* ---- first-class heaps ---- */
 KITE_API kite_heap_t *kite_heap_new(void) { return _kite_core_heap_new(); }
 
-KITE_API void kite_heap_destroy(kite_heap_t *h) {
-  if (!h || !h->user) return;
+KITE_API void kite_heap_destroy(kite_heap_t *handle) {
+  if (!handle) return;
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
+  if (!h) return;
   /* its large and huge blocks lose their guards before the core frees them whole */
   for (kite_owned_t *o = h->owned; o; o = o->next)
     _kite_os_protect((uint8_t *)o->block + guarded_usable(o->block), KITE_SECURE_GUARD, true);
-  _kite_core_heap_destroy(h);
+  _kite_core_heap_destroy(handle);
 }
 
 KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
@@ -495,8 +497,9 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   return p;
 }
 
-KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
-  return _kite_heap_calloc_via(kite_heap_malloc, h, count, size);
+KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {
+  if (!_kite_heap_of_handle(handle, "kite_heap_calloc(): invalid or stale heap")) return NULL;
+  return _kite_heap_calloc_via(kite_heap_malloc, handle, count, size);
 }
 
 #if KITE_OVERRIDE
