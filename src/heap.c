@@ -763,8 +763,8 @@ kite_heap_t *_kite_heap_new_user(void) {
 kite_heap_t *_kite_heap_of_handle(kite_heap_t *handle, const char *what) {
   uintptr_t u = (uintptr_t)handle;
   kite_heap_t *h = (kite_heap_t *)(u & (((uintptr_t)1 << KITE_HANDLE_SHIFT) - 1));
-  /* heap structs are 64-byte aligned (heap_carve) */
-  if (likely(h != NULL && ((uintptr_t)h & 63) == 0 &&
+  /* (a struct is at least pointer-aligned: a cheap filter of a garbage handle) */
+  if (likely(h != NULL && ((uintptr_t)h & (_Alignof(kite_heap_t) - 1)) == 0 &&
              (__atomic_load_n(&h->handle_gen, __ATOMIC_RELAXED) & 0xffffu) == u >> KITE_HANDLE_SHIFT))
     return h;
   _kite_report_invalid(what, handle);
