@@ -7,7 +7,7 @@
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
-#                  core_misuse, core_misuse_override, core_programs
+#                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
 #                  core_fork, core_misuse, core_memory_return (and test_core_smoke,
@@ -111,6 +111,13 @@ if(KITE_SANITIZE STREQUAL "" AND TARGET kite)
   endforeach()
   kite_test(core_cxx SOURCES ${_ct}/api/test_cxx.cpp LIBS kite)
   _kite_ct_props(core_cxx 120)
+  # libkite.a linked in: a program constructor moves fd 2 onto a data file before kite's
+  # first report, which must still reach the start-up stderr and never the file
+  if(TARGET kite-static)
+    kite_test(core_static_stderr SOURCES ${_ct}/integration/test_static_stderr.c LIBS kite-static)
+    target_compile_options(core_static_stderr PRIVATE -fno-builtin -Wno-free-nonheap-object)
+    _kite_ct_props(core_static_stderr 60)
+  endif()
 
   # Real programs (tests/programs/run.sh): the workloads it runs, built plain (to be
   # preloaded, and as the reference), linked with libkite.so, and linked with libkite.a.

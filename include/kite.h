@@ -39,7 +39,15 @@ bool kite_owns(const void *p);
 /* First-class heaps: kite_heap_destroy frees every block of the heap at once. A heap is
  * used by one thread at a time (its malloc/calloc/destroy calls must not overlap); its
  * blocks may be freed with kite_free from any thread before the heap is destroyed, and
- * kite_realloc of one may move it to the calling thread's own heap. */
+ * kite_realloc of one may move it to the calling thread's own heap.
+ * A kite_heap_t pointer is an opaque handle (never dereference it). The handle of a
+ * destroyed heap stays invalid, also after a new heap took its place: kite_heap_destroy of
+ * it prints "kite: kite_heap_destroy(): invalid or stale heap: 0x..." and does nothing;
+ * kite_heap_malloc and kite_heap_calloc print the same with their own name and return NULL
+ * with errno EINVAL; kite_heap_visit prints it and returns false. (Each is counted as an
+ * invalid free, and aborts with KITE_ABORT_ON_ERROR, as the secure build always does. A
+ * handle is recognised as stale until its heap's memory has been reused by 65536 more
+ * heaps.) kite_heap_destroy(NULL) does nothing. */
 typedef struct kite_heap_s kite_heap_t;
 kite_heap_t *kite_heap_new(void);             /* NULL + ENOMEM on failure */
 void kite_heap_destroy(kite_heap_t *heap);
@@ -80,8 +88,9 @@ int kite_check(void);
  * and its usable size; it returns false to stop the walk, and the walk returns false if it
  * was stopped. The visitor must not allocate or free through kite.
  * kite_heap_visit: the small blocks of heap (NULL: the calling thread's heap) and, for a
- * first-class heap, its large and huge blocks. Only the thread that owns the heap may call
- * it; blocks that other threads free meanwhile may be reported live.
+ * first-class heap, its large and huge blocks (a destroyed heap's handle: reported, false).
+ * Only the thread that owns the heap may call it; blocks that other threads free meanwhile
+ * may be reported live.
  * kite_visit_all: every live block of the process (every heap, abandoned pages, large and
  * huge blocks). Other threads must be quiescent (not allocating or freeing), as for a
  * debugger's walk; the arena lock is held throughout. */

@@ -258,17 +258,23 @@ KITE_API int kite_malloc_trim(size_t pad) {
 /* ---- first-class heaps ----
  * A kite_heap_t is used by one thread at a time; its blocks may be freed with kite_free from
  * any thread (small ones come back through the pages' thread_free lists). kite_realloc of
- * one of its blocks may move it to the calling thread's heap. */
+ * one of its blocks may move it to the calling thread's heap. The pointer the caller holds
+ * is a handle (heap.h): a destroyed heap's handle is reported and ignored, never taken for
+ * the heap that reuses its struct. */
 KITE_API kite_heap_t *kite_heap_new(void) {
   _kite_process_init();
   return _kite_heap_new_user();
 }
 
-KITE_API void kite_heap_destroy(kite_heap_t *h) {
-  if (h && h->user) _kite_heap_destroy_user(h);
+KITE_API void kite_heap_destroy(kite_heap_t *handle) {
+  if (!handle) return;
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
+  if (h) _kite_heap_destroy_user(h);
 }
 
-KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
+KITE_API void *kite_heap_malloc(kite_heap_t *handle, size_t n) {
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_malloc(): invalid or stale heap");
+  if (unlikely(!h)) return NULL;
   if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
   bool zero;
   void *p = alloc_large(n, 0, &zero);
@@ -279,8 +285,9 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   return p;
 }
 
-KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
-  return _kite_heap_calloc_via(kite_heap_malloc, h, count, size);
+KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {
+  if (!_kite_heap_of_handle(handle, "kite_heap_calloc(): invalid or stale heap")) return NULL;
+  return _kite_heap_calloc_via(kite_heap_malloc, handle, count, size);
 }
 
 #if KITE_OVERRIDE

@@ -14,6 +14,17 @@
  *   NULL on a small page with blocks means: on its abandoned list (abandon and adopt change
  *   both together); abandoned_empty counts the listed pages with used == 0.
  *
+ * First-class heaps (kite_heap_new) are handed out as handles:
+ *   I-H1 handle = struct address | (handle_gen & 0xffff) << 48, with handle_gen the struct's
+ *        value when kite_heap_new made it; kite_heap_destroy adds 1 to handle_gen, and
+ *        nothing else changes it (heap_reset keeps it). So a handle names a live heap
+ *        exactly while its tag equals the struct's handle_gen: once its heap is destroyed,
+ *        and after the struct is reused for another heap (of a thread or first-class), it
+ *        is stale, until the same struct has been destroyed 65536 more times.
+ *   I-H2 heap structs are never unmapped (heap_carve's units stay metadata), so reading
+ *        handle_gen through a stale handle is safe; a pointer that was never a handle is
+ *        as undefined as in free().
+ *
  * Locks: heap_lock guards the heap pool, the list of live heaps, and the abandoned lists.
  * It is taken only on slow paths (thread start/exit, adoption, trim, stats, heap_steal).
  * Each heap's lock guards its full lists (full[], full_count[]): another thread's
@@ -36,6 +47,9 @@
 #endif
 
 #define KITE_HEAP_CACHE_MAX 8
+/* First-class heap handles keep their generation above the address bits (I-H1). */
+#define KITE_HANDLE_SHIFT 48
+_Static_assert(KITE_ADDR_BITS <= KITE_HANDLE_SHIFT, "kite's mappings lie below the handle tag");
 
 /* direct[] of a heap's empty classes: a page with no free block (malloc's test fails) */
 kite_page_t _kite_page_empty = {.free = KITE_LINK_END, .local_free = KITE_LINK_END, .thread_free = KITE_TF_EMPTY};
@@ -519,8 +533,11 @@ static kite_page_t *adopt(kite_heap_t *h, unsigned cls) {
 /* ---- heaps ---- */
 static void heap_thread_done(void *arg);
 
+/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile). */
+_Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
+               "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
-  memset(h, 0, sizeof *h);
+  memset(h, 0, offsetof(kite_heap_t, handle_gen));
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
@@ -626,6 +643,7 @@ static void heap_abandon(kite_heap_t *h) {
   _kite_lock(&heap_lock);
   if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
   if (h->next_all) h->next_all->prev_all = h->prev_all;
+  __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
   heap_reset(h);
   h->next_all = heap_pool;
   heap_pool = h;
@@ -738,7 +756,20 @@ kite_heap_t *_kite_heap_new_user(void) {
   if (heap_live) heap_live->prev_all = h;
   heap_live = h;
   _kite_unlock(&heap_lock);
-  return h;
+  uintptr_t tag = (uintptr_t)(__atomic_load_n(&h->handle_gen, __ATOMIC_RELAXED) & 0xffffu) << KITE_HANDLE_SHIFT;
+  return (kite_heap_t *)((uintptr_t)h | tag); /* I-H1 */
+}
+
+kite_heap_t *_kite_heap_of_handle(kite_heap_t *handle, const char *what) {
+  uintptr_t u = (uintptr_t)handle;
+  kite_heap_t *h = (kite_heap_t *)(u & (((uintptr_t)1 << KITE_HANDLE_SHIFT) - 1));
+  /* (a struct is at least pointer-aligned: a cheap filter of a garbage handle) */
+  if (likely(h != NULL && ((uintptr_t)h & (_Alignof(kite_heap_t) - 1)) == 0 &&
+             (__atomic_load_n(&h->handle_gen, __ATOMIC_RELAXED) & 0xffffu) == u >> KITE_HANDLE_SHIFT))
+    return h;
+  _kite_report_invalid(what, handle);
+  errno = EINVAL;
+  return NULL;
 }
 
 void _kite_heap_own(kite_heap_t *h, kite_owned_t *o, void *block) {
@@ -798,6 +829,7 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
   _kite_lock(&heap_lock);
   if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
   if (h->next_all) h->next_all->prev_all = h->prev_all;
+  __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
   heap_reset(h);
   h->next_all = heap_pool;
   heap_pool = h;

@@ -42,6 +42,10 @@ typedef struct kite_heap_s {
    * around its own changes of those lists and never takes heap_lock while holding it;
    * heap_steal only tries it, under heap_lock. */
   uint32_t lock;
+  /* First-class heaps' handle generation (heap.c, I-H1): the handle kite_heap_new gives out
+   * carries its low 16 bits; kite_heap_destroy adds 1 (atomic: a stale handle's check may
+   * race with the struct's reuse). Kept by heap_reset. */
+  uint32_t handle_gen;
 } kite_heap_t;
 
 extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));
@@ -74,8 +78,13 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
  * its last live block, given back to the arena. */
 bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i);
 
-/* First-class heaps (kite_heap_new / kite_heap_destroy). */
+/* First-class heaps (kite_heap_new / kite_heap_destroy). The public kite_heap_t pointer is
+ * a handle, not the struct (heap.c, I-H1): _kite_heap_new_user returns a handle (NULL +
+ * ENOMEM), and every entry point that takes one turns it into the struct with
+ * _kite_heap_of_handle, which reports an invalid or stale handle as "kite: WHAT: invalid or
+ * stale heap: 0x..." (_kite_report_invalid) and returns NULL; errno is then EINVAL. */
 kite_heap_t *_kite_heap_new_user(void);
+kite_heap_t *_kite_heap_of_handle(kite_heap_t *handle, const char *what);
 void _kite_heap_destroy_user(kite_heap_t *h);
 /* Link a large/huge block into h's list, or unlink it (no-op if it has no owner). */
 void _kite_heap_own(kite_heap_t *h, kite_owned_t *o, void *block);

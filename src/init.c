@@ -5,8 +5,7 @@
  * options.h (_kite_options_ensure) and need no other start-up (the size-class tables are
  * constants). The constructor runs _kite_process_init() (kite_heap_new calls it too; that
  * reference is also what links this file into programs that use libkite.a): it reads the
- * options, takes a duplicate of stderr for the exit
- * statistics, and registers the fork handlers, which call each layer's own
+ * options and registers the fork handlers, which call each layer's own
  * prepare/parent/child hooks, top layer first on prepare (heap lock, then the huge cache
  * lock, then the arena lock: the order in which a thread may hold them) and in reverse
  * after the fork.
@@ -24,7 +23,6 @@
 #include "secret.h"
 #include <pthread.h>
 
-static int stats_fd = -1; /* duplicate of the start-up stderr for the exit statistics */
 static int process_init_done;
 
 static void fork_prepare(void) {
@@ -50,25 +48,19 @@ static void fork_child(void) {
   _kite_heap_fork_child();
 }
 
-/* Programs often close stderr at exit (gnulib's close_stdout does), before library
- * destructors run: the statistics go to a duplicate of stderr taken at start-up. */
 void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
-  if (_kite_options.show_stats) {
-    int fd = _kite_os_dup_cloexec(2);
-    if (fd >= 0) stats_fd = fd;
-  }
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
   if (_kite_options.background) _kite_purger_enable(true);
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }
 
+/* Programs often close stderr at exit (gnulib's close_stdout does), before library
+ * destructors run: kite's message stream still reaches the start-up stderr through the
+ * duplicate message.c keeps (message.h). */
 __attribute__((destructor)) static void kite_dtor(void) {
-  /* no duplicate (fd 2 was closed at start-up, or KITE_SHOW_STATS was set later through
-   * kite_option_set): kite's message stream, which is nowhere if fd 2 changed */
-  int fd = stats_fd >= 0 ? stats_fd : KITE_MSG_FD;
-  if (_kite_options.show_stats == 2) kite_stats_print_json(fd);
-  else if (_kite_options.show_stats) kite_stats_print(fd);
+  if (_kite_options.show_stats == 2) kite_stats_print_json(KITE_MSG_FD);
+  else if (_kite_options.show_stats) kite_stats_print(KITE_MSG_FD);
 }

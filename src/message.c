@@ -3,23 +3,47 @@
 #include "message.h"
 #include "os.h"
 
-static int msg_state;      /* 0: not recorded, 1: fd 2 was open at start-up, 2: it was closed */
-static uint64_t msg_id[2]; /* what fd 2 was */
+/* 0: not recorded, 1: fd 2 was open at start-up, 2: it was closed, 3: being recorded */
+static int msg_state;
+static uint64_t msg_id[2]; /* what fd 2 was (device, inode) */
+static int msg_fd = -1;    /* a close-on-exec duplicate of it, or -1 (dup refused) */
 
 void _kite_message_init(void) {
-  if (__atomic_load_n(&msg_state, __ATOMIC_ACQUIRE)) return;
+  int st = __atomic_load_n(&msg_state, __ATOMIC_ACQUIRE);
+  if (likely(st == 1 || st == 2)) return;
+  if (st == 0 && __atomic_compare_exchange_n(&msg_state, &st, 3, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    /* the duplicate first, then its identity: both are surely the same file */
+    int fd = _kite_os_dup_cloexec(2);
+    uint64_t id[2];
+    bool is_open = _kite_os_fd_identity(fd >= 0 ? fd : 2, id);
+    msg_id[0] = id[0]; msg_id[1] = id[1];
+    msg_fd = fd;
+    __atomic_store_n(&msg_state, is_open ? 1 : 2, __ATOMIC_RELEASE);
+    return;
+  }
+  while (__atomic_load_n(&msg_state, __ATOMIC_ACQUIRE) == 3) _kite_os_yield(); /* another thread records */
+}
+
+/* Recorded before the program's own constructors run: in a static link this object is in
+ * the program whenever anything can print a message (every message is written by
+ * _kite_out_flush), and priority 101, the first a program may use, puts this constructor
+ * before every constructor of default priority (or of a priority above 101), which could
+ * otherwise have moved fd 2 first. Loaded as a shared library, kite is initialized before
+ * the program that depends on it anyway. */
+__attribute__((constructor(101))) static void message_ctor(void) { _kite_message_init(); }
+
+static bool is_startup_stderr(int fd) {
   uint64_t id[2];
-  int st = _kite_os_fd_identity(2, id) ? 1 : 2;
-  msg_id[0] = id[0]; msg_id[1] = id[1];
-  __atomic_store_n(&msg_state, st, __ATOMIC_RELEASE);
+  return fd >= 0 && _kite_os_fd_identity(fd, id) && id[0] == msg_id[0] && id[1] == msg_id[1];
 }
 
 int _kite_message_fd(void) {
   _kite_message_init();
   if (msg_state != 1) return -1;
-  uint64_t id[2];
-  if (!_kite_os_fd_identity(2, id) || id[0] != msg_id[0] || id[1] != msg_id[1]) return -1;
-  return 2;
+  /* fd 2 while it is still that file (the program's own description of it: its offset), else
+   * the duplicate while nothing has replaced it (a dup2 onto it, a close and a reuse) */
+  if (is_startup_stderr(2)) return 2;
+  return is_startup_stderr(msg_fd) ? msg_fd : -1;
 }
 
 void _kite_out_flush(kite_out_t *o) {

@@ -26,9 +26,12 @@ void _kite_assert_fail(const char *expr, const char *file, int line) __attribute
 bool _kite_check_failed(const char *what, uint64_t detail) __attribute__((cold));
 
 /* Where messages go: the stderr the process had at start-up. _kite_message_init() (run by
- * the constructor, or by the first message) records what fd 2 is; a message is written
- * only while fd 2 is still that file, so a program that started with fd 2 closed, or
- * later put another file at fd 2, never finds kite's text in its own data. */
+ * message.c's constructor, before the program's constructors of default priority, or by
+ * the first message) records what fd 2 is (device and inode) and keeps a close-on-exec
+ * duplicate of it (fd >= 100). A message goes to fd 2 while fd 2 is still that file, else
+ * to the duplicate while it is still that file, else nowhere: a program that started with
+ * fd 2 closed, or put another file at fd 2 (even in a constructor of its own), never finds
+ * kite's text in its own data, and the report still reaches the start-up stderr. */
 void _kite_message_init(void);
 
 /* Heap corruption (a checksum or an encoded link that does not verify): reported with the
@@ -47,11 +50,11 @@ void _kite_report_oom(size_t size);
 /* Write string s to fd (best effort; for C++ callers that have no kite_out_t). fd 2 means
  * "kite's message stream" (see _kite_message_init). */
 void _kite_write_str(int fd, const char *s);
-/* The fd messages go to (2), or -1 when fd 2 is no longer the start-up stderr. */
+/* The fd messages go to (2, or the duplicate), or -1 when neither is the start-up stderr. */
 int _kite_message_fd(void);
 
-/* kite_out_t.fd value meaning "kite's message stream" (fd 2 while it is the start-up
- * stderr, else nowhere). */
+/* kite_out_t.fd value meaning "kite's message stream" (the start-up stderr, see
+ * _kite_message_init, or nowhere). */
 #define KITE_MSG_FD (-2)
 
 /* The formatter: a buffer flushed to fd when full and by _kite_out_flush. */

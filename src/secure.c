@@ -410,21 +410,25 @@ KITE_API void *kite_valloc(size_t n) { return aligned(KITE_OS_PAGE, n); }
 KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(aligned, n); }
 
 /* The usable size of live block p; 0 for a pointer that is not a block. A small block whose
- * canary is not intact is reported (what: the caller's name for a freed block). */
-static size_t usable(const void *p, const char *what, const char *never) {
+ * canary is not intact is reported (what: the caller's name for a freed block); so is a
+ * pointer that is no block start at all (the stack, a global, inside a block) when foreign
+ * is not NULL (the caller's name for it). A block's usable size is never 0. */
+static size_t usable(const void *p, const char *what, const char *never, const char *foreign) {
   kite_page_t *pg = small_page_of(p);
   if (pg) {
     uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
     if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(p, seen, what, never), p); return 0; }
     return pg->block_size - KITE_SECURE_CANARY;
   }
-  return is_large(p) ? guarded_usable(p) : 0;
+  if (is_large(p)) return guarded_usable(p);
+  if (foreign) secure_error(foreign, p);
+  return 0;
 }
 
 KITE_API void *kite_realloc(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
-  size_t old = usable(p, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)");
+  size_t old = usable(p, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)", NULL);
   if (old == 0) {
     secure_error("realloc(): invalid pointer", p);
     errno = EINVAL;
@@ -444,9 +448,11 @@ KITE_API void *kite_reallocarray(void *p, size_t count, size_t size) {
   return kite_realloc(p, n);
 }
 
+/* A pointer that is no block is reported in the default build's words (free.c). */
 KITE_API size_t kite_malloc_usable_size(const void *p) {
   return p ? usable(p, "malloc_usable_size(): use after free",
-                    "malloc_usable_size(): invalid pointer (a block never handed out)") : 0;
+                    "malloc_usable_size(): invalid pointer (a block never handed out)",
+                    "malloc_usable_size(): invalid pointer") : 0;
 }
 
 KITE_API bool kite_owns(const void *p) {
@@ -468,12 +474,14 @@ KITE_API int kite_malloc_trim(size_t pad) {
 /* ---- first-class heaps ---- */
 KITE_API kite_heap_t *kite_heap_new(void) { return _kite_core_heap_new(); }
 
-KITE_API void kite_heap_destroy(kite_heap_t *h) {
-  if (!h || !h->user) return;
+KITE_API void kite_heap_destroy(kite_heap_t *handle) {
+  if (!handle) return;
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
+  if (!h) return;
   /* its large and huge blocks lose their guards before the core frees them whole */
   for (kite_owned_t *o = h->owned; o; o = o->next)
     _kite_os_protect((uint8_t *)o->block + guarded_usable(o->block), KITE_SECURE_GUARD, true);
-  _kite_core_heap_destroy(h);
+  _kite_core_heap_destroy(handle);
 }
 
 KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
@@ -488,8 +496,9 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   return p;
 }
 
-KITE_API void *kite_heap_calloc(kite_heap_t *h, size_t count, size_t size) {
-  return _kite_heap_calloc_via(kite_heap_malloc, h, count, size);
+KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {
+  if (!_kite_heap_of_handle(handle, "kite_heap_calloc(): invalid or stale heap")) return NULL;
+  return _kite_heap_calloc_via(kite_heap_malloc, handle, count, size);
 }
 
 #if KITE_OVERRIDE

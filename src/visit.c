@@ -143,7 +143,8 @@ KITE_API bool kite_visit_all(kite_block_visitor_t visitor, void *arg) {
 }
 
 KITE_API bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg) {
-  kite_heap_t *h = heap ? heap : _kite_heap_tls;
+  kite_heap_t *h = heap ? _kite_heap_of_handle(heap, "kite_heap_visit(): invalid or stale heap") : _kite_heap_tls;
+  if (!h) return false; /* reported, errno EINVAL: nothing was visited */
   if (!visitor || h == &_kite_heap_empty) return true;
   flush_own();
   visit_t v = {visitor, arg, false};

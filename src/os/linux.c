@@ -2,8 +2,11 @@
  *
  * Aligned mappings: try the hint first (MAP_FIXED_NOREPLACE-free: a plain hint, accepted
  * only if the kernel returned exactly it), then map size + align and trim both ends. Under
- * a tight RLIMIT_AS the over-sized map may fail where an exact one would not, so the last
- * attempts map exactly `size` at aligned addresses next to where the kernel put it.
+ * a tight RLIMIT_AS the over-sized map may fail where an exact one would not, so the next
+ * attempts map exactly `size`: where the kernel puts it if that is aligned, else at the
+ * aligned addresses next to it. The kernel puts it in the highest gap that holds `size`,
+ * which may hold no aligned placement while a lower gap does: the last attempt reads the
+ * gaps from /proc/self/maps (map_in_gap). Nothing is ever reserved beyond `size`.
  */
 #define _GNU_SOURCE
 #include "../os.h"
@@ -11,6 +14,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -27,6 +31,7 @@ static void *os_mmap(void *hint, size_t size, int extra_flags) {
 }
 
 static void *map_aligned(size_t size, size_t align, void *hint, int noreserve);
+static void *map_in_gap(size_t size, size_t align, int noreserve);
 
 void *_kite_os_map_aligned(size_t size, size_t align, void *hint) {
   return map_aligned(size, align, hint, MAP_NORESERVE);
@@ -54,7 +59,8 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
     return (void *)a;
   }
   /* Tight address space: map exactly size, and if it is not aligned, retry at the aligned
-   * addresses just below and just above it (usually free: the kernel placed p there). */
+   * addresses just below and just above it (often free: the kernel placed p there), then
+   * in the gaps /proc/self/maps shows. */
   p = os_mmap(NULL, size, noreserve);
   if (p && ((uintptr_t)p & (align - 1)) == 0) { errno = saved; return p; }
   if (p) {
@@ -67,7 +73,9 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
       if (q == (void *)tries[i]) { errno = saved; return q; }
       if (q) munmap(q, size);
     }
-  }
+    void *q = map_in_gap(size, align, noreserve);
+    if (q) { errno = saved; return q; }
+  } /* (no exact map at all: the limit or a full address space refuses size itself) */
   errno = ENOMEM;
   return NULL;
 }
@@ -75,6 +83,77 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
+
+/* Parse "START-END ..." (hex) at s; false if the line does not start so. */
+static bool maps_range(const char *s, const char *e, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t v[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    const char *start = s;
+    for (; s < e; s++) {
+      unsigned d = (unsigned)(*s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : 16);
+      if (d == 16) break;
+      v[k] = v[k] << 4 | d;
+    }
+    if (s == start || s == e || *s != (k == 0 ? '-' : ' ')) return false;
+    s++;
+  }
+  *lo = v[0];
+  *hi = v[1];
+  return true;
+}
+
+/* Map exactly size bytes, aligned, in a gap of the address space: the mappings of
+ * /proc/self/maps (ascending) are read with a stack buffer (no allocation), the highest
+ * aligned placement of each gap that holds one is kept (the last MAP_GAP_TRIES of them:
+ * the highest gaps, as the kernel's own choice goes top-down), and they are tried from
+ * the top with MAP_FIXED_NOREPLACE (a mapping made meanwhile by another thread makes one
+ * fail, not overwritten). The gap under the stack is its room to grow and is skipped;
+ * placements stay between 1 MiB and 2^47 (the lower half of the x86-64 address space, as
+ * the kernel's own choices without a hint). NULL if no gap holds one, or /proc is not
+ * mounted. */
+#define MAP_GAP_TRIES 8
+static void *map_in_gap(size_t size, size_t align, int noreserve) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  const uintptr_t floor = (uintptr_t)1 << 20, top = (uintptr_t)1 << 47;
+  uintptr_t cand[MAP_GAP_TRIES];
+  unsigned n = 0;
+  uintptr_t prev_end = floor;
+  char buf[4096];
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + len, sizeof buf - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    char *line = buf, *end = buf + len, *nl;
+    while ((nl = memchr(line, '\n', (size_t)(end - line))) != NULL) {
+      uintptr_t lo, hi;
+      if (maps_range(line, nl, &lo, &hi)) {
+        /* the gap [prev_end, lo), capped to the user half; skipped under the stack */
+        uintptr_t gap_hi = lo < top ? lo : top;
+        bool stack = nl - line >= 7 && memcmp(nl - 7, "[stack]", 7) == 0;
+        if (!stack && gap_hi > prev_end && gap_hi - prev_end >= size) {
+          uintptr_t a = (gap_hi - size) & ~(uintptr_t)(align - 1);
+          if (a >= prev_end) cand[n++ % MAP_GAP_TRIES] = a;
+        }
+        if (hi > prev_end) prev_end = hi;
+      }
+      line = nl + 1;
+    }
+    len = (size_t)(end - line);
+    if (len == sizeof buf) len = 0; /* a line longer than the buffer: drop it */
+    memmove(buf, line, len);
+  }
+  close(fd);
+  for (unsigned i = 0; i < n && i < MAP_GAP_TRIES; i++) {
+    uintptr_t a = cand[(n - 1 - i) % MAP_GAP_TRIES];
+    void *q = os_mmap((void *)a, size, noreserve | MAP_FIXED_NOREPLACE);
+    if (q == (void *)a) return q;
+    if (q) munmap(q, size); /* a kernel before 4.17 took the flag for a hint */
+  }
+  return NULL;
+}
 
 bool _kite_os_map_at(void *p, size_t size) {
   int saved = errno;

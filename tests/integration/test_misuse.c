@@ -12,10 +12,13 @@
  *     overwrote while it was free (every byte), from its own thread and from another; of a
  *     small block by its owner and another thread at once, the owner's stores landing
  *     between the other's claim and push (a test hook; test builds only);
- *   - malloc_usable_size of a freed small block;
+ *   - malloc_usable_size of a freed small block, of a stack address and of a pointer inside
+ *     a small block (0);
  *   - realloc of a freed small block (freed by its thread or another; a size that fits its
  *     class and one that does not), of an interior pointer of a small or large block, of an
  *     uncarved block start: NULL and errno EINVAL, the block left alone;
+ *   - kite_heap_destroy, kite_heap_malloc and kite_heap_calloc of a destroyed heap's handle
+ *     after kite_heap_new reused its struct: the new heap's blocks intact, NULL and EINVAL;
  *   - writes after free of a chosen address into every word of freed blocks, then 4,000
  *     allocations: none may return that address or a block handed out twice.
  * Expected (kite's documented behaviour, see src/ and docs/design.md): a report on stderr
@@ -210,6 +213,71 @@ static void usable_size_freed(void) {
   if (A_usable(announce(p)) != 0) exit(22);
   A_free(keep);
 }
+/* malloc_usable_size of a pointer that is no block: reported, 0 (exit 26 otherwise) */
+static void usable_size_stack(void) {
+  int local[8] = {0};
+  if (A_usable(announce(test_opaque((size_t)1) ? (void *)&local[4] : NULL)) != 0) exit(26);
+}
+static void usable_size_interior(void) {
+  char *p = A_malloc(100);
+  if (A_usable(announce(p + 16)) != 0) exit(26);
+  A_free(p);
+}
+/* A second kite_heap_destroy of heap a, after kite_heap_new made b (kite reuses a's struct
+ * for it): reported and ignored; every byte of b's small (six classes), large and huge
+ * blocks is intact, b still allocates (new blocks that overlap none of the old ones) and is
+ * destroyed cleanly. Exit 27 .. 30 when b was hurt. */
+enum { STALE_N = 64 };
+#if defined(__SANITIZE_THREAD__)
+#define STALE_HUGE ((size_t)1 << 20) /* TSan: a large run (a huge map makes TSan slow: shadow) */
+#else
+#define STALE_HUGE ((size_t)17 << 20)
+#endif
+static size_t stale_size(int i) { return i == 0 ? STALE_HUGE : i % 8 == 1 ? 200000 : (size_t)(16 + i % 8 * 40); }
+static void heap_destroy_stale(void) {
+  kite_heap_t *a = kite_heap_new();
+  if (!a || !kite_heap_malloc(a, 100)) exit(27);
+  kite_heap_destroy(a);
+  kite_heap_t *b = kite_heap_new();
+  if (!b) exit(27);
+  static unsigned char *blk[2 * STALE_N];
+  for (int i = 0; i < STALE_N; i++) {
+    blk[i] = kite_heap_malloc(b, stale_size(i));
+    if (!blk[i]) exit(27);
+    test_fill(blk[i], stale_size(i), (uint64_t)i + 1);
+  }
+  kite_heap_destroy(announce(a)); /* the misuse */
+  for (int i = 0; i < STALE_N; i++) /* b allocates again: a freed page would come back here */
+    if (!(blk[STALE_N + i] = kite_heap_malloc(b, stale_size(i)))) exit(28);
+  for (int i = 0; i < STALE_N; i++) test_fill(blk[STALE_N + i], stale_size(i), (uint64_t)i + 1000);
+  for (int i = 0; i < 2 * STALE_N; i++)
+    if (!test_verify(blk[i], stale_size(i % STALE_N), i < STALE_N ? (uint64_t)i + 1 : (uint64_t)i - STALE_N + 1000))
+      exit(29);
+  kite_heap_destroy(b);
+  kite_heap_t *c = kite_heap_new(); /* b's struct again; the heap works */
+  void *q = c ? kite_heap_malloc(c, 100) : NULL;
+  if (!q) exit(30);
+  kite_heap_destroy(c);
+}
+/* kite_heap_malloc and kite_heap_calloc of a destroyed heap's handle, whose struct another
+ * heap reuses: reported, NULL with errno EINVAL (exit 31 otherwise), and that heap keeps its
+ * block. */
+static void heap_malloc_stale(void) {
+  kite_heap_t *a = kite_heap_new();
+  if (!a) exit(31);
+  kite_heap_destroy(a);
+  kite_heap_t *b = kite_heap_new();
+  unsigned char *keep = b ? kite_heap_malloc(b, 100) : NULL;
+  if (!keep) exit(31);
+  memset(keep, 0x5a, 100);
+  errno = 0;
+  if (kite_heap_malloc(announce(a), 100) != NULL || errno != EINVAL) exit(31);
+  errno = 0;
+  if (kite_heap_calloc(a, 10, 10) != NULL || errno != EINVAL) exit(31);
+  for (int i = 0; i < 100; i++)
+    if (keep[i] != 0x5a) exit(31);
+  kite_heap_destroy(b);
+}
 /* realloc of a bad small pointer returns NULL with errno EINVAL (exit 23 / 24 otherwise);
  * the block it names is left alone */
 static void expect_realloc_einval(void *p, size_t n) {
@@ -346,6 +414,10 @@ static const misuse_case_t cases[] = {
     {"double_free_owner_race", double_free_owner_race, "free(): invalid pointer or double free", 0},
 #endif
     {"usable_size_freed", usable_size_freed, "malloc_usable_size(): freed block", 0},
+    {"usable_size_stack", usable_size_stack, "malloc_usable_size(): invalid pointer", 0},
+    {"usable_size_interior", usable_size_interior, "malloc_usable_size(): invalid pointer", 0},
+    {"heap_destroy_stale", heap_destroy_stale, "kite_heap_destroy(): invalid or stale heap", 0},
+    {"heap_malloc_stale", heap_malloc_stale, "kite_heap_malloc(): invalid or stale heap", 0},
     {"realloc_freed_small", realloc_freed_small, "realloc(): freed block", 0},
     {"realloc_freed_remote", realloc_freed_remote, "realloc(): freed block", 0},
     {"realloc_interior_small", realloc_interior_small, "realloc(): invalid pointer", 0},

@@ -10,6 +10,9 @@
  *      cleanly, and a realloc that cannot grow returns NULL with the old block intact;
  *   4. free everything, then allocate again (small, large, calloc) successfully;
  *   5. repeat the exhaustion once more: the allocator recovers every time.
+ * And (aligned_placement_when_tight): after an exhaustion, free and trim, a 128 MiB block
+ * when the limit leaves room for it but not for it plus its alignment, and the gap the
+ * kernel picks for it holds no aligned placement (a lower one does).
  * The child's checks use test.h; their counts travel to the parent through a pipe, so the
  * parent's "N passed, N failed" line includes them, and the parent checks the exit status.
  *
@@ -19,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -153,14 +157,67 @@ static void child_main(void) {
   exhaust_and_recover(2);
 }
 
-TEST(oom_in_child) {
+/* After an exhaustion, freeing everything and malloc_trim: a 128 MiB block (a huge block,
+ * mapped 64 MiB-aligned) with room for it under the limit but not for it plus its
+ * alignment, when the highest gap the kernel offers for 128 MiB holds no aligned
+ * placement: a 1 GiB reservation with a hole of 129 MiB whose top lies 32 MiB past a
+ * 64 MiB boundary (the exact map lands in the hole, the aligned addresses next to it
+ * overlap the reservation); below the reservation the address space is free. The block
+ * must be handed out, and every byte of it written and read back. */
+static void tight_aligned_child(void) {
+  void *w = A_malloc(100), *w2 = A_malloc(2 * MiB);
+  A_free(w);
+  A_free(w2);
+  struct rlimit rl;
+  assert_int_eq(getrlimit(RLIMIT_AS, &rl), 0);
+  /* exhaust under a soft limit (the hard one stays, so it can be moved later) */
+  rl.rlim_cur = vm_size() + 64 * MiB;
+  assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+  size_t nbig = 0;
+  while (nbig < MAX_BIG && (big[nbig] = A_malloc(1 * MiB)) != NULL) memset(big[nbig++], 1, 64);
+  expect_true(nbig > 0 && nbig < MAX_BIG);
+  for (size_t i = 0; i < nbig; i++) A_free(big[i]);
+  A_trim(0);
+  rl.rlim_cur = RLIM_INFINITY;
+  assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+
+  const size_t S = 128 * MiB + 4096, A = 64 * MiB; /* the huge map: header page + block */
+  uint8_t *r = mmap(NULL, 1024 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  assert_true(r != MAP_FAILED);
+  uintptr_t hole_end = (((uintptr_t)r + 512 * MiB) & ~(uintptr_t)(A - 1)) + 32 * MiB;
+  uintptr_t hole = hole_end - S - 1 * MiB;
+  assert_int_eq(munmap((void *)hole, hole_end - hole), 0);
+  /* room for S and 32 MiB more, not for S + A */
+  rl.rlim_cur = vm_size() + S + 32 * MiB;
+  assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+  /* the layout is as meant: the kernel's place for an exact S is the top of the hole */
+  void *probe = mmap(NULL, S, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  expect_ptr_eq(probe, (void *)(hole_end - S));
+  if (probe != MAP_FAILED) munmap(probe, S);
+
+  errno = 0;
+  uint8_t *p = A_malloc(test_opaque(128 * MiB));
+  expect_true(p != NULL);
+  if (!p) {
+    fprintf(stderr, "malloc(128 MiB): NULL, errno %d\n", errno);
+    return;
+  }
+  expect_true(p < (uint8_t *)hole || p >= (uint8_t *)hole_end); /* not in the hole: no room */
+  test_fill(p, 128 * MiB, 99);
+  expect_true(test_verify(p, 128 * MiB, 99));
+  A_free(p);
+  munmap(r, 1024 * MiB); /* (the rest of the reservation; the hole is unmapped already) */
+}
+
+/* Run fn in a child; its checks count in ours (through a pipe), its death fails. */
+static void in_child(void (*fn)(void)) {
   int fds[2];
   assert_int_eq(pipe(fds), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
-    child_main();
+    fn();
     unsigned long counts[2] = {test_checks_passed, test_checks_failed};
     ssize_t w = write(fds[1], counts, sizeof counts);
     _exit(w == (ssize_t)sizeof counts ? 0 : 3);
@@ -176,16 +233,23 @@ TEST(oom_in_child) {
   else
     expect_int_eq(WEXITSTATUS(status), 0);
   expect_int_eq(r, (ssize_t)sizeof counts);
-  /* fold the child's checks into ours */
   test_checks_passed += counts[0];
   test_checks_failed += counts[1];
   if (counts[1]) test_current_failed = 1;
-  expect_true(counts[0] > 20);
+}
+
+TEST(aligned_placement_when_tight) { in_child(tight_aligned_child); }
+
+TEST(oom_in_child) {
+  unsigned long before = test_checks_passed;
+  in_child(child_main);
+  expect_true(test_checks_passed - before > 20); /* the child's checks ran */
 }
 
 int main(void) {
   test_rng_init(0x00ffull);
   fprintf(stderr, "variant: %s\n", A_VARIANT);
   RUN(oom_in_child);
+  RUN(aligned_placement_when_tight);
   return test_main_end();
 }

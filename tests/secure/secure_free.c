@@ -1,7 +1,8 @@
 /* secure-free: every invalid free of a small block stops the program, named for what it is:
  * a double free (the block waits in the quarantine, or is back in the allocator's lists), a
  * free, realloc or malloc_usable_size of a block that was never handed out, and a free of
- * a pointer inside a block.
+ * a pointer inside a block; malloc_usable_size of a stack address or of a pointer inside a
+ * small or a large block is reported in the default build's words and stops it too.
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-free */
 #include "secure_test.h"
 
@@ -39,6 +40,14 @@ int main(int argc, char **argv) {
       printf("usable size %zu\n", malloc_usable_size(never_handed_out(p)));
     } else if (strcmp(what, "interior") == 0) {
       free(p + 16);
+    } else if (strcmp(what, "usable-stack") == 0) {
+      char local[64];
+      printf("usable size %zu\n", malloc_usable_size(local));
+    } else if (strcmp(what, "usable-interior") == 0) {
+      printf("usable size %zu\n", malloc_usable_size(p + 16));
+    } else if (strcmp(what, "usable-interior-large") == 0) {
+      char *big = malloc(300000);
+      printf("usable size %zu\n", malloc_usable_size(big + 4096));
     } else {
       return 3;
     }
@@ -54,6 +63,11 @@ int main(int argc, char **argv) {
       {"never-usable", "malloc_usable_size of a carved block never handed out",
        "malloc_usable_size(): invalid pointer (a block never handed out)"},
       {"interior", "free of a pointer 16 bytes into a block", "free(): invalid pointer"},
+      {"usable-stack", "malloc_usable_size of a stack address", "malloc_usable_size(): invalid pointer: 0x"},
+      {"usable-interior", "malloc_usable_size of a pointer 16 bytes into a block",
+       "malloc_usable_size(): invalid pointer: 0x"},
+      {"usable-interior-large", "malloc_usable_size of a pointer 4 KiB into a large block",
+       "malloc_usable_size(): invalid pointer: 0x"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char *args[] = {"x", (char *)cases[i][0], NULL};
