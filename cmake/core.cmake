@@ -71,6 +71,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
   set_tests_properties(core_option_saturates_neg PROPERTIES LABELS "core;unit"
                        ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
+# Cases of the core only its test hooks reach (tests/unit/test_core_internals.c).
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  kite_test(test_core_internals SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c
+            LIBS kite-noover-debug LABELS core unit)
+  target_include_directories(test_core_internals PRIVATE ${_kc})
+endif()
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)

@@ -712,6 +712,16 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
   avail_update(a);
 }
 
+/* The age at `now` of a unit stamped freed_ms (both in ms, modulo 2^32). The stamp may be
+ * later than now: a step reads the clock once before it walks the arenas, and a free stamps
+ * its own reading, taken any time before it gets the slot lock (purge_range drops the lock
+ * in the middle of a step). Such a unit was freed during the step: age 0, never the
+ * wrapped difference (about 2^32 ms: "older than any delay", purged at once). */
+static inline uint32_t unit_age(uint64_t now, uint32_t freed_ms) {
+  int32_t age = (int32_t)((uint32_t)now - freed_ms);
+  return age > 0 ? (uint32_t)age : 0;
+}
+
 /* One decay step (or, force, a full purge) of the arena in slot s. Returns bytes purged;
  * *empty tells whether the arena is now all free and all purged. */
 static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t keep_young, bool *empty) {
@@ -733,7 +743,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t ke
     uint32_t hist[DECAY_BANDS + 1] = {0};
     for (uint32_t u = a->meta_units; u < KITE_ARENA_UNITS; u++) {
       if (!(a->is_free[u] && a->dirty[u])) continue;
-      uint32_t b = ((uint32_t)now - a->freed_ms[u]) / band;
+      uint32_t b = unit_age(now, a->freed_ms[u]) / band;
       hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
     }
     /* kept units allowed, in 32nds: band b (ages [b, b+1) bands) weighs 1 - (b + 1/2)/16 */
@@ -753,7 +763,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t ke
     part = excess - (acc - hist[b]);
     part = (part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
   }
-#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= (age))
+#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
   for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
     if (!PURGEABLE(i, min_age)) { i++; continue; }
     uint32_t j = i;
@@ -858,6 +868,27 @@ size_t _kite_arena_purge(bool force) {
   _kite_unlock(&purge_lock);
   return r;
 }
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: a decay step (not forced) as if the clock read `now`. */
+size_t _kite_test_arena_decay_at(uint64_t now) {
+  _kite_lock(&purge_lock);
+  size_t r = purge_all(false, now);
+  _kite_unlock(&purge_lock);
+  return r;
+}
+/* Tests: give a run back committed, stamped freed at `now`. */
+void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now) { free_run(head, true, now); }
+/* Tests: whether unit d (a descriptor) is free and still committed. */
+bool _kite_test_arena_unit_dirty(kite_page_t *d) {
+  kite_arena_t *a = arena_of_page(d);
+  uint32_t u = (uint32_t)(d - arena_pages(a));
+  _kite_lock(&slots[a->slot].lock);
+  bool r = a->is_free[u] && a->dirty[u];
+  _kite_unlock(&slots[a->slot].lock);
+  return r;
+}
+#endif
 
 size_t _kite_arena_dirty_bytes(void) {
   return __atomic_load_n(&dirty_free_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;

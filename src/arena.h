@@ -60,4 +60,12 @@ void _kite_arena_fork_child(void);
  * arena's slot says ARENA and there are no other ARENA slots. (KITE_DEBUG >= 2 checks the
  * run after each alloc/free, >= 3 its whole arena.) */
 bool _kite_arena_check(void);
+
+#ifdef KITE_TEST_HOOKS
+/* Test builds (arena.c): a decay step at a given clock reading; a run freed with a given
+ * stamp; whether a unit is free and committed. */
+size_t _kite_test_arena_decay_at(uint64_t now);
+void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now);
+bool _kite_test_arena_unit_dirty(kite_page_t *d);
+#endif
 #endif

@@ -1,0 +1,97 @@
+/* tests/unit/test_core_internals.c -- cases of the core that the public API cannot reach
+ * on purpose (clock readings that race, failing C library calls, a thread caught in the
+ * middle of a slow path), read and steered through the test hooks of kite-noover-debug
+ * (KITE_DEBUG=3, KITE_TEST_HOOKS; declared in the headers that own them). Each test's
+ * comment says what it checks; kite_check() runs after each.
+ *   test_core_internals          every test
+ *   test_core_internals NAME...  only those */
+#define _GNU_SOURCE
+#include "test.h"
+#include <kite.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "arena.h"
+#include "huge.h"
+#include "heap.h"
+#include "page.h"
+#include "stats.h"
+#include "visit.h"
+#include "os.h"
+#include "types.h"
+
+/* ---- decay ages ---- */
+
+/* A run freed during a decay step carries a stamp later than the step's clock reading: it
+ * is of age 0 for that step, not of age 2^32 - d ms (older than any delay), so it stays
+ * committed. Three runs in one arena: one stamped 500 ms after the step's `now`, ballast
+ * aged 900 ms of a 1000 ms delay (the decay purges it first), and one aged 100 s (purged by
+ * every kind of step: the control that the step did run). */
+TEST(decay_keeps_a_unit_stamped_after_now) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  bool zero;
+  kite_page_t *young = _kite_arena_alloc_run(4, &zero);
+  kite_page_t *ballast = _kite_arena_alloc_run(5, &zero);
+  kite_page_t *old = _kite_arena_alloc_run(4, &zero);
+  assert_true(young && ballast && old);
+  uint64_t now = _kite_os_now_ms() + 1000000; /* later than every real stamp */
+  _kite_test_arena_free_run_at(young, now + 500);
+  _kite_test_arena_free_run_at(ballast, now - 900);
+  _kite_test_arena_free_run_at(old, now - 100000);
+  expect_true(_kite_test_arena_unit_dirty(young));
+  expect_true(_kite_test_arena_unit_dirty(old));
+  _kite_test_arena_decay_at(now);
+  expect_true(!_kite_test_arena_unit_dirty(old));      /* the step ran */
+  expect_true(_kite_test_arena_unit_dirty(young));     /* freed after its clock reading */
+  expect_true(_kite_test_arena_unit_dirty(young + 15)); /* every unit of the run */
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
+/* A huge map cached by a thread whose clock reading is later than that of a thread now
+ * expiring the cache is not expired by it: the difference is not a huge unsigned age. */
+TEST(huge_cache_keeps_a_map_cached_after_now) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  kite_malloc_trim(0);
+  expect_uint_eq(_kite_huge_cache_bytes(), 0);
+  size_t n = (size_t)20 << 20;
+  char *p = kite_malloc(n);
+  assert_true(p != NULL);
+  memset(p, 1, 4096);
+  uint64_t before = _kite_os_now_ms();
+  kite_free(p); /* cached, stamped at a reading >= before */
+  expect_uint_eq(_kite_huge_cache_bytes(), n);
+  expect_uint_eq(_kite_test_huge_cache_expire_at(before - 5), 0);
+  expect_uint_eq(_kite_huge_cache_bytes(), n);
+  /* the control: a reading past the delay expires it */
+  expect_uint_eq(_kite_test_huge_cache_expire_at(_kite_os_now_ms() + 2000), n + 4096);
+  expect_uint_eq(_kite_huge_cache_bytes(), 0);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+}
+
+#define RUN_CHECKED(name)                                                     \
+  do {                                                                        \
+    if (test_selected(argc, argv, #name)) {                                   \
+      RUN(name);                                                              \
+      expect_int_eq(kite_check(), 1);                                         \
+    }                                                                         \
+  } while (0)
+
+static int test_selected(int argc, char **argv, const char *name) {
+  if (argc < 2) return 1;
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], name) == 0) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  test_rng_init(1);
+  RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
+  RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
+  return test_main_end();
+}
