@@ -376,11 +376,23 @@ static void heap_steal_paced(kite_heap_t *h, unsigned cls) {
   h->steal_skip[cls] = (uint8_t)((1u << h->steal_miss[cls]) - 1);
 }
 
+/* The first page of queue[cls] if it has a free block or blocks left to carve. */
+static inline kite_page_t *queued_with_room(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = h->queue[cls].first;
+  return pg && (pg->free != KITE_LINK_END || pg->capacity < pg->reserved) ? pg : NULL;
+}
+
+/* A page of class cls for a heap whose queue of cls has none with a free block: returns it
+ * at the front of h->queue[cls], or NULL. heap_reclaim and heap_steal may put pages of cls
+ * with free blocks (remote frees collected) on that queue: the first of them is taken,
+ * before the page cache or a fresh run. */
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg;
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
   if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;
@@ -397,6 +409,7 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   }
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
+  q_push_front(&h->queue[cls], pg);
   return pg;
 }
 
@@ -670,7 +683,6 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
       heap_pin(h, cls); /* the direct slots follow the queue (empty) */
       return NULL;
     }
-    q_push_front(q, pg);
   }
   if (pg->free == KITE_LINK_END) {
     page_collect(h, pg, false);

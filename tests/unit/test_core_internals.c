@@ -74,6 +74,46 @@ TEST(huge_cache_keeps_a_map_cached_after_now) {
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
 }
 
+
+/* ---- heap refill ---- */
+
+/* A refill's reclaim pass finds a page of the class on the full list with a block freed by
+ * another thread and puts it back on the queue: the refill allocates from it, and takes no
+ * fresh run. A first-class heap (its blocks freed by this thread go the cross-thread way),
+ * a full list of 9 pages, full_scan's credit at 0 (it looks at the first 2 only), the block
+ * freed in the 5th. */
+TEST(refill_uses_the_page_its_reclaim_queued) {
+  enum { MAXB = 4096 };
+  static void *blocks[MAXB];
+  kite_heap_t *h = kite_heap_new();
+  assert_true(h != NULL);
+  size_t n = 8192;
+  unsigned cls = _kite_class_of(n);
+  size_t nb = 0;
+  for (; nb < MAXB; nb++) {
+    kite_page_t *cur = h->queue[cls].first;
+    if (h->full_count[cls] >= 8 && cur && cur->free == KITE_LINK_END && cur->local_free == KITE_LINK_END &&
+        cur->capacity == cur->reserved)
+      break;
+    blocks[nb] = kite_heap_malloc(h, n);
+    assert_true(blocks[nb] != NULL);
+  }
+  assert_true(nb < MAXB);
+  kite_page_t *x = h->full[cls].first;
+  for (int i = 0; i < 4 && x; i++) x = x->next;
+  assert_true(x != NULL);
+  void *b = NULL;
+  for (size_t i = 0; i < nb && !b; i++)
+    if (_kite_page_head(_kite_unit_of((uintptr_t)blocks[i])) == x) b = blocks[i];
+  assert_true(b != NULL);
+  kite_free(b); /* not h's thread: onto x's thread_free */
+  h->scan_credit[cls] = 0;
+  void *p = kite_heap_malloc(h, n);
+  expect_ptr_eq(_kite_page_head(_kite_unit_of((uintptr_t)p)), x);
+  expect_ptr_eq(p, b);
+  kite_heap_destroy(h);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -93,5 +133,6 @@ int main(int argc, char **argv) {
   test_rng_init(1);
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
+  RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
   return test_main_end();
 }
