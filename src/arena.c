@@ -879,6 +879,12 @@ size_t _kite_test_arena_decay_at(uint64_t now) {
 }
 /* Tests: give a run back committed, stamped freed at `now`. */
 void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now) { free_run(head, true, now); }
+/* Tests: whether the arenas are held mapped (purge_lock taken, by any thread). */
+bool _kite_test_arena_unmap_held(void) {
+  if (!_kite_trylock(&purge_lock)) return true;
+  _kite_unlock(&purge_lock);
+  return false;
+}
 /* Tests: whether unit d (a descriptor) is free and still committed. */
 bool _kite_test_arena_unit_dirty(kite_page_t *d) {
   kite_arena_t *a = arena_of_page(d);
@@ -918,6 +924,11 @@ void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg
 }
 
 size_t _kite_arena_count(void) { return __atomic_load_n(&arena_count, __ATOMIC_RELAXED); }
+
+void _kite_arena_hold_unmap(bool hold) {
+  if (hold) _kite_lock(&purge_lock);
+  else _kite_unlock(&purge_lock);
+}
 
 /* Fork: purge_lock, then the table lock, then every slot lock (the order a thread takes
  * them in); the child re-creates them all. */

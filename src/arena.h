@@ -49,6 +49,11 @@ extern void (*_kite_arena_dirty_hook)(void);
  * or free runs; what fn reads of a page (lists, counts) may be changing under it unless
  * the page's owner is quiescent. */
 void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg);
+/* hold: no arena is unmapped (and no purge step runs) until the same thread calls it with
+ * false (waits for a purge in progress). For walks that follow pointers into descriptors
+ * of runs they do not own (another thread's page lists). Takes the purge lock: the caller
+ * holds no arena lock; heap_lock may be held (it comes first). */
+void _kite_arena_hold_unmap(bool hold);
 /* For fork: take / release / re-create the arena locks. */
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
@@ -67,5 +72,7 @@ bool _kite_arena_check(void);
 size_t _kite_test_arena_decay_at(uint64_t now);
 void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now);
 bool _kite_test_arena_unit_dirty(kite_page_t *d);
+/* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
+bool _kite_test_arena_unmap_held(void);
 #endif
 #endif

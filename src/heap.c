@@ -159,16 +159,23 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 
 /* ---- small pages ---- */
 
+/* A heap's own counter, which the statistics read from other threads: only the owner
+ * writes it, with a relaxed store (a plain add on x86-64, no locked instruction), so the
+ * readers' relaxed loads never see a torn value. */
+static inline void heap_count(uint64_t *counter, uint64_t n) {
+  __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
   uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
   if (n) {
-    h->issued[pg->cls] += n;
-    h->remote_frees += remote;
+    heap_count(&h->issued[pg->cls], n);
+    heap_count(&h->remote_frees, remote);
   }
 }
 
 static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
-  h->issued[pg->cls] += _kite_page_extend(pg);
+  heap_count(&h->issued[pg->cls], _kite_page_extend(pg));
 }
 
 /* A former small page's run goes back to its arena, without its link array. */
@@ -591,12 +598,20 @@ kite_heap_t *_kite_heap_get(void) {
   return heap_create();
 }
 
-static void heap_merge_stats(kite_heap_t *h) {
+/* Move h's counters into the globals and take h off the live list, in one heap_lock
+ * section: _kite_heap_collect_stats reads the globals and the live heaps in one such section
+ * too, so it counts h's figures once, in h or in the globals. Caller holds heap_lock. */
+static void heap_unlink_merging_stats(kite_heap_t *h) {
   for (unsigned c = 0; c < KITE_CLASSES; c++)
     if (h->issued[c]) __atomic_fetch_add(&_kite_stats.issued[c], h->issued[c], __ATOMIC_RELAXED);
   __atomic_fetch_add(&_kite_stats.remote_frees, h->remote_frees, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&_kite_stats.large_allocs, h->large_allocs, __ATOMIC_RELAXED);
+  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
+  if (h->next_all) h->next_all->prev_all = h->prev_all;
 }
+
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_heap_abandon)(void);
+#endif
 
 /* Thread exit: give back empty pages, abandon the others, return the heap to the pool. */
 static void heap_abandon(kite_heap_t *h) {
@@ -635,10 +650,11 @@ static void heap_abandon(kite_heap_t *h) {
     run_free(pg);
   }
   h->cache_count = 0;
-  heap_merge_stats(h);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_heap_abandon) _kite_test_hook_heap_abandon();
+#endif
   _kite_lock(&heap_lock);
-  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
-  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_unlink_merging_stats(h);
   heap_reset(h);
   h->next_all = heap_pool;
   heap_pool = h;
@@ -806,10 +822,8 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
     if (_kite_pagemap_kind((uintptr_t)b) == KITE_PM_HUGE) _kite_huge_free(b, NULL);
     else _kite_arena_free_run(_kite_page_head(_kite_unit_of((uintptr_t)b)));
   }
-  heap_merge_stats(h);
   _kite_lock(&heap_lock);
-  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
-  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_unlink_merging_stats(h);
   heap_reset(h);
   h->next_all = heap_pool;
   heap_pool = h;
@@ -867,16 +881,18 @@ size_t _kite_heap_trim(void) {
 }
 
 void _kite_heap_collect_stats(kite_gstats_t *out) {
-  /* every field is a uint64_t that other threads update atomically (the purger thread
-   * among them): copy it word by word with atomic loads */
+  /* the globals and the live heaps in one heap_lock section: a heap that exits moves its
+   * counters into the globals in one too (heap_unlink_merging_stats), so each is counted
+   * once. Every field is a uint64_t that other threads update atomically (the purger
+   * thread among them): copied word by word with atomic loads; a heap's own counters are
+   * written by its owner only, read here with relaxed loads (heap_count). */
   const uint64_t *src = (const uint64_t *)&_kite_stats;
   uint64_t *dst = (uint64_t *)out;
-  for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   _kite_lock(&heap_lock);
+  for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   for (kite_heap_t *h = heap_live; h; h = h->next_all) {
-    for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += h->issued[c];
-    out->remote_frees += h->remote_frees;
-    out->large_allocs += h->large_allocs;
+    for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += __atomic_load_n(&h->issued[c], __ATOMIC_RELAXED);
+    out->remote_frees += __atomic_load_n(&h->remote_frees, __ATOMIC_RELAXED);
   }
   _kite_unlock(&heap_lock);
 }

@@ -114,6 +114,91 @@ TEST(refill_uses_the_page_its_reclaim_queued) {
   kite_heap_destroy(h);
 }
 
+/* ---- statistics ---- */
+
+static int live_pages_seen, live_pages_unheld;
+static void on_live_page(void) {
+  live_pages_seen++;
+  if (!_kite_test_arena_unmap_held()) live_pages_unheld++;
+}
+
+/* _kite_heap_live follows a heap's page links (another thread's, for the statistics): no
+ * arena may be unmapped meanwhile, so every page it reaches is read with the arenas held. */
+TEST(heap_live_walk_holds_arenas_mapped) {
+  void *p[64];
+  for (int i = 0; i < 64; i++) p[i] = kite_malloc(100 + 300 * (size_t)i);
+  _kite_test_hook_heap_live_page = on_live_page;
+  kite_heap_live_t hv;
+  _kite_heap_live(_kite_heap_tls, &hv);
+  _kite_test_hook_heap_live_page = NULL;
+  expect_true(live_pages_seen > 0);
+  expect_int_eq(live_pages_unheld, 0);
+  expect_true(!_kite_test_arena_unmap_held());
+  for (int i = 0; i < 64; i++) kite_free(p[i]);
+}
+
+static uint64_t issued_sum(const kite_gstats_t *s) {
+  uint64_t t = 0;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) t += s->issued[c];
+  return t;
+}
+static uint64_t issued_at_exit;
+static void on_abandon(void) {
+  kite_gstats_t s;
+  _kite_heap_collect_stats(&s);
+  issued_at_exit = issued_sum(&s);
+}
+static void *alloc_some(void *arg) {
+  (void)arg;
+  void *p[200];
+  for (int i = 0; i < 200; i++) p[i] = kite_malloc(48);
+  for (int i = 0; i < 200; i++) kite_free(p[i]);
+  return NULL;
+}
+
+/* A thread that exits moves its heap's counters into the process's: statistics collected
+ * while it does count them once (not once in the globals and once in the heap). */
+TEST(exiting_heap_counted_once) {
+  pthread_t t;
+  _kite_test_hook_heap_abandon = on_abandon;
+  assert_int_eq(pthread_create(&t, NULL, alloc_some, NULL), 0);
+  pthread_join(t, NULL);
+  _kite_test_hook_heap_abandon = NULL;
+  kite_gstats_t after;
+  _kite_heap_collect_stats(&after);
+  expect_true(issued_at_exit >= 200);
+  expect_uint_eq(issued_at_exit, issued_sum(&after));
+}
+
+static volatile int counting_done;
+static void *count_while_owner_allocates(void *arg) {
+  (void)arg;
+  uint64_t last = 0;
+  while (!__atomic_load_n(&counting_done, __ATOMIC_ACQUIRE)) {
+    kite_gstats_t s;
+    _kite_heap_collect_stats(&s);
+    uint64_t t = issued_sum(&s);
+    if (t < last) TEST_FAIL_("issued went down: %llu < %llu", (unsigned long long)t, (unsigned long long)last);
+    last = t;
+  }
+  return NULL;
+}
+
+/* Another thread reads a heap's counters while its owner writes them (under TSan this is
+ * the check that both sides are atomic): the totals only grow. */
+TEST(heap_counters_read_while_owner_writes) {
+  pthread_t t;
+  counting_done = 0;
+  assert_int_eq(pthread_create(&t, NULL, count_while_owner_allocates, NULL), 0);
+  for (int r = 0; r < 200; r++) {
+    void *p[100];
+    for (int i = 0; i < 100; i++) p[i] = kite_malloc(16 + (size_t)(r % 50) * 16);
+    for (int i = 0; i < 100; i++) kite_free(p[i]);
+  }
+  __atomic_store_n(&counting_done, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -134,5 +219,8 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
   RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
+  RUN_CHECKED(heap_live_walk_holds_arenas_mapped);
+  RUN_CHECKED(exiting_heap_counted_once);
+  RUN_CHECKED(heap_counters_read_while_owner_writes);
   return test_main_end();
 }
