@@ -565,6 +565,19 @@ static kite_heap_t *heap_carve(void) {
   return h;
 }
 
+#ifdef KITE_TEST_HOOKS
+bool _kite_test_fail_setspecific;
+#endif
+/* Register h for the thread-exit destructor (heap_thread_done). */
+static int heap_key_set(kite_heap_t *h) {
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_fail_setspecific) return ENOMEM;
+#endif
+  return pthread_setspecific(heap_key, h);
+}
+
+static void heap_abandon(kite_heap_t *h);
+
 static KITE_COLD kite_heap_t *heap_create(void) {
   _kite_options_ensure();
   _kite_lock(&heap_lock);
@@ -588,7 +601,17 @@ static KITE_COLD kite_heap_t *heap_create(void) {
   heap_live = h;
   _kite_unlock(&heap_lock);
   _kite_heap_tls = h;
-  pthread_setspecific(heap_key, h); /* may allocate (keys >= 32): the TLS heap is ready */
+  /* may allocate (keys >= 32): the TLS heap is ready */
+  if (unlikely(heap_key_set(h) != 0)) {
+    /* without the key, no thread-exit destructor would ever abandon h: its pages would stay
+     * with a heap nobody uses. Given up as a thread exit gives it up; the caller's request
+     * fails (a later one tries again). */
+    _kite_heap_tls = &_kite_heap_empty;
+    heap_abandon(h);
+    _kite_report_note("pthread_setspecific failed: no heap for this thread (the request gets NULL, errno ENOMEM)");
+    errno = ENOMEM;
+    return NULL;
+  }
   return h;
 }
 

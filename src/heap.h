@@ -92,8 +92,10 @@ void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);
 #ifdef KITE_TEST_HOOKS
-/* Test builds (heap.c): the hook runs in a thread exit's heap_abandon right before the heap
- * leaves the live list (its pages already given up). */
+/* Test builds (heap.c): heap_create acts as if pthread_setspecific failed while this is
+ * set; the hook runs in a thread exit's heap_abandon right before the heap leaves the live
+ * list (its pages already given up). */
+extern bool _kite_test_fail_setspecific;
 extern void (*_kite_test_hook_heap_abandon)(void);
 #endif
 

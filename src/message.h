@@ -43,6 +43,8 @@ void _kite_report_invalid(const char *what, const void *p);
 extern void (*_kite_report_invalid_hook)(const char *what, const void *p);
 /* (report.c) With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
 void _kite_report_oom(size_t size);
+/* (report.c) With KITE_VERBOSE: "kite: what" on a line. */
+void _kite_report_note(const char *what);
 
 /* Write string s to fd (best effort; for C++ callers that have no kite_out_t). fd 2 means
  * "kite's message stream" (see _kite_message_init). */

@@ -28,3 +28,12 @@ void _kite_report_oom(size_t size) {
   _kite_out_str(&o, " bytes (NULL, errno ENOMEM)\n");
   _kite_out_flush(&o);
 }
+
+void _kite_report_note(const char *what) {
+  if (!_kite_options.verbose) return;
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
+  _kite_out_str(&o, "kite: ");
+  _kite_out_str(&o, what);
+  _kite_out_str(&o, "\n");
+  _kite_out_flush(&o);
+}

@@ -199,6 +199,44 @@ TEST(heap_counters_read_while_owner_writes) {
   pthread_join(t, NULL);
 }
 
+/* ---- heap creation ---- */
+
+static int heaps_count_n;
+static void heaps_count(kite_heap_t *h, void *arg) { (void)h; (void)arg; heaps_count_n++; }
+static int live_heaps(void) {
+  heaps_count_n = 0;
+  _kite_heap_foreach(heaps_count, NULL);
+  return heaps_count_n;
+}
+static void *setspecific_fails(void *arg) {
+  int *ok = arg;
+  int before = live_heaps();
+  _kite_test_fail_setspecific = true;
+  errno = 0;
+  void *p = kite_malloc(24);
+  int e = errno;
+  _kite_test_fail_setspecific = false;
+  ok[0] = p == NULL && e == ENOMEM;
+  ok[1] = live_heaps() == before; /* the heap went back: no heap nobody will abandon */
+  if (p) kite_free(p);
+  p = kite_malloc(24); /* registered this time */
+  ok[2] = p != NULL && live_heaps() == before + 1;
+  kite_free(p);
+  return NULL;
+}
+
+/* A thread whose heap cannot be registered for its exit (pthread_setspecific fails) gets
+ * NULL + ENOMEM, and no heap stays live without a destructor; its next request works. */
+TEST(heap_create_fails_cleanly_without_its_key) {
+  pthread_t t;
+  int ok[3] = {0, 0, 0};
+  assert_int_eq(pthread_create(&t, NULL, setspecific_fails, ok), 0);
+  pthread_join(t, NULL);
+  expect_true(ok[0]);
+  expect_true(ok[1]);
+  expect_true(ok[2]);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -222,5 +260,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);
   RUN_CHECKED(exiting_heap_counted_once);
   RUN_CHECKED(heap_counters_read_while_owner_writes);
+  RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   return test_main_end();
 }
