@@ -157,6 +157,10 @@ static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));
 
 void (*_kite_arena_dirty_hook)(void);
 
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_arena_growing)(void);
+#endif
+
 static bool arena_check(kite_arena_t *a);
 static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool is_free);
 
@@ -295,6 +299,9 @@ static bool arena_grow(uint32_t slot) {
   a->growing = true;
   uint32_t old = a->mapped_units, now = old * 2 > KITE_ARENA_UNITS ? KITE_ARENA_UNITS : old * 2;
   _kite_unlock(&s->lock);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_arena_growing) _kite_test_hook_arena_growing();
+#endif
   uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
   /* double; when the OS refuses (RLIMIT_AS nearly reached), grow by half as much, down to
    * KITE_ARENA_FIRST_UNITS, so the last of the address space is used too */
@@ -885,6 +892,17 @@ bool _kite_test_arena_unmap_held(void) {
   _kite_unlock(&purge_lock);
   return false;
 }
+/* Tests: whether any arena is marked growing. */
+bool _kite_test_arena_any_growing(void) {
+  bool r = false;
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    _kite_lock(&slots[i].lock);
+    if (slots[i].arena && slots[i].arena->growing) r = true;
+    _kite_unlock(&slots[i].lock);
+  }
+  return r;
+}
 /* Tests: whether unit d (a descriptor) is free and still committed. */
 bool _kite_test_arena_unit_dirty(kite_page_t *d) {
   kite_arena_t *a = arena_of_page(d);
@@ -946,7 +964,16 @@ void _kite_arena_fork_parent(void) {
 }
 void _kite_arena_fork_child(void) {
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
-  for (uint32_t i = 0; i < hi; i++) _kite_lock_reinit(&slots[i].lock);
+  for (uint32_t i = 0; i < hi; i++) {
+    /* a thread of the parent that was growing an arena (arena_grow maps without the lock)
+     * does not exist here: its `growing` would keep the arena from growing and from being
+     * unmapped for good. The units it was mapping stay reserved in the buddy heap (they
+     * are until a grow succeeds); if its mapping was made before the fork, the next grow
+     * finds the space taken and the arena stays at its size, as when a neighbour took it. */
+    kite_arena_t *a = __atomic_load_n(&slots[i].arena, __ATOMIC_RELAXED);
+    if (a) a->growing = false;
+    _kite_lock_reinit(&slots[i].lock);
+  }
   _kite_lock_reinit(&table_lock);
   _kite_lock_reinit(&purge_lock);
 }

@@ -72,6 +72,10 @@ bool _kite_arena_check(void);
 size_t _kite_test_arena_decay_at(uint64_t now);
 void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now);
 bool _kite_test_arena_unit_dirty(kite_page_t *d);
+/* Called by arena_grow while it maps more of an arena (`growing` set, no lock held); and
+ * whether any arena is marked growing. */
+extern void (*_kite_test_hook_arena_growing)(void);
+bool _kite_test_arena_any_growing(void);
 /* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
 bool _kite_test_arena_unmap_held(void);
 #endif

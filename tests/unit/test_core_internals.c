@@ -237,6 +237,45 @@ TEST(heap_create_fails_cleanly_without_its_key) {
   expect_true(ok[2]);
 }
 
+/* ---- fork during an arena's growth ---- */
+
+static int grow_forked, grow_child_status = -1;
+static void fork_while_growing(void) {
+  _kite_test_hook_arena_growing = NULL;
+  grow_forked = 1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* the child: the growing thread of the parent is not here */
+    int rc = _kite_test_arena_any_growing() ? 1 : 0;
+    void *p[32];
+    for (int i = 0; i < 32; i++) {
+      p[i] = kite_malloc((size_t)4 << 20);
+      if (!p[i]) rc |= 2;
+      else memset(p[i], i, 4096);
+    }
+    for (int i = 0; i < 32; i++) kite_free(p[i]);
+    if (kite_check() != 1) rc |= 4;
+    _exit(rc);
+  }
+  int st = 0;
+  if (pid > 0 && waitpid(pid, &st, 0) == pid) grow_child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+/* A child forked while another thread maps more of an arena (arena_grow, no lock held) has
+ * no thread that will finish it: no arena of the child stays marked growing (which would
+ * keep it from growing or being unmapped for good), and the child allocates normally. */
+TEST(fork_while_arena_grows) {
+  enum { N = 64 };
+  void *p[N];
+  int k = 0;
+  _kite_test_hook_arena_growing = fork_while_growing;
+  for (; k < N && !grow_forked; k++) p[k] = kite_malloc((size_t)4 << 20);
+  _kite_test_hook_arena_growing = NULL;
+  expect_true(grow_forked);
+  expect_int_eq(grow_child_status, 0);
+  for (int i = 0; i < k; i++) kite_free(p[i]);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -261,5 +300,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(exiting_heap_counted_once);
   RUN_CHECKED(heap_counters_read_while_owner_writes);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
+  RUN_CHECKED(fork_while_arena_grows);
   return test_main_end();
 }
