@@ -76,13 +76,19 @@
  * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
  * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
 #define THP_UNITS 32u
-/* advised[] values. THP_ADVISED stays until the unit is unmapped. */
+/* advised[] values: what the kernel was told about the unit. */
 enum {
   THP_UNDECIDED = 0, /* nothing said to the kernel */
-  THP_ADVISED = 1,   /* MADV_HUGEPAGE given (a large run of a granule or more; auto) */
-  THP_SMALL = 2,     /* the granule stays on 4 KiB pages (auto, dense: for good) */
+  THP_ADVISED = 1,   /* MADV_HUGEPAGE given for small pages (auto: a dense granule) */
+  THP_SMALL = 2,     /* MADV_NOHUGEPAGE given, or the granule stays on 4 KiB pages (auto,
+                      * dense: for good) */
   THP_COLLAPSED = 3, /* dense: the granule is on a huge page */
   THP_LOOKING = 4,   /* dense: a thread is looking at the granule */
+  THP_RUN = 5,       /* MADV_HUGEPAGE given for a large run of a granule or more
+                      * (_kite_arena_advise_run). Taken back (MADV_NOHUGEPAGE, THP_SMALL)
+                      * when a run smaller than a granule is claimed in the granule, unless
+                      * KITE_HUGEPAGES=1 advises whole arenas: else a small page carved there
+                      * would fault in a whole 2 MiB page at its first touch. */
 };
 /* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
  * or not, once and for all when a run smaller than a granule is first claimed in it, before
@@ -424,7 +430,7 @@ static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
  * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING,
  * THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more sets
- * THP_ADVISED (advise_run). */
+ * THP_RUN (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory; with 0
@@ -464,6 +470,19 @@ static void thp_dense_collapse(arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   _kite_unlock(&s->lock);
 }
 
+/* A run of order `order` smaller than a granule is being claimed at unit u: if its granule
+ * still has the advice of a large run that was there (THP_RUN), the granule goes back to 4
+ * KiB pages (THP_SMALL). Returns the granule's first unit + 1 when the caller is to give
+ * MADV_NOHUGEPAGE (after dropping the lock, before the run is handed out), else 0. Slot lock
+ * held. */
+static uint32_t thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
+  if ((1u << order) >= THP_UNITS || _kite_options.hugepages == KITE_HUGEPAGES_ARENAS) return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
+  memset(&a->advised[g], THP_SMALL, THP_UNITS);
+  return g + 1;
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
@@ -481,6 +500,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   *idx = cand[_kite_secure_below(nc)];
   for (unsigned i = 0; i < nc; i++) if (cand[i] != *idx) kite_check(kite_buddy_free(a->buddy, cand[i], NULL) == 0);
 #endif
+  uint32_t unadvise_at = thp_run_unadvise(a, (uint32_t)*idx, order);
   uint32_t advise_at = thp_auto_pick(a, (uint32_t)*idx, order);
   uint32_t collapse_at = thp_dense_pick(a, (uint32_t)*idx, order);
   size_t fresh = 0, reused = 0;
@@ -489,6 +509,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   kite_assert_internal(arena_check_run(a, (uint32_t)*idx, order, false));
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
+  if (unadvise_at) _kite_os_advise_small(_kite_page_start(&arena_pages(a)[unadvise_at - 1]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (advise_at) _kite_os_advise_huge(_kite_page_start(&arena_pages(a)[advise_at]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (collapse_at) thp_dense_collapse(s, a, collapse_at);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
@@ -605,8 +626,8 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   arena_slot_t *s = &slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    if (a->advised[idx + i] != THP_ADVISED) {
-      a->advised[idx + i] = THP_ADVISED;
+    if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) { /* (auto's advice stays auto's) */
+      a->advised[idx + i] = THP_RUN;
       if (i < first) first = i;
       last = i + 1;
     }
@@ -891,6 +912,16 @@ bool _kite_test_arena_unmap_held(void) {
   if (!_kite_trylock(&purge_lock)) return true;
   _kite_unlock(&purge_lock);
   return false;
+}
+/* Tests: whether huge-page advice is in force on unit d, by advised[] (given for small
+ * pages, for a large run, or a collapsed granule). */
+bool _kite_test_arena_unit_huge(kite_page_t *d) {
+  kite_arena_t *a = arena_of_page(d);
+  uint32_t u = (uint32_t)(d - arena_pages(a));
+  _kite_lock(&slots[a->slot].lock);
+  uint8_t v = a->advised[u];
+  _kite_unlock(&slots[a->slot].lock);
+  return v == THP_ADVISED || v == THP_RUN || v == THP_COLLAPSED;
 }
 /* Tests: whether any arena is marked growing. */
 bool _kite_test_arena_any_growing(void) {

@@ -24,7 +24,9 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
 /* The run at head (the caller's) is to hold `bytes` bytes: advise transparent huge pages
- * over the whole 2 MiB pieces of them, once per unit while the arena stays mapped. */
+ * over the whole 2 MiB pieces of them (once per unit). The advice stays after the run is
+ * freed, until a run smaller than 2 MiB is claimed in such a piece: then it is taken back
+ * (MADV_NOHUGEPAGE), unless KITE_HUGEPAGES=1 advises whole arenas. */
 void _kite_arena_advise_run(kite_page_t *head, size_t bytes);
 /* Resize the run at head in place to 2^new_order units (realloc of a large block): grow when
  * the run starts at a multiple of the new size and the units that join it are free (then
@@ -78,5 +80,7 @@ extern void (*_kite_test_hook_arena_growing)(void);
 bool _kite_test_arena_any_growing(void);
 /* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
 bool _kite_test_arena_unmap_held(void);
+/* Whether arena.c's record says huge-page advice is in force on unit d. */
+bool _kite_test_arena_unit_huge(kite_page_t *d);
 #endif
 #endif

@@ -276,6 +276,78 @@ TEST(fork_while_arena_grows) {
   for (int i = 0; i < k; i++) kite_free(p[i]);
 }
 
+
+/* ---- huge-page advice of freed runs ---- */
+
+/* In /proc/self/smaps, the mapping that holds p: does its VmFlags line have `flag` (1/0),
+ * and its AnonHugePages (KiB) in *ahp; -1 if p is in no mapping or there is no VmFlags. */
+static int vma_flag(const void *p, const char *flag, long *ahp) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[1024], want[16];
+  snprintf(want, sizeof want, " %s", flag);
+  int inside = 0, r = -1;
+  uintptr_t a = (uintptr_t)p;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    if (inside && ahp && strncmp(line, "AnonHugePages:", 14) == 0) *ahp = atol(line + 14);
+    if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      r = strstr(line, want) != NULL;
+      break;
+    }
+  }
+  fclose(f);
+  return r;
+}
+
+/* A freed run of 2 MiB that was advised MADV_HUGEPAGE, then carved for a small page: the
+ * granule's advice is taken back (arena.c's record, and the kernel's VmFlags where the
+ * kernel has transparent huge pages: no "hg", "nh" instead), so the small page's first
+ * touch faults in 4 KiB, not a whole 2 MiB page (AnonHugePages 0). */
+TEST(small_run_takes_back_a_freed_runs_huge_advice) {
+  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_HUGEPAGES, 0);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1); /* the freed run stays committed: reused first */
+  bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
+  bool zero;
+  kite_page_t *big = _kite_arena_alloc_run(5, &zero);
+  assert_true(big != NULL);
+  uint8_t *lo = _kite_page_start(big), *hi = lo + ((size_t)2 << 20);
+  _kite_arena_advise_run(big, (size_t)2 << 20);
+  expect_true(_kite_test_arena_unit_huge(big)); /* the control: advised */
+  if (thp) expect_int_eq(vma_flag(lo, "hg", NULL), 1);
+  _kite_arena_free_run(big);
+  enum { MAXR = 2048 };
+  static kite_page_t *runs[MAXR];
+  int nr = 0;
+  kite_page_t *inside = NULL;
+  while (nr < MAXR && !inside) {
+    kite_page_t *r = _kite_arena_alloc_run(0, &zero);
+    assert_true(r != NULL);
+    runs[nr++] = r;
+    if (_kite_page_start(r) >= lo && _kite_page_start(r) < hi) inside = r;
+  }
+  assert_true(inside != NULL);
+  expect_true(!_kite_test_arena_unit_huge(big));
+  expect_true(!_kite_test_arena_unit_huge(inside));
+  if (thp) {
+    long ahp = -1;
+    volatile uint8_t *b = _kite_page_start(inside);
+    b[0] = 1;
+    expect_int_eq(vma_flag((const void *)b, "hg", NULL), 0);
+    expect_int_eq(vma_flag((const void *)b, "nh", &ahp), 1);
+    expect_int_eq(ahp, 0);
+  }
+  for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
+  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  kite_malloc_trim(0);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -301,5 +373,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_counters_read_while_owner_writes);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   RUN_CHECKED(fork_while_arena_grows);
+  RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   return test_main_end();
 }
