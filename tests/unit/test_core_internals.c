@@ -4,7 +4,9 @@
  * (KITE_DEBUG=3, KITE_TEST_HOOKS; declared in the headers that own them). Each test's
  * comment says what it checks; kite_check() runs after each.
  *   test_core_internals          every test
- *   test_core_internals NAME...  only those */
+ *   test_core_internals NAME...  only those
+ *   test_core_internals verbose-child ENTRY   one failing call of ENTRY (the verbose test
+ *                                 runs it with KITE_VERBOSE=1 and reads its stderr) */
 #define _GNU_SOURCE
 #include "test.h"
 #include <kite.h>
@@ -348,6 +350,72 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
   kite_malloc_trim(0);
 }
 
+
+/* ---- KITE_VERBOSE: every failing request reported once ---- */
+
+#define HUGE_ASK ((size_t)1 << 62) /* no block can have it */
+static void *vp_;
+/* One failing call per entry point (run in a child started with KITE_VERBOSE=1). */
+static int verbose_call(const char *name) {
+  kite_heap_t *h = strncmp(name, "heap_", 5) == 0 ? kite_heap_new() : NULL;
+  void *keep = kite_malloc(100);
+  if (!strcmp(name, "malloc")) vp_ = kite_malloc(HUGE_ASK);
+  else if (!strcmp(name, "calloc")) vp_ = kite_calloc((size_t)1 << 31, (size_t)1 << 31);
+  else if (!strcmp(name, "calloc_overflow")) vp_ = kite_calloc(SIZE_MAX, 2);
+  else if (!strcmp(name, "realloc")) vp_ = kite_realloc(keep, HUGE_ASK);
+  else if (!strcmp(name, "reallocarray")) vp_ = kite_reallocarray(keep, SIZE_MAX, 2);
+  else if (!strcmp(name, "posix_memalign")) return kite_posix_memalign(&vp_, 64, HUGE_ASK) == ENOMEM ? 0 : 3;
+  else if (!strcmp(name, "aligned_alloc")) vp_ = kite_aligned_alloc(64, HUGE_ASK);
+  else if (!strcmp(name, "memalign")) vp_ = kite_memalign(4096, HUGE_ASK);
+  else if (!strcmp(name, "valloc")) vp_ = kite_valloc(HUGE_ASK);
+  else if (!strcmp(name, "pvalloc")) vp_ = kite_pvalloc(HUGE_ASK);
+  else if (!strcmp(name, "heap_malloc")) vp_ = kite_heap_malloc(h, HUGE_ASK);
+  else if (!strcmp(name, "heap_calloc")) vp_ = kite_heap_calloc(h, (size_t)1 << 31, (size_t)1 << 31);
+  else if (!strcmp(name, "aligned_alloc_einval")) return kite_aligned_alloc(3, 10) == NULL && errno == EINVAL ? 0 : 3;
+  else return 4;
+  return vp_ == NULL && errno == ENOMEM ? 0 : 3;
+}
+
+/* Run `name` in a child with KITE_VERBOSE=1 and compare its whole stderr with `want`. */
+static void expect_verbose(const char *name, const char *want) {
+  int fd[2];
+  assert_int_eq(pipe(fd), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[1], 2);
+    close(fd[0]);
+    setenv("KITE_VERBOSE", "1", 1);
+    execl("/proc/self/exe", "test_core_internals", "verbose-child", name, (char *)NULL);
+    _exit(5);
+  }
+  close(fd[1]);
+  char out[1024];
+  size_t len = 0;
+  ssize_t r;
+  while (len < sizeof out - 1 && (r = read(fd[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)r;
+  out[len] = 0;
+  close(fd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) TEST_FAIL_("%s: child status %d", name, st);
+  else TEST_PASS_();
+  expect_str_eq(out, want);
+}
+
+/* Each entry point that fails for lack of memory (here: a size no block can have) says so
+ * once with KITE_VERBOSE, in the documented words; a bad alignment (EINVAL) is no memory
+ * failure and says nothing. */
+TEST(verbose_reports_each_failing_entry_point_once) {
+  const char *one = "kite: out of memory: a request of 4611686018427387904 bytes failed (NULL, errno ENOMEM)\n";
+  const char *pair = "kite: out of memory: a request of 18446744073709551615 x 2 bytes failed (NULL, errno ENOMEM)\n";
+  static const char *const names[] = {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc",
+                                      "memalign", "valloc", "pvalloc", "heap_malloc", "heap_calloc"};
+  for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) expect_verbose(names[i], one);
+  expect_verbose("calloc_overflow", pair);
+  expect_verbose("reallocarray", pair);
+  expect_verbose("aligned_alloc_einval", "");
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -364,6 +432,7 @@ static int test_selected(int argc, char **argv, const char *name) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "verbose-child") == 0) return verbose_call(argv[2]);
   test_rng_init(1);
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
@@ -374,5 +443,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
+  RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
   return test_main_end();
 }
