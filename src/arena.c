@@ -39,8 +39,8 @@
  * a steady free rate leaves about half of the last D's frees committed. Steps run from
  * frees at most every D/16 ms (purge_lock is only tried: a free never waits for a purge),
  * from thread exit, and from the background purger. An arena whose units are all free and
- * purged is unmapped by a step (unless it is the only one); kite_trim and a failed mapping
- * unmap every empty arena.
+ * purged is unmapped by a step (unless it is the only one); malloc_trim (a forced purge) and a
+ * failed mapping unmap every empty arena.
  */
 #include "arena.h"
 #include "pagemap.h"
@@ -554,8 +554,8 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   for (uint32_t i = 0; i < n; i++) {
     kite_page_t *d = head + i;
     d->head_off = i;
-    /* META until the caller says what the run is: never FREE */
-    d->kind = KITE_KIND_META;
+    /* HELD until the caller says what the run is: never FREE */
+    d->kind = KITE_KIND_HELD;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
@@ -671,7 +671,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
     for (uint32_t i = n_old; i < n_new; i++) {
       kite_page_t *d = head + i;
       d->head_off = i;
-      d->kind = KITE_KIND_META;
+      d->kind = KITE_KIND_HELD;
       __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
     }
     KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);

@@ -16,7 +16,7 @@
 #include "types.h"
 
 /* Allocate a run of 2^order units (order <= KITE_LARGE_MAX_ORDER). Returns its head
- * descriptor (every unit's kind = META until the caller sets the head's, heap = NULL,
+ * descriptor (every unit's kind = HELD until the caller sets the head's, heap = NULL,
  * order set, head_off of the other units set); *zero tells whether all of it is known to
  * be zero. NULL with errno = ENOMEM when no arena can be had. */
 kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);

@@ -188,9 +188,10 @@ static void run_free(kite_page_t *pg) {
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
-  pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
+  pg->kind = KITE_KIND_HELD; /* until the arena has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
     /* not a block page while cached; it keeps its link array for the next class */
+    pg->kind = KITE_KIND_CACHED;
     pg->next = h->cache;
     h->cache = pg;
     h->cache_count++;
@@ -555,7 +556,7 @@ static kite_heap_t *heap_carve(void) {
     bool zero;
     kite_page_t *pg = _kite_run_alloc(0, &zero);
     if (!pg) { _kite_unlock(&heap_lock); return NULL; }
-    pg->kind = KITE_KIND_META;
+    pg->kind = KITE_KIND_HEAPS;
     heap_slab_cur = _kite_page_start(pg);
     heap_slab_end = heap_slab_cur + KITE_UNIT_SIZE;
   }
@@ -982,7 +983,7 @@ bool _kite_heap_check(const kite_heap_t *h) {
   uint32_t n = 0;
   for (kite_page_t *pg = h->cache; pg; pg = pg->next, n++) {
     if (n >= KITE_HEAP_CACHE_MAX) return _kite_check_failed("heap: page cache longer than its bound", n);
-    if (pg->kind != KITE_KIND_META || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+    if (pg->kind != KITE_KIND_CACHED || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
       return _kite_check_failed("heap: cached page is not an unowned single unit", (uintptr_t)pg);
   }
   if (n != h->cache_count) return _kite_check_failed("heap: cache_count", h->cache_count);

@@ -35,8 +35,10 @@ void _kite_message_init(void);
  * address, then the process aborts whatever the options say: corruption is never ignored. */
 void _kite_report_corruption(const char *what, const void *p) __attribute__((noreturn, cold));
 
-/* (report.c) An invalid or double free (or another misuse): counted, reported on stderr, and then
- * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
+/* (report.c) An invalid or double free (or another misuse): reported on stderr, and then
+ * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. `what` starts with the name of
+ * the call that was misused, "free(): ..." for free (and its sized forms): only those count
+ * in the statistics' invalid_frees. */
 void _kite_report_invalid(const char *what, const void *p);
 /* When set (the secure build sets it), _kite_report_invalid counts the misuse and hands it
  * to this function instead of printing it. */

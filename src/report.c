@@ -5,11 +5,14 @@
 #include "options.h"
 #include "stats.h"
 #include "os.h"
+#include <string.h>
 
 void (*_kite_report_invalid_hook)(const char *what, const void *p);
 
 void _kite_report_invalid(const char *what, const void *p) {
-  _kite_stat_add(&_kite_stats.invalid_frees, 1);
+  /* the statistic counts what its name says: misuse of free (realloc's and
+   * malloc_usable_size's reports are not frees) */
+  if (strncmp(what, "free(", 5) == 0) _kite_stat_add(&_kite_stats.invalid_frees, 1);
   void (*hook)(const char *, const void *) = __atomic_load_n(&_kite_report_invalid_hook, __ATOMIC_ACQUIRE);
   if (hook) { hook(what, p); return; }
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};

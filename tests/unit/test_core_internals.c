@@ -416,6 +416,37 @@ TEST(verbose_reports_each_failing_entry_point_once) {
   expect_verbose("aligned_alloc_einval", "");
 }
 
+
+/* ---- invalid_frees ---- */
+
+/* message.h's hook (message.h itself would redefine kite_check) */
+extern void (*_kite_report_invalid_hook)(const char *what, const void *p);
+static int misuse_reports;
+static void count_misuse(const char *what, const void *p) { (void)what; (void)p; misuse_reports++; }
+
+/* invalid_frees counts what its name says: an invalid pointer given to free; realloc's and
+ * malloc_usable_size's reports of an invalid pointer are reported, not counted there. */
+TEST(invalid_frees_counts_only_frees) {
+  kite_stats_t s0, s1, s2;
+  char *p = kite_malloc(64);
+  assert_true(p != NULL);
+  __atomic_store_n(&_kite_report_invalid_hook, count_misuse, __ATOMIC_RELEASE);
+  kite_stats_get(&s0);
+  errno = 0;
+  expect_ptr_eq(kite_realloc(p + 8, 100), NULL);
+  expect_int_eq(errno, EINVAL);
+  expect_uint_eq(kite_malloc_usable_size(p + 8), 0);
+  kite_stats_get(&s1);
+  expect_int_eq(misuse_reports, 2);
+  expect_uint_eq(s1.invalid_frees, s0.invalid_frees);
+  kite_free(p + 8);
+  kite_stats_get(&s2);
+  expect_int_eq(misuse_reports, 3);
+  expect_uint_eq(s2.invalid_frees, s0.invalid_frees + 1);
+  __atomic_store_n(&_kite_report_invalid_hook, NULL, __ATOMIC_RELEASE);
+  kite_free(p);
+}
+
 #define RUN_CHECKED(name)                                                     \
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
@@ -444,5 +475,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
+  RUN_CHECKED(invalid_frees_counts_only_frees);
   return test_main_end();
 }
