@@ -71,18 +71,24 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
   set_tests_properties(core_option_saturates_neg PROPERTIES LABELS "core;unit"
                        ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
+# Cases of the core only its test hooks reach (tests/unit/test_core_internals.c).
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  kite_test(test_core_internals SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c
+            LIBS kite-noover-debug LABELS core unit)
+  target_include_directories(test_core_internals PRIVATE ${_kc})
+endif()
 
 # Unit tests of internals no public call reaches alone (links.c, heap.c's steal pacing):
 # one CTest test a name (core_<name>), each in a process of its own, so each starts from
 # kite's initial state.
-if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
-  add_executable(test_core_internals ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
-  target_include_directories(test_core_internals PRIVATE ${PROJECT_SOURCE_DIR}/include
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_links.c)
+  add_executable(test_core_links ${PROJECT_SOURCE_DIR}/tests/unit/test_core_links.c)
+  target_include_directories(test_core_links PRIVATE ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/tests ${_kc})
-  target_link_libraries(test_core_internals PRIVATE kite-noover-debug Threads::Threads)
+  target_link_libraries(test_core_links PRIVATE kite-noover-debug Threads::Threads)
   foreach(t links_carve links_guards links_trim links_fork_hooks links_entry_states
             steal_pacing_backs_off steal_pacing_find_resets)
-    add_test(NAME core_${t} COMMAND test_core_internals ${t})
+    add_test(NAME core_${t} COMMAND test_core_links ${t})
     set_tests_properties(core_${t} PROPERTIES LABELS "core;unit" TIMEOUT 120)
   endforeach()
 endif()

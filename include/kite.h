@@ -67,7 +67,7 @@ typedef struct kite_stats_s {
   unsigned long long large_allocs;  /* buddy runs (64 KiB .. 16 MiB) */
   unsigned long long huge_allocs;   /* direct OS maps */
   unsigned long long remote_frees;  /* frees of blocks owned by another thread's heap (counted when taken back) */
-  unsigned long long invalid_frees; /* invalid pointers and double frees reported */
+  unsigned long long invalid_frees; /* invalid pointers and double frees given to free */
   unsigned long long committed;     /* bytes kite holds committed now */
   unsigned long long peak_committed;
   unsigned long long purged;        /* bytes given back to the OS so far */

@@ -10,6 +10,11 @@
  *
  * Size routing: n <= 64 KiB small (slab pages), <= 16 MiB large (buddy runs: 2^k units,
  * usable size n rounded up to 4 KiB, the untouched tail costs no memory), above: huge.
+ *
+ * Failures: every public entry point that returns NULL (or ENOMEM) for lack of memory, or
+ * for a size no block can have, reports it with KITE_VERBOSE, once per request: the
+ * internal paths (malloc_quiet, alloc_large, alloc_aligned, heap_malloc_quiet) never
+ * report, and each entry point calls _kite_report_oom where it gives up.
  */
 #include <kite.h>
 #include "alloc.h"
@@ -27,9 +32,11 @@
 
 static void *alloc_large(size_t n, size_t align, bool *zero);
 static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h);
+static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h);
 
-/* 16 instructions (with the return) when the current page has a free block. */
-KITE_API void *kite_malloc(size_t n) {
+/* The malloc fast path, for kite_malloc and (with a generic path that does not report a
+ * failure) the entry points that allocate on behalf of another request. */
+static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(*generic)(size_t, kite_heap_t *)) {
   if (likely(n <= KITE_DIRECT_MAX)) {
     kite_page_t *pg = _kite_heap_tls->direct[n];
     uint32_t i = pg->free;
@@ -51,19 +58,26 @@ KITE_API void *kite_malloc(size_t n) {
       return b;
     }
   }
-  return malloc_generic(n, _kite_heap_tls);
+  return generic(n, _kite_heap_tls);
 }
 
-static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
-  void *p;
-  if (n <= KITE_SMALL_MAX) {
-    p = _kite_malloc_small_generic(h, n);
-  } else {
-    bool zero;
-    p = alloc_large(n, 0, &zero);
-  }
-  if (unlikely(!p)) _kite_report_oom(n);
-  return p;
+/* 16 instructions (with the return) when the current page has a free block. */
+KITE_API void *kite_malloc(size_t n) { return malloc_fast(n, malloc_generic); }
+
+/* malloc for the other entry points: they report their own failure. */
+static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generic_quiet); }
+
+static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
+  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
+  bool zero;
+  return alloc_large(n, 0, &zero);
+}
+
+static KITE_COLD void *alloc_failed(size_t count, size_t size);
+
+static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h) {
+  void *p = malloc_generic_quiet(n, h);
+  return likely(p != NULL) ? p : alloc_failed(1, n);
 }
 
 
@@ -95,25 +109,34 @@ static void *alloc_large(size_t n, size_t align, bool *zero) {
   return _kite_huge_alloc(n, align, zero);
 }
 
+/* An entry point gives up: report (KITE_VERBOSE), keep errno (ENOMEM), return NULL. */
+static KITE_COLD void *alloc_failed(size_t count, size_t size) {
+  int e = errno;
+  _kite_report_oom(count, size);
+  errno = e;
+  return NULL;
+}
+
 KITE_API void *kite_calloc(size_t count, size_t size) {
   size_t n;
-  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return alloc_failed(count, size); }
+  void *p;
   if (n <= KITE_SMALL_MAX) {
-    void *p = kite_malloc(n);
+    p = malloc_quiet(n);
     if (p) memset(p, 0, n);
-    return p;
+  } else {
+    bool zero;
+    p = alloc_large(n, 0, &zero);
+    if (p && !zero) memset(p, 0, n);
   }
-  bool zero;
-  void *p = alloc_large(n, 0, &zero);
-  if (p && !zero) memset(p, 0, n);
-  return p;
+  return likely(p != NULL) ? p : alloc_failed(count, size);
 }
 
 /* Small aligned blocks come from a class whose size is a multiple of the alignment (all
  * pages start on 64 KiB boundaries); bigger alignments from buddy runs (aligned to their
  * size) or huge maps. align is a power of two. */
 static void *alloc_aligned(size_t align, size_t n) {
-  if (align <= 16) return kite_malloc(n);
+  if (align <= 16) return malloc_quiet(n);
   if (n <= KITE_SMALL_MAX && align <= KITE_UNIT_SIZE) {
     unsigned c = _kite_class_of(n < align ? align : n);
     while (_kite_class_size_[c] & (align - 1)) c++;
@@ -123,11 +146,19 @@ static void *alloc_aligned(size_t align, size_t n) {
   return alloc_large(n, align, &zero);
 }
 
-KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) { return _kite_posix_memalign_via(alloc_aligned, out, align, n); }
-KITE_API void *kite_aligned_alloc(size_t align, size_t n) { return _kite_aligned_alloc_via(alloc_aligned, align, n); }
-KITE_API void *kite_memalign(size_t align, size_t n) { return _kite_aligned_alloc_via(alloc_aligned, align, n); }
-KITE_API void *kite_valloc(size_t n) { return alloc_aligned(KITE_OS_PAGE, n); }
-KITE_API void *kite_pvalloc(size_t n) { return _kite_pvalloc_via(alloc_aligned, n); }
+/* The aligned entry points fail with EINVAL (a bad alignment: not reported) or ENOMEM. */
+static inline void *aligned_reported(void *p, size_t n) {
+  return likely(p != NULL) || errno != ENOMEM ? p : alloc_failed(1, n);
+}
+KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) {
+  int rc = _kite_posix_memalign_via(alloc_aligned, out, align, n);
+  if (unlikely(rc == ENOMEM)) alloc_failed(1, n);
+  return rc;
+}
+KITE_API void *kite_aligned_alloc(size_t align, size_t n) { return aligned_reported(_kite_aligned_alloc_via(alloc_aligned, align, n), n); }
+KITE_API void *kite_memalign(size_t align, size_t n) { return aligned_reported(_kite_aligned_alloc_via(alloc_aligned, align, n), n); }
+KITE_API void *kite_valloc(size_t n) { return aligned_reported(alloc_aligned(KITE_OS_PAGE, n), n); }
+KITE_API void *kite_pvalloc(size_t n) { return aligned_reported(_kite_pvalloc_via(alloc_aligned, n), n); }
 
 /* Move small block p (block i of page pg, handed out, old = its class size) to a block for
  * n bytes (n > 0 and not served in place): a new block, a copy of old or n bytes (the
@@ -142,11 +173,11 @@ static KITE_NOINLINE void *realloc_small_move(void *p, size_t old, size_t n) {
     if (grown > n) want = grown < KITE_SMALL_MAX ? grown : KITE_SMALL_MAX;
   } else if (unlikely(n > KITE_MAX_REQUEST)) {
     errno = ENOMEM;
-    return NULL;
+    return alloc_failed(1, n);
   }
-  void *q = kite_malloc(want);
-  if (unlikely(!q) && want != n) q = kite_malloc(n);
-  if (unlikely(!q)) return NULL;
+  void *q = malloc_quiet(want);
+  if (unlikely(!q) && want != n) q = malloc_quiet(n);
+  if (unlikely(!q)) return alloc_failed(1, n);
   memcpy(q, p, old < n ? old : n);
   kite_free(p);
   return q;
@@ -232,9 +263,9 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
     errno = EINVAL;
     return NULL;
   }
-  if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
-  void *q = kite_malloc(n);
-  if (!q) return NULL;
+  if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return alloc_failed(1, n); }
+  void *q = malloc_quiet(n);
+  if (!q) return alloc_failed(1, n);
   memcpy(q, p, old < n ? old : n);
   kite_free(p);
   return q;
@@ -242,7 +273,7 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
 
 KITE_API void *kite_reallocarray(void *p, size_t count, size_t size) {
   size_t n;
-  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
+  if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return alloc_failed(count, size); }
   return kite_realloc(p, n);
 }
 
@@ -272,9 +303,7 @@ KITE_API void kite_heap_destroy(kite_heap_t *handle) {
   if (h) _kite_heap_destroy_user(h);
 }
 
-KITE_API void *kite_heap_malloc(kite_heap_t *handle, size_t n) {
-  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_malloc(): invalid or stale heap");
-  if (unlikely(!h)) return NULL;
+static void *heap_malloc_quiet(kite_heap_t *h, size_t n) {
   if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
   bool zero;
   void *p = alloc_large(n, 0, &zero);
@@ -285,9 +314,18 @@ KITE_API void *kite_heap_malloc(kite_heap_t *handle, size_t n) {
   return p;
 }
 
+KITE_API void *kite_heap_malloc(kite_heap_t *handle, size_t n) {
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_malloc(): invalid or stale heap");
+  if (unlikely(!h)) return NULL;
+  void *p = heap_malloc_quiet(h, n);
+  return likely(p != NULL) ? p : alloc_failed(1, n);
+}
+
 KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {
-  if (!_kite_heap_of_handle(handle, "kite_heap_calloc(): invalid or stale heap")) return NULL;
-  return _kite_heap_calloc_via(kite_heap_malloc, handle, count, size);
+  kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_calloc(): invalid or stale heap");
+  if (unlikely(!h)) return NULL;
+  void *p = _kite_heap_calloc_via(heap_malloc_quiet, h, count, size);
+  return likely(p != NULL) ? p : alloc_failed(count, size);
 }
 
 #if KITE_OVERRIDE

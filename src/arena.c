@@ -39,8 +39,8 @@
  * a steady free rate leaves about half of the last D's frees committed. Steps run from
  * frees at most every D/16 ms (purge_lock is only tried: a free never waits for a purge),
  * from thread exit, and from the background purger. An arena whose units are all free and
- * purged is unmapped by a step (unless it is the only one); kite_trim and a failed mapping
- * unmap every empty arena.
+ * purged is unmapped by a step (unless it is the only one); malloc_trim (a forced purge) and a
+ * failed mapping unmap every empty arena.
  */
 #include "arena.h"
 #include "pagemap.h"
@@ -76,13 +76,19 @@
  * are 2 MiB aligned) are advised as transparent huge pages: a big buffer is faulted in 2 MiB
  * at a time, not 4 KiB at a time, and a small request in a big (aligned) run is not. */
 #define THP_UNITS 32u
-/* advised[] values. THP_ADVISED stays until the unit is unmapped. */
+/* advised[] values: what the kernel was told about the unit. */
 enum {
   THP_UNDECIDED = 0, /* nothing said to the kernel */
-  THP_ADVISED = 1,   /* MADV_HUGEPAGE given (a large run of a granule or more; auto) */
-  THP_SMALL = 2,     /* the granule stays on 4 KiB pages (auto, dense: for good) */
+  THP_ADVISED = 1,   /* MADV_HUGEPAGE given for small pages (auto: a dense granule) */
+  THP_SMALL = 2,     /* MADV_NOHUGEPAGE given, or the granule stays on 4 KiB pages (auto,
+                      * dense: for good) */
   THP_COLLAPSED = 3, /* dense: the granule is on a huge page */
   THP_LOOKING = 4,   /* dense: a thread is looking at the granule */
+  THP_RUN = 5,       /* MADV_HUGEPAGE given for a large run of a granule or more
+                      * (_kite_arena_advise_run). Taken back (MADV_NOHUGEPAGE, THP_SMALL)
+                      * when a run smaller than a granule is claimed in the granule, unless
+                      * KITE_HUGEPAGES=1 advises whole arenas: else a small page carved there
+                      * would fault in a whole 2 MiB page at its first touch. */
 };
 /* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
  * or not, once and for all when a run smaller than a granule is first claimed in it, before
@@ -156,6 +162,10 @@ static uint64_t used_peak_prev;      /* in this and the previous window (purge_l
 static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));
 
 void (*_kite_arena_dirty_hook)(void);
+
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_arena_growing)(void);
+#endif
 
 static bool arena_check(kite_arena_t *a);
 static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool is_free);
@@ -295,6 +305,9 @@ static bool arena_grow(uint32_t slot) {
   a->growing = true;
   uint32_t old = a->mapped_units, now = old * 2 > KITE_ARENA_UNITS ? KITE_ARENA_UNITS : old * 2;
   _kite_unlock(&s->lock);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_arena_growing) _kite_test_hook_arena_growing();
+#endif
   uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
   /* double; when the OS refuses (RLIMIT_AS nearly reached), grow by half as much, down to
    * KITE_ARENA_FIRST_UNITS, so the last of the address space is used too */
@@ -417,7 +430,7 @@ static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
  * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING,
  * THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more sets
- * THP_ADVISED (advise_run). */
+ * THP_RUN (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory; with 0
@@ -457,6 +470,19 @@ static void thp_dense_collapse(arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   _kite_unlock(&s->lock);
 }
 
+/* A run of order `order` smaller than a granule is being claimed at unit u: if its granule
+ * still has the advice of a large run that was there (THP_RUN), the granule goes back to 4
+ * KiB pages (THP_SMALL). Returns the granule's first unit + 1 when the caller is to give
+ * MADV_NOHUGEPAGE (after dropping the lock, before the run is handed out), else 0. Slot lock
+ * held. */
+static uint32_t thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
+  if ((1u << order) >= THP_UNITS || _kite_options.hugepages == KITE_HUGEPAGES_ARENAS) return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
+  memset(&a->advised[g], THP_SMALL, THP_UNITS);
+  return g + 1;
+}
+
 /* Claim a block of 2^order units from the arena in `slot`, if it has one. */
 static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bool *clean, size_t *newly) {
   arena_slot_t *s = &slots[slot];
@@ -474,6 +500,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   *idx = cand[_kite_secure_below(nc)];
   for (unsigned i = 0; i < nc; i++) if (cand[i] != *idx) kite_check(kite_buddy_free(a->buddy, cand[i], NULL) == 0);
 #endif
+  uint32_t unadvise_at = thp_run_unadvise(a, (uint32_t)*idx, order);
   uint32_t advise_at = thp_auto_pick(a, (uint32_t)*idx, order);
   uint32_t collapse_at = thp_dense_pick(a, (uint32_t)*idx, order);
   size_t fresh = 0, reused = 0;
@@ -482,6 +509,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   kite_assert_internal(arena_check_run(a, (uint32_t)*idx, order, false));
   kite_assert_expensive(arena_check(a));
   _kite_unlock(&s->lock);
+  if (unadvise_at) _kite_os_advise_small(_kite_page_start(&arena_pages(a)[unadvise_at - 1]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (advise_at) _kite_os_advise_huge(_kite_page_start(&arena_pages(a)[advise_at]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (collapse_at) thp_dense_collapse(s, a, collapse_at);
   if (reused) __atomic_fetch_sub(&dirty_free_units, reused, __ATOMIC_RELAXED);
@@ -526,8 +554,8 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   for (uint32_t i = 0; i < n; i++) {
     kite_page_t *d = head + i;
     d->head_off = i;
-    /* META until the caller says what the run is: never FREE */
-    d->kind = KITE_KIND_META;
+    /* HELD until the caller says what the run is: never FREE */
+    d->kind = KITE_KIND_HELD;
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
@@ -598,8 +626,8 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   arena_slot_t *s = &slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    if (a->advised[idx + i] != THP_ADVISED) {
-      a->advised[idx + i] = THP_ADVISED;
+    if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) { /* (auto's advice stays auto's) */
+      a->advised[idx + i] = THP_RUN;
       if (i < first) first = i;
       last = i + 1;
     }
@@ -643,7 +671,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
     for (uint32_t i = n_old; i < n_new; i++) {
       kite_page_t *d = head + i;
       d->head_off = i;
-      d->kind = KITE_KIND_META;
+      d->kind = KITE_KIND_HELD;
       __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
     }
     KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);
@@ -712,6 +740,16 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
   avail_update(a);
 }
 
+/* The age at `now` of a unit stamped freed_ms (both in ms, modulo 2^32). The stamp may be
+ * later than now: a step reads the clock once before it walks the arenas, and a free stamps
+ * its own reading, taken any time before it gets the slot lock (purge_range drops the lock
+ * in the middle of a step). Such a unit was freed during the step: age 0, never the
+ * wrapped difference (about 2^32 ms: "older than any delay", purged at once). */
+static inline uint32_t unit_age(uint64_t now, uint32_t freed_ms) {
+  int32_t age = (int32_t)((uint32_t)now - freed_ms);
+  return age > 0 ? (uint32_t)age : 0;
+}
+
 /* One decay step (or, force, a full purge) of the arena in slot s. Returns bytes purged;
  * *empty tells whether the arena is now all free and all purged. */
 static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t keep_young, bool *empty) {
@@ -733,7 +771,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t ke
     uint32_t hist[DECAY_BANDS + 1] = {0};
     for (uint32_t u = a->meta_units; u < KITE_ARENA_UNITS; u++) {
       if (!(a->is_free[u] && a->dirty[u])) continue;
-      uint32_t b = ((uint32_t)now - a->freed_ms[u]) / band;
+      uint32_t b = unit_age(now, a->freed_ms[u]) / band;
       hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
     }
     /* kept units allowed, in 32nds: band b (ages [b, b+1) bands) weighs 1 - (b + 1/2)/16 */
@@ -753,7 +791,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t ke
     part = excess - (acc - hist[b]);
     part = (part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
   }
-#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && (uint32_t)now - a->freed_ms[k] >= (age))
+#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
   for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
     if (!PURGEABLE(i, min_age)) { i++; continue; }
     uint32_t j = i;
@@ -859,6 +897,54 @@ size_t _kite_arena_purge(bool force) {
   return r;
 }
 
+#ifdef KITE_TEST_HOOKS
+/* Tests: a decay step (not forced) as if the clock read `now`. */
+size_t _kite_test_arena_decay_at(uint64_t now) {
+  _kite_lock(&purge_lock);
+  size_t r = purge_all(false, now);
+  _kite_unlock(&purge_lock);
+  return r;
+}
+/* Tests: give a run back committed, stamped freed at `now`. */
+void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now) { free_run(head, true, now); }
+/* Tests: whether the arenas are held mapped (purge_lock taken, by any thread). */
+bool _kite_test_arena_unmap_held(void) {
+  if (!_kite_trylock(&purge_lock)) return true;
+  _kite_unlock(&purge_lock);
+  return false;
+}
+/* Tests: whether huge-page advice is in force on unit d, by advised[] (given for small
+ * pages, for a large run, or a collapsed granule). */
+bool _kite_test_arena_unit_huge(kite_page_t *d) {
+  kite_arena_t *a = arena_of_page(d);
+  uint32_t u = (uint32_t)(d - arena_pages(a));
+  _kite_lock(&slots[a->slot].lock);
+  uint8_t v = a->advised[u];
+  _kite_unlock(&slots[a->slot].lock);
+  return v == THP_ADVISED || v == THP_RUN || v == THP_COLLAPSED;
+}
+/* Tests: whether any arena is marked growing. */
+bool _kite_test_arena_any_growing(void) {
+  bool r = false;
+  uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    _kite_lock(&slots[i].lock);
+    if (slots[i].arena && slots[i].arena->growing) r = true;
+    _kite_unlock(&slots[i].lock);
+  }
+  return r;
+}
+/* Tests: whether unit d (a descriptor) is free and still committed. */
+bool _kite_test_arena_unit_dirty(kite_page_t *d) {
+  kite_arena_t *a = arena_of_page(d);
+  uint32_t u = (uint32_t)(d - arena_pages(a));
+  _kite_lock(&slots[a->slot].lock);
+  bool r = a->is_free[u] && a->dirty[u];
+  _kite_unlock(&slots[a->slot].lock);
+  return r;
+}
+#endif
+
 size_t _kite_arena_dirty_bytes(void) {
   return __atomic_load_n(&dirty_free_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;
 }
@@ -888,6 +974,11 @@ void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg
 
 size_t _kite_arena_count(void) { return __atomic_load_n(&arena_count, __ATOMIC_RELAXED); }
 
+void _kite_arena_hold_unmap(bool hold) {
+  if (hold) _kite_lock(&purge_lock);
+  else _kite_unlock(&purge_lock);
+}
+
 /* Fork: purge_lock, then the table lock, then every slot lock (the order a thread takes
  * them in); the child re-creates them all. */
 void _kite_arena_fork_prepare(void) {
@@ -904,7 +995,16 @@ void _kite_arena_fork_parent(void) {
 }
 void _kite_arena_fork_child(void) {
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
-  for (uint32_t i = 0; i < hi; i++) _kite_lock_reinit(&slots[i].lock);
+  for (uint32_t i = 0; i < hi; i++) {
+    /* a thread of the parent that was growing an arena (arena_grow maps without the lock)
+     * does not exist here: its `growing` would keep the arena from growing and from being
+     * unmapped for good. The units it was mapping stay reserved in the buddy heap (they
+     * are until a grow succeeds); if its mapping was made before the fork, the next grow
+     * finds the space taken and the arena stays at its size, as when a neighbour took it. */
+    kite_arena_t *a = __atomic_load_n(&slots[i].arena, __ATOMIC_RELAXED);
+    if (a) a->growing = false;
+    _kite_lock_reinit(&slots[i].lock);
+  }
   _kite_lock_reinit(&table_lock);
   _kite_lock_reinit(&purge_lock);
 }

@@ -16,7 +16,7 @@
 #include "types.h"
 
 /* Allocate a run of 2^order units (order <= KITE_LARGE_MAX_ORDER). Returns its head
- * descriptor (every unit's kind = META until the caller sets the head's, heap = NULL,
+ * descriptor (every unit's kind = HELD until the caller sets the head's, heap = NULL,
  * order set, head_off of the other units set); *zero tells whether all of it is known to
  * be zero. NULL with errno = ENOMEM when no arena can be had. */
 kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
@@ -24,7 +24,9 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
 /* The run at head (the caller's) is to hold `bytes` bytes: advise transparent huge pages
- * over the whole 2 MiB pieces of them, once per unit while the arena stays mapped. */
+ * over the whole 2 MiB pieces of them (once per unit). The advice stays after the run is
+ * freed, until a run smaller than 2 MiB is claimed in such a piece: then it is taken back
+ * (MADV_NOHUGEPAGE), unless KITE_HUGEPAGES=1 advises whole arenas. */
 void _kite_arena_advise_run(kite_page_t *head, size_t bytes);
 /* Resize the run at head in place to 2^new_order units (realloc of a large block): grow when
  * the run starts at a multiple of the new size and the units that join it are free (then
@@ -49,6 +51,11 @@ extern void (*_kite_arena_dirty_hook)(void);
  * or free runs; what fn reads of a page (lists, counts) may be changing under it unless
  * the page's owner is quiescent. */
 void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg);
+/* hold: no arena is unmapped (and no purge step runs) until the same thread calls it with
+ * false (waits for a purge in progress). For walks that follow pointers into descriptors
+ * of runs they do not own (another thread's page lists). Takes the purge lock: the caller
+ * holds no arena lock; heap_lock may be held (it comes first). */
+void _kite_arena_hold_unmap(bool hold);
 /* For fork: take / release / re-create the arena locks. */
 void _kite_arena_fork_prepare(void);
 void _kite_arena_fork_parent(void);
@@ -60,4 +67,20 @@ void _kite_arena_fork_child(void);
  * arena's slot says ARENA and there are no other ARENA slots. (KITE_DEBUG >= 2 checks the
  * run after each alloc/free, >= 3 its whole arena.) */
 bool _kite_arena_check(void);
+
+#ifdef KITE_TEST_HOOKS
+/* Test builds (arena.c): a decay step at a given clock reading; a run freed with a given
+ * stamp; whether a unit is free and committed. */
+size_t _kite_test_arena_decay_at(uint64_t now);
+void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now);
+bool _kite_test_arena_unit_dirty(kite_page_t *d);
+/* Called by arena_grow while it maps more of an arena (`growing` set, no lock held); and
+ * whether any arena is marked growing. */
+extern void (*_kite_test_hook_arena_growing)(void);
+bool _kite_test_arena_any_growing(void);
+/* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
+bool _kite_test_arena_unmap_held(void);
+/* Whether arena.c's record says huge-page advice is in force on unit d. */
+bool _kite_test_arena_unit_huge(kite_page_t *d);
+#endif
 #endif

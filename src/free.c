@@ -297,7 +297,7 @@ static KITE_NOINLINE void free_generic(void *p) {
   } else {
     /* a large run: claimed with one CAS on its kind, so of two racing frees one wins */
     uint8_t k = KITE_KIND_LARGE;
-    if (!__atomic_compare_exchange_n(&pg->kind, &k, (uint8_t)KITE_KIND_META, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    if (!__atomic_compare_exchange_n(&pg->kind, &k, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       _kite_report_invalid("free(): invalid pointer or double free", p);
       return;
     }

@@ -173,16 +173,23 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 
 /* ---- small pages ---- */
 
+/* A heap's own counter, which the statistics read from other threads: only the owner
+ * writes it, with a relaxed store (a plain add on x86-64, no locked instruction), so the
+ * readers' relaxed loads never see a torn value. */
+static inline void heap_count(uint64_t *counter, uint64_t n) {
+  __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
   uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
   if (n) {
-    h->issued[pg->cls] += n;
-    h->remote_frees += remote;
+    heap_count(&h->issued[pg->cls], n);
+    heap_count(&h->remote_frees, remote);
   }
 }
 
 static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
-  h->issued[pg->cls] += _kite_page_extend(pg);
+  heap_count(&h->issued[pg->cls], _kite_page_extend(pg));
 }
 
 /* A former small page's run goes back to its arena, without its link array. */
@@ -195,9 +202,10 @@ static void run_free(kite_page_t *pg) {
 static void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
-  pg->kind = KITE_KIND_META; /* until the arena (or the cache) has it */
+  pg->kind = KITE_KIND_HELD; /* until the arena has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
     /* not a block page while cached; it keeps its link array for the next class */
+    pg->kind = KITE_KIND_CACHED;
     pg->next = h->cache;
     h->cache = pg;
     h->cache_count++;
@@ -390,11 +398,23 @@ static void heap_steal_paced(kite_heap_t *h, unsigned cls) {
   h->steal_skip[cls] = (uint8_t)((1u << h->steal_miss[cls]) - 1);
 }
 
+/* The first page of queue[cls] if it has a free block or blocks left to carve. */
+static inline kite_page_t *queued_with_room(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = h->queue[cls].first;
+  return pg && (pg->free != KITE_LINK_END || pg->capacity < pg->reserved) ? pg : NULL;
+}
+
+/* A page of class cls for a heap whose queue of cls has none with a free block: returns it
+ * at the front of h->queue[cls], or NULL. heap_reclaim and heap_steal may put pages of cls
+ * with free blocks (remote frees collected) on that queue: the first of them is taken,
+ * before the page cache or a fresh run. */
 static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg;
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
   if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
   if (order == 0 && h->cache) {
     pg = h->cache;
     h->cache = pg->next;
@@ -411,6 +431,7 @@ static kite_page_t *page_fresh(kite_heap_t *h, unsigned cls) {
   }
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
+  q_push_front(&h->queue[cls], pg);
   return pg;
 }
 
@@ -552,7 +573,7 @@ static kite_heap_t *heap_carve(void) {
     bool zero;
     kite_page_t *pg = _kite_run_alloc(0, &zero);
     if (!pg) { _kite_unlock(&heap_lock); return NULL; }
-    pg->kind = KITE_KIND_META;
+    pg->kind = KITE_KIND_HEAPS;
     heap_slab_cur = _kite_page_start(pg);
     heap_slab_end = heap_slab_cur + KITE_UNIT_SIZE;
   }
@@ -561,6 +582,19 @@ static kite_heap_t *heap_carve(void) {
   _kite_unlock(&heap_lock);
   return h;
 }
+
+#ifdef KITE_TEST_HOOKS
+bool _kite_test_fail_setspecific;
+#endif
+/* Register h for the thread-exit destructor (heap_thread_done). */
+static int heap_key_set(kite_heap_t *h) {
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_fail_setspecific) return ENOMEM;
+#endif
+  return pthread_setspecific(heap_key, h);
+}
+
+static void heap_abandon(kite_heap_t *h);
 
 static KITE_COLD kite_heap_t *heap_create(void) {
   _kite_options_ensure();
@@ -585,7 +619,17 @@ static KITE_COLD kite_heap_t *heap_create(void) {
   heap_live = h;
   _kite_unlock(&heap_lock);
   _kite_heap_tls = h;
-  pthread_setspecific(heap_key, h); /* may allocate (keys >= 32): the TLS heap is ready */
+  /* may allocate (keys >= 32): the TLS heap is ready */
+  if (unlikely(heap_key_set(h) != 0)) {
+    /* without the key, no thread-exit destructor would ever abandon h: its pages would stay
+     * with a heap nobody uses. Given up as a thread exit gives it up; the caller's request
+     * fails (a later one tries again). */
+    _kite_heap_tls = &_kite_heap_empty;
+    heap_abandon(h);
+    _kite_report_note("pthread_setspecific failed: no heap for this thread (the request gets NULL, errno ENOMEM)");
+    errno = ENOMEM;
+    return NULL;
+  }
   return h;
 }
 
@@ -595,12 +639,20 @@ kite_heap_t *_kite_heap_get(void) {
   return heap_create();
 }
 
-static void heap_merge_stats(kite_heap_t *h) {
+/* Move h's counters into the globals and take h off the live list, in one heap_lock
+ * section: _kite_heap_collect_stats reads the globals and the live heaps in one such section
+ * too, so it counts h's figures once, in h or in the globals. Caller holds heap_lock. */
+static void heap_unlink_merging_stats(kite_heap_t *h) {
   for (unsigned c = 0; c < KITE_CLASSES; c++)
     if (h->issued[c]) __atomic_fetch_add(&_kite_stats.issued[c], h->issued[c], __ATOMIC_RELAXED);
   __atomic_fetch_add(&_kite_stats.remote_frees, h->remote_frees, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&_kite_stats.large_allocs, h->large_allocs, __ATOMIC_RELAXED);
+  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
+  if (h->next_all) h->next_all->prev_all = h->prev_all;
 }
+
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_heap_abandon)(void);
+#endif
 
 /* Thread exit: give back empty pages, abandon the others, return the heap to the pool. */
 static void heap_abandon(kite_heap_t *h) {
@@ -639,10 +691,11 @@ static void heap_abandon(kite_heap_t *h) {
     run_free(pg);
   }
   h->cache_count = 0;
-  heap_merge_stats(h);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_heap_abandon) _kite_test_hook_heap_abandon();
+#endif
   _kite_lock(&heap_lock);
-  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
-  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_unlink_merging_stats(h);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
   heap_reset(h);
   h->next_all = heap_pool;
@@ -688,7 +741,6 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
       heap_pin(h, cls); /* the direct slots follow the queue (empty) */
       return NULL;
     }
-    q_push_front(q, pg);
   }
   if (pg->free == KITE_LINK_END) {
     page_collect(h, pg, false);
@@ -825,10 +877,8 @@ void _kite_heap_destroy_user(kite_heap_t *h) {
     if (_kite_pagemap_kind((uintptr_t)b) == KITE_PM_HUGE) _kite_huge_free(b, NULL);
     else _kite_arena_free_run(_kite_page_head(_kite_unit_of((uintptr_t)b)));
   }
-  heap_merge_stats(h);
   _kite_lock(&heap_lock);
-  if (h->prev_all) h->prev_all->next_all = h->next_all; else heap_live = h->next_all;
-  if (h->next_all) h->next_all->prev_all = h->prev_all;
+  heap_unlink_merging_stats(h);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
   heap_reset(h);
   h->next_all = heap_pool;
@@ -887,16 +937,18 @@ size_t _kite_heap_trim(void) {
 }
 
 void _kite_heap_collect_stats(kite_gstats_t *out) {
-  /* every field is a uint64_t that other threads update atomically (the purger thread
-   * among them): copy it word by word with atomic loads */
+  /* the globals and the live heaps in one heap_lock section: a heap that exits moves its
+   * counters into the globals in one too (heap_unlink_merging_stats), so each is counted
+   * once. Every field is a uint64_t that other threads update atomically (the purger
+   * thread among them): copied word by word with atomic loads; a heap's own counters are
+   * written by its owner only, read here with relaxed loads (heap_count). */
   const uint64_t *src = (const uint64_t *)&_kite_stats;
   uint64_t *dst = (uint64_t *)out;
-  for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   _kite_lock(&heap_lock);
+  for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   for (kite_heap_t *h = heap_live; h; h = h->next_all) {
-    for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += h->issued[c];
-    out->remote_frees += h->remote_frees;
-    out->large_allocs += h->large_allocs;
+    for (unsigned c = 0; c < KITE_CLASSES; c++) out->issued[c] += __atomic_load_n(&h->issued[c], __ATOMIC_RELAXED);
+    out->remote_frees += __atomic_load_n(&h->remote_frees, __ATOMIC_RELAXED);
   }
   _kite_unlock(&heap_lock);
 }
@@ -963,7 +1015,7 @@ bool _kite_heap_check(const kite_heap_t *h) {
   uint32_t n = 0;
   for (kite_page_t *pg = h->cache; pg; pg = pg->next, n++) {
     if (n >= KITE_HEAP_CACHE_MAX) return _kite_check_failed("heap: page cache longer than its bound", n);
-    if (pg->kind != KITE_KIND_META || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+    if (pg->kind != KITE_KIND_CACHED || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
       return _kite_check_failed("heap: cached page is not an unowned single unit", (uintptr_t)pg);
   }
   if (n != h->cache_count) return _kite_check_failed("heap: cache_count", h->cache_count);

@@ -27,7 +27,7 @@ typedef struct kite_heap_s {
   uint32_t full_count[KITE_CLASSES];
   uint32_t scan_credit[KITE_CLASSES];  /* full-list pages full_scan may still visit */
   uint64_t issued[KITE_CLASSES];    /* stats: blocks handed to allocation lists */
-  uint64_t remote_frees, large_allocs;
+  uint64_t remote_frees;             /* stats: blocks of its pages freed by other threads */
   kite_page_t *cache;               /* empty single-unit pages kept for reuse */
   uint32_t cache_count;
   struct kite_heap_s *next_all, *prev_all;
@@ -100,6 +100,13 @@ void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);
+#ifdef KITE_TEST_HOOKS
+/* Test builds (heap.c): heap_create acts as if pthread_setspecific failed while this is
+ * set; the hook runs in a thread exit's heap_abandon right before the heap leaves the live
+ * list (its pages already given up). */
+extern bool _kite_test_fail_setspecific;
+extern void (*_kite_test_hook_heap_abandon)(void);
+#endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Class cls of heap h (the caller is h's thread): pinned == queue first with its +1, the

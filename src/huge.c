@@ -116,13 +116,15 @@ static void huge_unmap(kite_huge_t *h) {
 }
 
 /* Unmap cached maps freed before now - delay (all of them if force). Returns bytes. Caller
- * holds huge_lock; unmapping under it is fine: nothing else in the cache is touched. */
+ * holds huge_lock; unmapping under it is fine: nothing else in the cache is touched. Callers
+ * read the clock under huge_lock, so no stamp is later than now; the difference is signed
+ * all the same: a later stamp is a map freed just now, never one older than any delay. */
 static size_t huge_cache_expire(bool force, uint64_t now) {
   size_t r = 0;
   int64_t delay = _kite_options.purge_delay_ms;
   for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
     kite_huge_t *h = huge_cache[i].h;
-    if (!h || !(force || (delay >= 0 && now - huge_cache[i].freed_ms >= (uint64_t)delay))) continue;
+    if (!h || !(force || (delay >= 0 && (int64_t)(now - huge_cache[i].freed_ms) >= delay))) continue;
     huge_cache[i].h = NULL;
     huge_verify(h);
     __atomic_store_n(&huge_cache_bytes, huge_cache_bytes - h->user_len, __ATOMIC_RELAXED);
@@ -298,8 +300,10 @@ bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o)) {
   huge_live(-1, -(int64_t)h->user_len);
   int64_t delay = _kite_options.purge_delay_ms;
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {
-    uint64_t now = _kite_os_now_ms();
     _kite_lock(&huge_lock);
+    /* the clock is read under the lock: a reading taken before it could be older than the
+     * stamp of a map another thread cached meanwhile */
+    uint64_t now = _kite_os_now_ms();
     huge_cache_expire(false, now);
     int slot = -1;
     for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++) if (!huge_cache[i].h) slot = i;
@@ -379,6 +383,13 @@ void _kite_huge_foreach(bool (*fn)(void *p, size_t len, void *arg), void *arg) {
 void _kite_huge_fork_prepare(void) { _kite_lock(&huge_lock); }
 void _kite_huge_fork_parent(void) { _kite_unlock(&huge_lock); }
 #ifdef KITE_TEST_HOOKS
+/* Tests: expire the cache (not forced) as if the clock read `now`. Bytes unmapped. */
+size_t _kite_test_huge_cache_expire_at(uint64_t now) {
+  _kite_lock(&huge_lock);
+  size_t r = huge_cache_expire(false, now);
+  _kite_unlock(&huge_lock);
+  return r;
+}
 /* Tests: count a free in (+1) or out (-1) as if it were reading a header right now. */
 void _kite_test_huge_readers(int delta) { __atomic_add_fetch(&huge_free_readers, (unsigned)delta, __ATOMIC_SEQ_CST); }
 #endif

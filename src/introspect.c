@@ -51,7 +51,7 @@ static void text_heap(kite_heap_t *h, void *arg) {
   _kite_out_str(hl->o, h->user ? " (first-class): " : " (thread): ");
   out_kv(hl->o, "live blocks ", hv.live_blocks);
   out_kv(hl->o, ", pages ", hv.pages);
-  out_kv(hl->o, ", remote frees ", h->remote_frees);
+  out_kv(hl->o, ", remote frees ", hv.remote_frees);
   _kite_out_str(hl->o, "\n");
 }
 
@@ -134,7 +134,7 @@ static void json_heap(kite_heap_t *h, void *arg) {
   _kite_out_str(hj->o, h->user ? "\"kind\": \"first-class\", " : "\"kind\": \"thread\", ");
   jkv(hj->o, "live_blocks", hv.live_blocks, true);
   jkv(hj->o, "pages", hv.pages, true);
-  jkv(hj->o, "remote_frees", h->remote_frees, false);
+  jkv(hj->o, "remote_frees", hv.remote_frees, false);
   _kite_out_str(hj->o, "}");
 }
 

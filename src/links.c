@@ -5,7 +5,7 @@
  * bucket's free list (linked through their first word) for the next array of that bucket.
  * When the OS refuses a mapping (RLIMIT_AS), a chunk is one unit of an arena with its
  * guards inside. Chunks are never unmapped: the arrays of a program's pages at its peak stay reserved, and
- * kite_trim decommits the whole OS pages of free arrays. Statistics count an array as
+ * malloc_trim decommits the whole OS pages of free arrays. Statistics count an array as
  * committed from the moment it is first cut from a chunk (a chunk's untouched tail costs no
  * memory); a trim takes off what it decommits (remembered in the free array's header) and
  * a reuse puts it back.
@@ -28,7 +28,7 @@
 
 typedef struct links_free_s {
   struct links_free_s *next;
-  size_t decommitted; /* bytes of this array kite_trim gave back (recommitted on reuse) */
+  size_t decommitted; /* bytes of this array malloc_trim gave back (recommitted on reuse) */
 } links_free_t;
 
 static kite_lock_t links_lock = KITE_LOCK_INIT;
@@ -47,7 +47,7 @@ static uint16_t *pop_free(size_t b, bool any, uint32_t *cap) {
       bucket_free[k] = f->next;
       *cap = (uint32_t)(k * LINKS_STEP / 2);
       if (f->decommitted) _kite_stat_commit((int64_t)f->decommitted);
-      memset(f, 0, k * LINKS_STEP); /* recommits what kite_trim gave back */
+      memset(f, 0, k * LINKS_STEP); /* recommits what malloc_trim gave back */
       return (uint16_t *)f;
     }
     if (!any) break;

@@ -24,7 +24,7 @@
 uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap);
 /* Give back an array of cap entries (as allocated). */
 void _kite_links_free(uint16_t *a, uint32_t cap);
-/* Decommit the whole OS pages inside free arrays (kite_trim); bytes given back. */
+/* Decommit the whole OS pages inside free arrays (malloc_trim); bytes given back. */
 size_t _kite_links_trim(void);
 void _kite_links_fork_prepare(void);
 void _kite_links_fork_parent(void);

@@ -38,14 +38,19 @@ void _kite_message_init(void);
  * address, then the process aborts whatever the options say: corruption is never ignored. */
 void _kite_report_corruption(const char *what, const void *p) __attribute__((noreturn, cold));
 
-/* (report.c) An invalid or double free (or another misuse): counted, reported on stderr, and then
- * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. */
+/* (report.c) An invalid or double free (or another misuse): reported on stderr, and then
+ * ignored or, with KITE_ABORT_ON_ERROR, the process aborts. `what` starts with the name of
+ * the call that was misused, "free(): ..." for free (and its sized forms): only those count
+ * in the statistics' invalid_frees. */
 void _kite_report_invalid(const char *what, const void *p);
 /* When set (the secure build sets it), _kite_report_invalid counts the misuse and hands it
  * to this function instead of printing it. */
 extern void (*_kite_report_invalid_hook)(const char *what, const void *p);
-/* (report.c) With KITE_VERBOSE: say that a request of size bytes failed for lack of memory. */
-void _kite_report_oom(size_t size);
+/* (report.c) With KITE_VERBOSE: say that a request of count x size bytes (count 1: one
+ * block; calloc and reallocarray pass their two arguments) failed: NULL, errno ENOMEM. */
+void _kite_report_oom(size_t count, size_t size);
+/* (report.c) With KITE_VERBOSE: "kite: what" on a line. */
+void _kite_report_note(const char *what);
 
 /* Write string s to fd (best effort; for C++ callers that have no kite_out_t). fd 2 means
  * "kite's message stream" (see _kite_message_init). */

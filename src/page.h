@@ -41,7 +41,7 @@
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
 
 void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
-void _kite_block_fill_free(const kite_page_t *pg, void *b);
+void _kite_block_fill_free(const kite_page_t *pg, void *b);     /* below */
 
 /* Block i of small page pg. */
 static inline uint8_t *_kite_page_block(const kite_page_t *pg, uint32_t i) {
@@ -136,7 +136,6 @@ static inline bool _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_
 /* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS; false as
  * _kite_page_push_remote_at. */
 static inline bool _kite_page_push_remote(kite_page_t *pg, uint32_t i) { return _kite_page_push_remote_at(pg, &pg->links[i], i); }
-#endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Check small page pg: geometry (kind, class, block size, div_magic, reserved, capacity,
@@ -153,4 +152,5 @@ bool _kite_page_check(const kite_page_t *pg, bool lists, int bias);
  * after free: reported, then abort) and filled with 0xAA. */
 #define KITE_FILL_FREE 0x55
 #define KITE_FILL_FRESH 0xAA
-void _kite_block_fill_free(const kite_page_t *pg, void *b);
+/* (declared above with _kite_block_check_fresh: the inline pop and free use them) */
+#endif

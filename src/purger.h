@@ -12,7 +12,7 @@
  * never keeps a process alive and a program that never frees never has one. The next free
  * that leaves memory behind starts it again. A forked child starts without it (fork hook)
  * and starts its own the same lazy way. Not started when the delay is negative (only
- * kite_trim purges then) or zero (frees purge at once).
+ * malloc_trim purges then) or zero (frees purge at once).
  */
 #ifndef KITE_PURGER_H
 #define KITE_PURGER_H

@@ -11,7 +11,7 @@ typedef struct kite_gstats_s {
   uint64_t issued[KITE_CLASSES]; /* small blocks handed to allocation lists */
   uint64_t large_allocs, huge_allocs, remote_frees, invalid_frees;
   uint64_t committed, peak_committed, purged;
-  uint64_t arenas, pages_fresh, pages_abandoned, pages_adopted;
+  uint64_t arenas, pages_abandoned, pages_adopted;
   uint64_t huge_live_blocks, huge_live_bytes; /* huge blocks in use now (huge.c) */
 } kite_gstats_t;
 extern kite_gstats_t _kite_stats;

@@ -98,8 +98,24 @@
 #define KITE_LARGE_MAX_ORDER 8
 #define KITE_LARGE_MAX (KITE_UNIT_SIZE << KITE_LARGE_MAX_ORDER) /* 16 MiB */
 
-/* page kinds */
-enum { KITE_KIND_FREE = 0, KITE_KIND_META = 1, KITE_KIND_SMALL = 2, KITE_KIND_LARGE = 3 };
+/* Unit kinds (kite_page_t.kind; a run's other units read HELD or what the run's user set):
+ *   FREE    free in its arena (arena.c's is_free)
+ *   META    the arena's own metadata (descriptor table, header, buddy heap)
+ *   SMALL   the head of a small page; LARGE the head of a large block
+ *   HELD    a run one thread holds with no block in it: just claimed from the arena (until
+ *           the caller says what it is), or on its way back (a large block whose free won
+ *           the claim, an emptied small page)
+ *   CACHED  an empty single-unit small page in a heap's page cache
+ *   HEAPS   a unit carved into heap structs (heap.c) */
+enum {
+  KITE_KIND_FREE = 0,
+  KITE_KIND_META = 1,
+  KITE_KIND_SMALL = 2,
+  KITE_KIND_LARGE = 3,
+  KITE_KIND_HELD = 4,
+  KITE_KIND_CACHED = 5,
+  KITE_KIND_HEAPS = 6,
+};
 
 /* ---- small pages: one link entry (uint16_t) per block, in the page's links[] array ----
  * An entry says where its block is, outside the block (links.h keeps the arrays away from
@@ -134,7 +150,7 @@ typedef struct kite_owned_s {
 } kite_owned_t;
 
 /* The descriptor of one unit of an arena. Fields by the layer that writes them:
- *   arena: kind (FREE/META until a user sets SMALL/LARGE), head_off, order, heap = NULL
+ *   arena: kind (FREE/META, HELD until a user sets SMALL/LARGE), head_off, order, heap = NULL
  *   page:  free, local_free, used, block_size, capacity, links, thread_free, div_magic,
  *          start, cls, reserved, links_cap (small pages)
  *   heap:  heap, next/prev (queues), owned (first-class heaps)

@@ -64,19 +64,34 @@ void _kite_live_collect(kite_live_t *out) {
  * many pages so that a torn link can never keep it going. */
 #define KITE_WALK_MAX_PAGES (1u << 22)
 
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_heap_live_page)(void);
+#endif
+
+/* Another thread's pages may be given back and their arena unmapped while we follow their
+ * links (a page we reach may have left the heap a moment ago): the walk holds off the
+ * unmapping of arenas (_kite_arena_hold_unmap), so every descriptor it reaches stays
+ * readable. Called under heap_lock (_kite_heap_foreach), which comes before the arena's
+ * purge lock. */
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
   flush_own(); /* the caller's quarantined blocks are not live */
   out->live_blocks = out->pages = 0;
+  out->remote_frees = __atomic_load_n(&h->remote_frees, __ATOMIC_RELAXED);
   uint32_t budget = KITE_WALK_MAX_PAGES;
+  _kite_arena_hold_unmap(true);
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     kite_page_t *firsts[2] = {__atomic_load_n(&h->queue[c].first, __ATOMIC_RELAXED),
                               __atomic_load_n(&h->full[c].first, __ATOMIC_RELAXED)};
     for (int k = 0; k < 2; k++)
       for (kite_page_t *pg = firsts[k]; pg && budget; pg = __atomic_load_n(&pg->next, __ATOMIC_RELAXED), budget--) {
+#ifdef KITE_TEST_HOOKS
+        if (_kite_test_hook_heap_live_page) _kite_test_hook_heap_live_page();
+#endif
         out->pages++;
         out->live_blocks += _kite_page_live(pg);
       }
   }
+  _kite_arena_hold_unmap(false);
 }
 
 /* ---- block walks ---- */

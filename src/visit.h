@@ -28,9 +28,15 @@ typedef struct kite_live_s {
 /* Walk every arena's runs (under the arena lock) and read the huge counters. */
 void _kite_live_collect(kite_live_t *out);
 
-/* One heap's figures (its queues and full lists; racy for another thread's heap). */
-typedef struct kite_heap_live_s { uint64_t live_blocks, pages; } kite_heap_live_t;
+/* One heap's figures (its queues and full lists; a snapshot for another thread's heap).
+ * Holds off the unmapping of arenas while it walks (so it takes the arena's purge lock:
+ * call it under heap_lock or no lock, never under an arena lock). */
+typedef struct kite_heap_live_s { uint64_t live_blocks, pages, remote_frees; } kite_heap_live_t;
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
+#ifdef KITE_TEST_HOOKS
+/* Test builds: called for each page _kite_heap_live reaches. */
+extern void (*_kite_test_hook_heap_live_page)(void);
+#endif
 
 /* Live blocks of small page pg from its counters (see above). */
 uint32_t _kite_page_live(const kite_page_t *pg);
