@@ -11,7 +11,7 @@
  *            most, however many looks in a row find none); a look that finds one resets it.
  * Each test starts from kite's initial state (no array freed yet, no page made):
  *   test_core_links         every test, each in a child process of its own
- *   test_core_links NAME        test NAME in this process (what CTest runs, one test a name)
+ *   test_core_links NAME    test NAME in this process (what CTest runs, one test a name)
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -415,7 +415,7 @@ int main(int argc, char **argv) {
   if (argc >= 2) {
     for (unsigned i = 0; i < NTESTS; i++)
       if (strcmp(argv[1], tests[i].name) == 0) return run_one(&tests[i]);
-    fprintf(stderr, "test_core_internals: no test named %s\n", argv[1]);
+    fprintf(stderr, "test_core_links: no test named %s\n", argv[1]);
     return 2;
   }
   int failed = 0;
