@@ -160,7 +160,7 @@ static void heap_pin(kite_heap_t *h, unsigned cls) {
 /* ---- small pages ---- */
 
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
+  uint32_t remote, n = _kite_page_collect(pg, all, _kite_opt(KITE_OPT_SHOW_STATS), &remote);
   if (n) {
     h->issued[pg->cls] += n;
     h->remote_frees += remote;

@@ -54,12 +54,12 @@ static void fork_child(void) {
 void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
-  if (_kite_options.show_stats) {
+  if (_kite_opt(KITE_OPT_SHOW_STATS)) {
     int fd = _kite_os_dup_cloexec(2);
     if (fd >= 0) stats_fd = fd;
   }
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
-  if (_kite_options.background) _kite_purger_enable(true);
+  if (_kite_opt(KITE_OPT_BACKGROUND)) _kite_purger_enable(true);
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }
@@ -68,6 +68,6 @@ __attribute__((destructor)) static void kite_dtor(void) {
   /* no duplicate (fd 2 was closed at start-up, or KITE_SHOW_STATS was set later through
    * kite_option_set): kite's message stream, which is nowhere if fd 2 changed */
   int fd = stats_fd >= 0 ? stats_fd : KITE_MSG_FD;
-  if (_kite_options.show_stats == 2) kite_stats_print_json(fd);
-  else if (_kite_options.show_stats) kite_stats_print(fd);
+  if (_kite_opt(KITE_OPT_SHOW_STATS) == 2) kite_stats_print_json(fd);
+  else if (_kite_opt(KITE_OPT_SHOW_STATS)) kite_stats_print(fd);
 }

@@ -13,6 +13,7 @@
 #include "stats.h"
 #include "message.h"
 #include "visit.h"
+#include <errno.h>
 
 /* Everything the printers report, taken once (counters merged, live figures walked). */
 typedef struct {
@@ -208,32 +209,28 @@ KITE_API void kite_stats_get(kite_stats_t *out) {
   out->arenas = s.arenas;
 }
 
+/* The public numbers are the table's indexes (options.h O3). */
+_Static_assert(KITE_OPTION_SHOW_STATS == (int)KITE_OPT_SHOW_STATS && KITE_OPTION_VERBOSE == (int)KITE_OPT_VERBOSE &&
+               KITE_OPTION_ABORT_ON_ERROR == (int)KITE_OPT_ABORT_ON_ERROR &&
+               KITE_OPTION_PURGE_DELAY_MS == (int)KITE_OPT_PURGE_DELAY_MS &&
+               KITE_OPTION_HUGEPAGES == (int)KITE_OPT_HUGEPAGES && KITE_OPTION_BACKGROUND == (int)KITE_OPT_BACKGROUND &&
+               KITE_OPTION_BACKGROUND + 1 == (int)KITE_OPT_COUNT,
+               "kite_option_t and kite_opt_t differ");
+
 KITE_API long kite_option_get(kite_option_t option) {
   _kite_options_ensure();
-  switch (option) {
-  case KITE_OPTION_SHOW_STATS: return _kite_options.show_stats;
-  case KITE_OPTION_VERBOSE: return _kite_options.verbose;
-  case KITE_OPTION_ABORT_ON_ERROR: return _kite_options.abort_on_error;
-  case KITE_OPTION_PURGE_DELAY_MS: return (long)_kite_options.purge_delay_ms;
-  case KITE_OPTION_HUGEPAGES: return _kite_options.hugepages;
-  case KITE_OPTION_BACKGROUND: return _kite_options.background;
-  }
-  return -1;
+  if ((unsigned)option >= KITE_OPT_COUNT) { errno = EINVAL; return -1; }
+  return (long)_kite_opt((kite_opt_t)option);
 }
 
-KITE_API void kite_option_set(kite_option_t option, long value) {
+KITE_API int kite_option_set(kite_option_t option, long value) {
   _kite_options_ensure();
-  switch (option) {
-  case KITE_OPTION_SHOW_STATS: _kite_options.show_stats = value == 2 ? 2 : value != 0; break;
-  case KITE_OPTION_VERBOSE: _kite_options.verbose = value != 0; break;
-  case KITE_OPTION_ABORT_ON_ERROR: _kite_options.abort_on_error = value != 0; break;
-  case KITE_OPTION_PURGE_DELAY_MS: _kite_options.purge_delay_ms = value; break;
-  case KITE_OPTION_HUGEPAGES: _kite_options.hugepages = value == 2 || value == 3 ? (uint8_t)value : value != 0; break;
-  case KITE_OPTION_BACKGROUND:
-    _kite_options.background = value != 0;
-    _kite_purger_enable(value != 0);
-    break;
+  if ((unsigned)option >= KITE_OPT_COUNT || !_kite_option_store((kite_opt_t)option, value)) {
+    errno = EINVAL;
+    return -1;
   }
+  if (option == KITE_OPTION_BACKGROUND) _kite_purger_enable(value != 0);
+  return 0;
 }
 
 /* Every validator, each under the lock that guards its structure (heap_lock, the huge cache

@@ -107,10 +107,12 @@ KITE_API int mallopt(int param, int value) {
   _kite_options_ensure();
   switch (param) {
   case M_TRIM_THRESHOLD:
-    /* kite returns free memory by age, not by amount: 0 means "at once" (purge delay 0), a
-     * negative value "never" (glibc: no trimming); a positive threshold keeps the delay. */
-    if (value == 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
-    else if (value < 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+    /* kite returns free memory by age, not by amount (options.c, KITE_PURGE_DELAY_MS's
+     * mallopt column): 0 means "at once" (purge delay 0), a negative value "never" (delay
+     * -1: glibc's "no trimming"), a positive threshold gives back kite's own decay, the
+     * delay read at start-up (the environment's, or the build's default). */
+    kite_option_set(KITE_OPTION_PURGE_DELAY_MS,
+                    value == 0 ? 0 : value < 0 ? -1 : (long)_kite_option_initial(KITE_OPT_PURGE_DELAY_MS));
     return 1;
   case M_ARENA_MAX:
   case M_ARENA_TEST:

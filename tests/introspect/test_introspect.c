@@ -181,13 +181,20 @@ TEST(mallinfo2_figures) {
 }
 
 TEST(mallopt_params) {
+  /* M_TRIM_THRESHOLD: 0 -> purge delay 0, negative -> -1, positive -> the start-up delay
+   * (this process's environment sets none: the default, 10), whatever came before */
   long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  expect_int_eq(delay, 10);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, 0), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), 0);
+  expect_int_eq(mallopt(M_TRIM_THRESHOLD, 128 << 10), 1);
+  expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, -1), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), -1);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, 1 << 20), 1);
+  expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
+  expect_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 500), 0);
+  expect_int_eq(mallopt(M_TRIM_THRESHOLD, 1), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
   expect_int_eq(mallopt(M_ARENA_MAX, 2), 1);
   expect_int_eq(mallopt(M_ARENA_TEST, 1), 1);

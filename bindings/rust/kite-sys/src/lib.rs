@@ -139,8 +139,9 @@ extern "C" {
 
     /// The current value of an option.
     pub fn kite_option_get(option: kite_option_t) -> c_long;
-    /// Change an option (a plain store: set options before starting threads).
-    pub fn kite_option_set(option: kite_option_t, value: c_long);
+    /// Change an option (an atomic store): 0, or -1 with errno `EINVAL` for a value out of
+    /// the option's range (the option keeps its value) or an unknown option.
+    pub fn kite_option_set(option: kite_option_t, value: c_long) -> c_int;
 }
 
 /// What the C compiler saw in `kite.h` when the crate was built (from a probe compiled
