@@ -53,7 +53,8 @@ void kite_stats_print(int fd);
  * schema, docs/stats.md) followed by a newline; written without allocating. */
 void kite_stats_print_json(int fd);
 
-/* The same counters as numbers (a snapshot; other threads keep running). */
+/* Every figure of the two printers as numbers (a snapshot; other threads keep running).
+ * Fields are only ever added at the end. What each counts: docs/stats.md. */
 typedef struct kite_stats_s {
   unsigned long long small_allocs;  /* small blocks handed to allocation lists */
   unsigned long long large_allocs;  /* buddy runs (64 KiB .. 16 MiB) */
@@ -64,6 +65,17 @@ typedef struct kite_stats_s {
   unsigned long long peak_committed;
   unsigned long long purged;        /* bytes given back to the OS so far */
   unsigned long long arenas;        /* 64 MiB arenas reserved */
+  unsigned long long live_blocks;   /* blocks handed out and not freed: small + large + huge */
+  unsigned long long live_bytes;    /* their usable sizes */
+  unsigned long long small_live_blocks;
+  unsigned long long small_live_bytes;
+  unsigned long long small_pages;
+  unsigned long long large_live_blocks;
+  unsigned long long large_live_bytes;
+  unsigned long long huge_live_blocks;
+  unsigned long long huge_live_bytes;
+  unsigned long long pages_abandoned; /* pages of exited threads put on the abandoned lists */
+  unsigned long long pages_adopted;   /* abandoned pages another thread took over */
 } kite_stats_t;
 void kite_stats_get(kite_stats_t *out);
 

@@ -46,6 +46,28 @@ pub struct kite_stats_t {
     pub purged: u64,
     /// 64 MiB arenas reserved.
     pub arenas: u64,
+    /// Blocks handed out and not freed: small + large + huge.
+    pub live_blocks: u64,
+    /// Their usable sizes.
+    pub live_bytes: u64,
+    /// Small blocks live.
+    pub small_live_blocks: u64,
+    /// Their bytes.
+    pub small_live_bytes: u64,
+    /// Small pages of every heap and abandoned ones.
+    pub small_pages: u64,
+    /// Large blocks in use.
+    pub large_live_blocks: u64,
+    /// Their usable sizes.
+    pub large_live_bytes: u64,
+    /// Huge blocks in use.
+    pub huge_live_blocks: u64,
+    /// Their mapped sizes.
+    pub huge_live_bytes: u64,
+    /// Pages of exited threads put on the abandoned lists.
+    pub pages_abandoned: u64,
+    /// Abandoned pages another thread took over.
+    pub pages_adopted: u64,
 }
 
 /// `kite_block_visitor_t`: called with a live block and its usable size; returns false to
