@@ -33,7 +33,7 @@ static const kite_opt_word_t hugepages_words[] = {KITE_BOOL_WORDS, {"auto", KITE
 const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
   [KITE_OPT_SHOW_STATS] = {"KITE_SHOW_STATS", KITE_DEFAULT_SHOW_STATS, 0, 2, KITE_OPT_WORDS, show_stats_words, NULL,
     "statistics to stderr at exit (to a copy of fd 2 taken at start-up, as programs often close stderr): `1` text, "
-    "`json` one JSON object (2 for `kite_option_set`; schema in [docs/stats.md](docs/stats.md)): committed, peak, "
+    "`json` one JSON object (2 for `kite_option_set`; schema in docs/stats.md): committed, peak, "
     "purged; live blocks and bytes per size class, large, huge and per heap; remote and invalid frees. Also makes "
     "the per-class count of small allocations exact (recycled local frees are counted)"},
   [KITE_OPT_VERBOSE] = KITE_OPT_BOOL("KITE_VERBOSE", KITE_DEFAULT_VERBOSE,
