@@ -54,7 +54,8 @@ void kite_stats_print(int fd);
 void kite_stats_print_json(int fd);
 
 /* Every figure of the two printers as numbers (a snapshot; other threads keep running).
- * Fields are only ever added at the end. What each counts: docs/stats.md. */
+ * Like the printers it walks every arena's runs under the arena lock for the live figures:
+ * not for a hot loop. Fields are only ever added at the end. What each counts: docs/stats.md. */
 typedef struct kite_stats_s {
   unsigned long long small_allocs;  /* small blocks handed to allocation lists */
   unsigned long long large_allocs;  /* buddy runs (64 KiB .. 16 MiB) */
