@@ -112,3 +112,20 @@ if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
            ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers-cache)
   set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 300)
 endif()
+
+# The docs' option and statistics tables are generated from the library's own tables
+# (src/options.c, src/visit.c) by build/kite-tables and tools/gen_tables.py --write;
+# tools_tables fails when one in README.md, docs/design.md, docs/stats.md or man/kite.3 is
+# stale; test_gen_tables checks the tool's own failure modes.
+if(TARGET kite-noover)
+  add_executable(kite-tables ${_kc}/gen/kite_tables.c)
+  target_include_directories(kite-tables PRIVATE ${_kc})
+  target_link_libraries(kite-tables PRIVATE kite-noover)
+  if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
+    add_test(NAME tools_tables COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tools/gen_tables.py --check
+             --root ${PROJECT_SOURCE_DIR} --tables $<TARGET_FILE:kite-tables>)
+    add_test(NAME test_gen_tables COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_gen_tables.py
+             ${PROJECT_SOURCE_DIR} $<TARGET_FILE:kite-tables>)
+    set_tests_properties(tools_tables test_gen_tables PROPERTIES LABELS "core;tools" TIMEOUT 60)
+  endif()
+endif()

@@ -7,7 +7,7 @@ set(_ki ${PROJECT_SOURCE_DIR}/tests/introspect)
 find_program(KITE_PYTHON3 python3)
 if(TARGET kite-noover AND NOT KITE_SANITIZE STREQUAL "thread")
   kite_test(introspect SOURCES ${_ki}/test_introspect.c LIBS kite-noover LABELS introspect)
-  target_include_directories(introspect PRIVATE ${PROJECT_SOURCE_DIR}/tests/api)
+  target_include_directories(introspect PRIVATE ${PROJECT_SOURCE_DIR}/tests/api ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(introspect PRIVATE -fno-builtin) # keep every malloc the test makes
   set_tests_properties(introspect PROPERTIES TIMEOUT 120)
 endif()

@@ -61,7 +61,9 @@ void kite_stats_print(int fd);
  * schema, docs/stats.md) followed by a newline; written without allocating. */
 void kite_stats_print_json(int fd);
 
-/* The same counters as numbers (a snapshot; other threads keep running). */
+/* Every figure of the two printers as numbers (a snapshot; other threads keep running).
+ * Like the printers it walks every arena's runs under the arena lock for the live figures:
+ * not for a hot loop. Fields are only ever added at the end. What each counts: docs/stats.md. */
 typedef struct kite_stats_s {
   unsigned long long small_allocs;  /* small blocks handed to allocation lists */
   unsigned long long large_allocs;  /* buddy runs (64 KiB .. 16 MiB) */
@@ -72,6 +74,17 @@ typedef struct kite_stats_s {
   unsigned long long peak_committed;
   unsigned long long purged;        /* bytes given back to the OS so far */
   unsigned long long arenas;        /* 64 MiB arenas reserved */
+  unsigned long long live_blocks;   /* blocks handed out and not freed: small + large + huge */
+  unsigned long long live_bytes;    /* their usable sizes */
+  unsigned long long small_live_blocks;
+  unsigned long long small_live_bytes;
+  unsigned long long small_pages;
+  unsigned long long large_live_blocks;
+  unsigned long long large_live_bytes;
+  unsigned long long huge_live_blocks;
+  unsigned long long huge_live_bytes;
+  unsigned long long pages_abandoned; /* pages of exited threads put on the abandoned lists */
+  unsigned long long pages_adopted;   /* abandoned pages another thread took over */
 } kite_stats_t;
 void kite_stats_get(kite_stats_t *out);
 
@@ -98,18 +111,21 @@ typedef bool (*kite_block_visitor_t)(void *block, size_t usable_size, void *arg)
 bool kite_heap_visit(kite_heap_t *heap, kite_block_visitor_t visitor, void *arg);
 bool kite_visit_all(kite_block_visitor_t visitor, void *arg);
 
-/* Options: read from the environment (KITE_<NAME>) at start-up; these change them at run
- * time (plain stores: set them before starting threads). See docs/design.md for the table. */
+/* Options: read from the environment (KITE_<NAME>) at start-up; these read and change
+ * them at run time (atomic words: another thread may act on the old value for a while).
+ * kite_option_set returns 0, or -1 with errno EINVAL for an unknown option or a value out
+ * of the option's range (the option keeps its value); kite_option_get returns -1 with
+ * EINVAL for an unknown option. The table of options and ranges: README.md, kite(3). */
 typedef enum kite_option_e {
   KITE_OPTION_SHOW_STATS,      /* statistics at exit: 0 no, 1 text, 2 JSON */
-  KITE_OPTION_VERBOSE,         /* extra messages (bool) */
-  KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free (bool) */
-  KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed; 0 at once; < 0 never */
+  KITE_OPTION_VERBOSE,         /* report mallocs that fail for lack of memory: 0 or 1 */
+  KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free: 0 or 1 */
+  KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed (-2^31 .. 86400000); 0 at once; < 0 never */
   KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
-  KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes (bool) */
+  KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes: 0 or 1 */
 } kite_option_t;
 long kite_option_get(kite_option_t option);
-void kite_option_set(kite_option_t option, long value);
+int kite_option_set(kite_option_t option, long value);
 
 /* The loaded library's version, "MAJOR.MINOR.PATCH" (compile-time: <kite/version.h>). */
 const char *kite_version(void);

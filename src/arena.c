@@ -244,7 +244,7 @@ static bool arena_new(void) {
     errno = ENOMEM;
     return false;
   }
-  if (_kite_options.hugepages == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(base, first_bytes);
+  if (_kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(base, first_bytes);
   kite_arena_t *a = (kite_arena_t *)((uint8_t *)base + ARENA_HDR_OFF);
   a->magic = KITE_ARENA_MAGIC;
   a->meta_units = meta_units;
@@ -315,7 +315,7 @@ static bool arena_grow(uint32_t slot) {
   while (!(ok = _kite_os_map_at(at, (size_t)(now - old) << KITE_UNIT_SHIFT)) && now - old > KITE_ARENA_FIRST_UNITS)
     now = old + (now - old) / 2;
   size_t len = (size_t)(now - old) << KITE_UNIT_SHIFT;
-  if (ok && _kite_options.hugepages == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(at, len);
+  if (ok && _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(at, len);
   _kite_lock(&s->lock);
   if (ok) {
     kite_check(kite_buddy_unreserve(a->buddy, old, now - old) == 0);
@@ -406,7 +406,7 @@ static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh,
  * Returns the granule's first unit when it is to be advised (the caller advises it after
  * dropping the lock, before the run is handed out), else 0. Slot lock held. */
 static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
-  if (_kite_options.hugepages != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
+  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   if (a->advised[g] != THP_UNDECIDED) return 0; /* decided */
   bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units &&
@@ -441,7 +441,7 @@ static uint32_t thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
 /* The granule to look at for a run of order `order` being claimed at unit u: the one
  * below u's granule, when it is undecided and all in use; 0 if none. Slot lock held. */
 static uint32_t thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
-  if (_kite_options.hugepages != KITE_HUGEPAGES_DENSE || _kite_options.purge_delay_ms == 0 ||
+  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE || _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 ||
       (1u << order) >= THP_UNITS)
     return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
@@ -476,7 +476,7 @@ static void thp_dense_collapse(arena_slot_t *s, kite_arena_t *a, uint32_t c) {
  * MADV_NOHUGEPAGE (after dropping the lock, before the run is handed out), else 0. Slot lock
  * held. */
 static uint32_t thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
-  if ((1u << order) >= THP_UNITS || _kite_options.hugepages == KITE_HUGEPAGES_ARENAS) return 0;
+  if ((1u << order) >= THP_UNITS || _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
   memset(&a->advised[g], THP_SMALL, THP_UNITS);
@@ -601,7 +601,7 @@ static void free_run(kite_page_t *head, bool dirty, uint64_t now) {
 }
 
 void _kite_arena_free_run(kite_page_t *head) {
-  int64_t delay = _kite_options.purge_delay_ms;
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   if (delay == 0) {
     _kite_os_decommit(_kite_page_start(head), (size_t)KITE_UNIT_SIZE << head->order);
     free_run(head, false, 0);
@@ -725,7 +725,7 @@ static void purge_range(arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j
   for (uint32_t g = gi; g < gj; g += THP_UNITS) {
     if (a->advised[g] == THP_COLLAPSED) { /* dense: a collapsed granule purged in part is split */
       a->advised[g] = THP_SMALL;
-    } else if (a->advised[g] == THP_ADVISED && _kite_options.hugepages == KITE_HUGEPAGES_AUTO) {
+    } else if (a->advised[g] == THP_ADVISED && _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_AUTO) {
       memset(&a->advised[g], THP_SMALL, THP_UNITS);
       if (g < ui) ui = g;
       uj = g + THP_UNITS;
@@ -758,7 +758,7 @@ static size_t arena_decay(arena_slot_t *s, bool force, uint64_t now, uint32_t ke
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
   if (!a) { _kite_unlock(&s->lock); return 0; }
-  int64_t d = _kite_options.purge_delay_ms;
+  int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   uint32_t min_age = 0;          /* purge the dirty free units at least this old (ms) */
   uint32_t part_age = 0;         /* then, of those at least this old, */
   uint64_t part = 0;             /* at most this many */
@@ -854,7 +854,7 @@ static size_t purge_all(bool force, uint64_t now) {
   uint32_t hi = __atomic_load_n(&slots_hi, __ATOMIC_ACQUIRE);
   /* the demand windows (see DEMAND_WINDOWS) */
   uint32_t keep_young = 0;
-  int64_t d = _kite_options.purge_delay_ms;
+  int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   if (!force && d > 0) {
     uint64_t w = (uint64_t)d * DEMAND_WINDOWS;
     if (now - demand_epoch_ms >= w) {

@@ -181,7 +181,7 @@ static inline void heap_count(uint64_t *counter, uint64_t n) {
 }
 
 static inline void page_collect(kite_heap_t *h, kite_page_t *pg, bool all) {
-  uint32_t remote, n = _kite_page_collect(pg, all, _kite_options.show_stats, &remote);
+  uint32_t remote, n = _kite_page_collect(pg, all, _kite_opt(KITE_OPT_SHOW_STATS), &remote);
   if (n) {
     heap_count(&h->issued[pg->cls], n);
     heap_count(&h->remote_frees, remote);

@@ -59,7 +59,7 @@ extern kite_page_t _kite_page_empty;
 static inline kite_page_t *_kite_heap_current_page(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg = h->queue[cls].first;
   if (likely(pg != NULL && pg->free != KITE_LINK_END)) return pg;
-  if (!pg || pg->local_free == KITE_LINK_END || _kite_options.show_stats) return NULL;
+  if (!pg || pg->local_free == KITE_LINK_END || _kite_opt(KITE_OPT_SHOW_STATS)) return NULL;
   pg->free = pg->local_free;
   pg->local_free = KITE_LINK_END;
   return pg;

@@ -121,7 +121,7 @@ static void huge_unmap(kite_huge_t *h) {
  * all the same: a later stamp is a map freed just now, never one older than any delay. */
 static size_t huge_cache_expire(bool force, uint64_t now) {
   size_t r = 0;
-  int64_t delay = _kite_options.purge_delay_ms;
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
     kite_huge_t *h = huge_cache[i].h;
     if (!h || !(force || (delay >= 0 && (int64_t)(now - huge_cache[i].freed_ms) >= delay))) continue;
@@ -298,7 +298,7 @@ bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o)) {
   if (!won) return false;
   if (disown) disown(&h->owned);
   huge_live(-1, -(int64_t)h->user_len);
-  int64_t delay = _kite_options.purge_delay_ms;
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {
     _kite_lock(&huge_lock);
     /* the clock is read under the lock: a reading taken before it could be older than the

@@ -52,7 +52,7 @@ void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
-  if (_kite_options.background) _kite_purger_enable(true);
+  if (_kite_opt(KITE_OPT_BACKGROUND)) _kite_purger_enable(true);
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }
@@ -61,6 +61,6 @@ __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init();
  * destructors run: kite's message stream still reaches the start-up stderr through the
  * duplicate message.c keeps (message.h). */
 __attribute__((destructor)) static void kite_dtor(void) {
-  if (_kite_options.show_stats == 2) kite_stats_print_json(KITE_MSG_FD);
-  else if (_kite_options.show_stats) kite_stats_print(KITE_MSG_FD);
+  if (_kite_opt(KITE_OPT_SHOW_STATS) == 2) kite_stats_print_json(KITE_MSG_FD);
+  else if (_kite_opt(KITE_OPT_SHOW_STATS)) kite_stats_print(KITE_MSG_FD);
 }

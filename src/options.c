@@ -1,105 +1,233 @@
-/* src/options.c -- reading KITE_* options (contract in options.h).
+/* src/options.c -- the option table and the reading of KITE_* variables (contract and
+ * invariants O1-O3 in options.h).
  *
  * Values are read with secure_getenv: a setuid or setgid program (the loader sets
  * AT_SECURE) ignores every KITE_* variable, as glibc ignores MALLOC_* there. Parsing is
- * strict: a boolean is one of 0/1, no/yes, false/true, off/on (any case); an integer is an
- * optional sign and decimal digits within the option's range, nothing else. A malformed
- * value is reported once on stderr, naming the variable, and the default is kept.
+ * strict: a number is an optional sign and decimal digits within the option's range, nothing
+ * else; a word is one of the option's words in any case. A refused value is reported once
+ * on stderr, naming the variable and what it accepts, and the default is kept. A KITE_*
+ * name that is neither an option nor one of _kite_env_other gets one warning naming the
+ * closest option. Nothing here allocates (start-up never re-enters malloc).
  */
 #define _GNU_SOURCE
 #include "options.h"
 #include "message.h"
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 
-kite_options_t _kite_options = {.purge_delay_ms = KITE_DEFAULT_PURGE_DELAY_MS};
+/* 0/1 and their words: every boolean option, and the first words of the enumerated ones. */
+#define KITE_BOOL_WORDS {"0", 0}, {"1", 1}, {"off", 0}, {"on", 1}, {"no", 0}, {"yes", 1}, {"false", 0}, {"true", 1}
+static const kite_opt_word_t bool_words[] = {KITE_BOOL_WORDS, {NULL, 0}};
+static const kite_opt_word_t show_stats_words[] = {KITE_BOOL_WORDS, {"json", 2}, {NULL, 0}};
+static const kite_opt_word_t hugepages_words[] = {KITE_BOOL_WORDS, {"auto", KITE_HUGEPAGES_AUTO},
+                                                  {"dense", KITE_HUGEPAGES_DENSE}, {NULL, 0}};
+
+/* The longest decay kite computes with (a day): its arithmetic in milliseconds times a
+ * unit count stays far inside 64 bits. Negative: purge only on malloc_trim. */
+#define KITE_PURGE_DELAY_MAX 86400000
+
+#define KITE_OPT_BOOL(env_, dflt_, doc_) {env_, dflt_, 0, 1, KITE_OPT_WORDS, bool_words, NULL, doc_}
+
+const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
+  [KITE_OPT_SHOW_STATS] = {"KITE_SHOW_STATS", KITE_DEFAULT_SHOW_STATS, 0, 2, KITE_OPT_WORDS, show_stats_words, NULL,
+    "statistics to stderr at exit (to a copy of fd 2 taken at start-up, as programs often close stderr): `1` text, "
+    "`json` one JSON object (2 for `kite_option_set`; schema in docs/stats.md): committed, peak, "
+    "purged; live blocks and bytes per size class, large, huge and per heap; remote and invalid frees. Also makes "
+    "the per-class count of small allocations exact (recycled local frees are counted)"},
+  [KITE_OPT_VERBOSE] = KITE_OPT_BOOL("KITE_VERBOSE", KITE_DEFAULT_VERBOSE,
+    "report on stderr every request that fails for lack of memory (the malloc family, the aligned family, kite_heap_malloc and kite_heap_calloc), once per request (`kite: out of memory: ...`)"),
+  [KITE_OPT_ABORT_ON_ERROR] = KITE_OPT_BOOL("KITE_ABORT_ON_ERROR", KITE_DEFAULT_ABORT_ON_ERROR,
+    "abort (SIGABRT) after reporting an invalid or double free"),
+  [KITE_OPT_PURGE_DELAY_MS] = {"KITE_PURGE_DELAY_MS", KITE_DEFAULT_PURGE_DELAY_MS, INT32_MIN, KITE_PURGE_DELAY_MAX,
+    KITE_OPT_NUMBER, NULL, "`M_TRIM_THRESHOLD`: 0 sets 0, a negative value -1, a positive one the start-up value",
+    "decay time of freed runs in milliseconds: memory free for age *a* stays committed with weight 1 - *a*/delay, "
+    "oldest decommitted (`madvise(MADV_DONTNEED)`) first, all of it after the delay (up to 8 delays while the "
+    "program keeps asking for as much as it frees and that stays within its recent peak in use); arenas left empty "
+    "and purged are unmapped (all but one); freed huge maps are cached this long; 0: decommit at once; negative: "
+    "only on `malloc_trim`"},
+  [KITE_OPT_HUGEPAGES] = {"KITE_HUGEPAGES", KITE_DEFAULT_HUGEPAGES, 0, 3, KITE_OPT_WORDS, hugepages_words, NULL,
+    "transparent huge pages: `1` `madvise(MADV_HUGEPAGE)` on whole arenas; `auto` (2) on a 2 MiB granule of an "
+    "arena at its first claim, once the process has 16 MiB committed and the granule below is in use (no huge "
+    "page for a small program), and back to 4 KiB pages for good when the decay purges it; `dense` (3) a granule "
+    "is rebuilt on a huge page (`MADV_COLLAPSE`) once all of it is in use and resident (no memory the program had "
+    "not touched), split again by a purge of any part, off with `KITE_PURGE_DELAY_MS=0`; in every mode large "
+    "(>= 2 MiB) and huge blocks are advised over the whole 2 MiB pieces they were asked for"},
+  [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,
+    "a background thread runs the purge while something freed is still committed, so an idle process gives "
+    "memory back; started by the first free that leaves memory to purge, exits when nothing is left (never in a "
+    "program that never frees), started again in a forked child when needed"),
+};
+
+/* A build-time default outside its range is a build error (O1). */
+_Static_assert(KITE_DEFAULT_SHOW_STATS >= 0 && KITE_DEFAULT_SHOW_STATS <= 2, "KITE_DEFAULT_SHOW_STATS: 0..2");
+_Static_assert(KITE_DEFAULT_VERBOSE >= 0 && KITE_DEFAULT_VERBOSE <= 1, "KITE_DEFAULT_VERBOSE: 0..1");
+_Static_assert(KITE_DEFAULT_ABORT_ON_ERROR >= 0 && KITE_DEFAULT_ABORT_ON_ERROR <= 1, "KITE_DEFAULT_ABORT_ON_ERROR: 0..1");
+_Static_assert(KITE_DEFAULT_PURGE_DELAY_MS >= INT32_MIN && KITE_DEFAULT_PURGE_DELAY_MS <= KITE_PURGE_DELAY_MAX,
+               "KITE_DEFAULT_PURGE_DELAY_MS: -2147483648..86400000");
+_Static_assert(KITE_DEFAULT_HUGEPAGES >= 0 && KITE_DEFAULT_HUGEPAGES <= 3, "KITE_DEFAULT_HUGEPAGES: 0..3");
+_Static_assert(KITE_DEFAULT_BACKGROUND >= 0 && KITE_DEFAULT_BACKGROUND <= 1, "KITE_DEFAULT_BACKGROUND: 0..1");
+
+int64_t _kite_opt_value[KITE_OPT_COUNT] = {
+  [KITE_OPT_SHOW_STATS] = KITE_DEFAULT_SHOW_STATS,     [KITE_OPT_VERBOSE] = KITE_DEFAULT_VERBOSE,
+  [KITE_OPT_ABORT_ON_ERROR] = KITE_DEFAULT_ABORT_ON_ERROR, [KITE_OPT_PURGE_DELAY_MS] = KITE_DEFAULT_PURGE_DELAY_MS,
+  [KITE_OPT_HUGEPAGES] = KITE_DEFAULT_HUGEPAGES,       [KITE_OPT_BACKGROUND] = KITE_DEFAULT_BACKGROUND,
+};
+static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_state is 2 */
 int _kite_options_state;
 
-static void report_bad(const char *name, const char *value, const char *want, const char *dflt) {
-  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
-  _kite_out_str(&o, "kite: ignoring "); _kite_out_str(&o, name); _kite_out_str(&o, "=\"");
-  /* at most 40 characters of the value */
-  char v[44]; size_t i = 0;
+const char *const _kite_env_other[] = {
+  "KITE_LAB_", "KITE_TRACE_", "KITE_TEST_", "KITE_BENCH_", "KITE_FUZZ_", /* tools, lab, test drivers */
+  "KITE_REPLAY_CLOCK", "KITE_SOURCE_DIR", "KITE_MODEL_OPS", "KITE_MEMRET_TSAN", "KITE_STRESS_SIZE",
+  "KITE_THREADS_SCALE", "KITE_PROF", "KITE_PROF_SAMPLE", "KITE_GUARDED_SAMPLE", NULL,
+};
+
+bool _kite_option_store(kite_opt_t o, int64_t v) {
+  if ((unsigned)o >= KITE_OPT_COUNT || v < _kite_opt_desc[o].min || v > _kite_opt_desc[o].max) return false;
+  __atomic_store_n(&_kite_opt_value[o], v, __ATOMIC_RELAXED);
+  return true;
+}
+
+int64_t _kite_option_initial(kite_opt_t o) {
+  _kite_options_ensure();
+  return opt_initial[o];
+}
+
+static void out_i64(kite_out_t *o, int64_t v) {
+  if (v < 0) _kite_out_str(o, "-");
+  _kite_out_u64(o, v < 0 ? -(uint64_t)v : (uint64_t)v);
+}
+
+/* "kite: NAME=VALUE: " with at most 40 characters of the value, unprintable ones as '?'. */
+static void report_head(kite_out_t *o, const char *name, const char *value) {
+  _kite_out_str(o, "kite: "); _kite_out_str(o, name); _kite_out_str(o, "=");
+  char v[44];
+  size_t i = 0;
   for (; value[i] && i < 40; i++) v[i] = (value[i] >= 32 && value[i] < 127) ? value[i] : '?';
   v[i] = 0;
-  _kite_out_str(&o, v); if (value[i]) _kite_out_str(&o, "...");
-  _kite_out_str(&o, "\": expected "); _kite_out_str(&o, want);
-  _kite_out_str(&o, "; using the default "); _kite_out_str(&o, dflt); _kite_out_str(&o, "\n");
-  _kite_out_flush(&o);
+  _kite_out_str(o, v);
+  if (value[i]) _kite_out_str(o, "...");
+  _kite_out_str(o, ": ");
 }
 
-/* Is the variable set to exactly word? */
-static bool env_is(const char *name, const char *word) {
-  const char *v = secure_getenv(name);
-  if (!v) return false;
-  while (*word && *v == *word) { v++; word++; }
-  return *v == 0 && *word == 0;
+static void report_range(kite_out_t *o, const kite_opt_desc_t *d) {
+  _kite_out_str(o, "["); out_i64(o, d->min); _kite_out_str(o, ", "); out_i64(o, d->max); _kite_out_str(o, "]");
 }
 
-static bool env_bool(const char *name, bool dflt) {
-  const char *v = secure_getenv(name);
-  if (!v || !*v) return dflt;
-  static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off"};
-  for (int i = 0; i < 4; i++) {
-    if (strcasecmp(v, yes[i]) == 0) return true;
-    if (strcasecmp(v, no[i]) == 0) return false;
-  }
-  report_bad(name, v, "0/1, no/yes, false/true or off/on", dflt ? "1" : "0");
-  return dflt;
-}
-
-/* An integer in [lo, hi]. */
-static int64_t env_int(const char *name, int64_t dflt, int64_t lo, int64_t hi, const char *dflt_text) {
-  const char *v = secure_getenv(name);
-  if (!v || !*v) return dflt;
-  const char *s = v;
-  int neg = 0;
+/* Parse text as a whole number; *v saturates (the caller's range check then refuses it). */
+static bool parse_number(const char *s, int64_t *v) {
+  bool neg = false;
   if (*s == '-' || *s == '+') neg = *s++ == '-';
-  int64_t r = 0;
-  bool ok = *s >= '0' && *s <= '9';
-  for (; ok && *s; s++) {
-    if (*s < '0' || *s > '9' || r > (INT64_MAX - 9) / 10) { ok = false; break; }
-    r = r * 10 + (*s - '0');
+  if (!*s) return false;
+  uint64_t r = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return false;
+    r = r > (UINT64_MAX - 9) / 10 ? UINT64_MAX : r * 10 + (uint64_t)(*s - '0');
   }
-  if (ok) {
-    r = neg ? -r : r;
-    if (r >= lo && r <= hi) return r;
-  }
-  report_bad(name, v, "a whole number in range", dflt_text);
-  return dflt;
+  if (neg) *v = r > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)r;
+  else *v = r > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)r;
+  return true;
 }
 
-/* KITE_HUGEPAGES: a boolean (0: off, 1: whole arenas), "auto" or "dense" (any case). */
-static uint8_t env_hugepages(void) {
-  const char *v = secure_getenv("KITE_HUGEPAGES");
-  if (!v || !*v) return KITE_DEFAULT_HUGEPAGES;
-  if (strcasecmp(v, "auto") == 0) return KITE_HUGEPAGES_AUTO;
-  if (strcasecmp(v, "dense") == 0) return KITE_HUGEPAGES_DENSE;
-  static const char *yes[] = {"1", "yes", "true", "on"}, *no[] = {"0", "no", "false", "off"};
-  for (int i = 0; i < 4; i++) {
-    if (strcasecmp(v, yes[i]) == 0) return KITE_HUGEPAGES_ARENAS;
-    if (strcasecmp(v, no[i]) == 0) return KITE_HUGEPAGES_OFF;
+/* Option o from the environment: its value, or false after one report (O1: unchanged). */
+static bool env_option(kite_opt_t o, const char *text, int64_t *v) {
+  const kite_opt_desc_t *d = &_kite_opt_desc[o];
+  kite_out_t out = {.len = 0, .fd = KITE_MSG_FD};
+  if (d->parser == KITE_OPT_WORDS) {
+    for (const kite_opt_word_t *w = d->words; w->word; w++)
+      if (strcasecmp(text, w->word) == 0) { *v = w->value; return true; }
+    report_head(&out, d->env, text);
+    _kite_out_str(&out, "not one of ");
+    for (const kite_opt_word_t *w = d->words; w->word; w++) {
+      if (w != d->words) _kite_out_str(&out, ", ");
+      _kite_out_str(&out, w->word);
+    }
+  } else if (!parse_number(text, v)) {
+    report_head(&out, d->env, text);
+    _kite_out_str(&out, "not a whole number in ");
+    report_range(&out, d);
+  } else if (*v < d->min || *v > d->max) {
+    report_head(&out, d->env, text);
+    _kite_out_str(&out, "out of range ");
+    report_range(&out, d);
+  } else {
+    return true;
   }
-  static const char *names[] = {"0", "1", "auto", "dense"};
-  report_bad("KITE_HUGEPAGES", v, "0/1, no/yes, false/true, off/on, auto or dense", names[KITE_DEFAULT_HUGEPAGES]);
-  return KITE_DEFAULT_HUGEPAGES;
+  _kite_out_str(&out, " (ignored)\n");
+  _kite_out_flush(&out);
+  return false;
 }
 
-#define KITE_STR_(x) #x
-#define KITE_STR(x) KITE_STR_(x)
+/* Levenshtein distance of two short upper-case names, on the stack (names are cut at 63). */
+static unsigned edit_distance(const char *a, size_t na, const char *b) {
+  unsigned row[64];
+  size_t nb = strlen(b);
+  if (na > 63) na = 63;
+  if (nb > 63) nb = 63;
+  for (size_t j = 0; j <= nb; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= na; i++) {
+    unsigned diag = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= nb; j++) {
+      unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[nb];
+}
+
+static bool is_known(const char *name, size_t n) {
+  for (unsigned o = 0; o < KITE_OPT_COUNT; o++)
+    if (strlen(_kite_opt_desc[o].env) == n && memcmp(name, _kite_opt_desc[o].env, n) == 0) return true;
+  for (const char *const *p = _kite_env_other; *p; p++) {
+    size_t k = strlen(*p);
+    if ((*p)[k - 1] == '_' ? n > k && memcmp(name, *p, k) == 0 : k == n && memcmp(name, *p, k) == 0) return true;
+  }
+  return false;
+}
+
+/* One warning per KITE_* name of the environment that kite does not know. */
+static void check_unknown_names(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    const char *s = *e;
+    if (strncmp(s, "KITE_", 5) != 0) continue;
+    const char *eq = strchr(s, '=');
+    size_t n = eq ? (size_t)(eq - s) : strlen(s);
+    if (is_known(s, n)) continue;
+    unsigned best = 0;
+    for (unsigned o = 1; o < KITE_OPT_COUNT; o++)
+      if (edit_distance(s, n, _kite_opt_desc[o].env) < edit_distance(s, n, _kite_opt_desc[best].env)) best = o;
+    kite_out_t out = {.len = 0, .fd = KITE_MSG_FD};
+    char name[72];
+    size_t k = 0;
+    for (; k < n && k < 64; k++) name[k] = (s[k] >= 32 && s[k] < 127) ? s[k] : '?';
+    name[k] = 0;
+    _kite_out_str(&out, "kite: ");
+    _kite_out_str(&out, name);
+    if (k < n) _kite_out_str(&out, "...");
+    _kite_out_str(&out, ": not a kite option, the closest is ");
+    _kite_out_str(&out, _kite_opt_desc[best].env);
+    _kite_out_str(&out, " (ignored)\n");
+    _kite_out_flush(&out);
+  }
+}
 
 void _kite_options_read(void) {
   int expected = 0;
   if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     _kite_message_init(); /* the start-up stderr, before anything is reported */
-    _kite_options.show_stats = env_is("KITE_SHOW_STATS", "json") ? 2 : env_bool("KITE_SHOW_STATS", false);
-    _kite_options.verbose = env_bool("KITE_VERBOSE", false);
-    _kite_options.abort_on_error = env_bool("KITE_ABORT_ON_ERROR", false);
-    _kite_options.hugepages = env_hugepages();
-    /* -1 (or any negative): only on malloc_trim; at most a day */
-    _kite_options.purge_delay_ms = env_int("KITE_PURGE_DELAY_MS", KITE_DEFAULT_PURGE_DELAY_MS, INT32_MIN,
-                                           86400000, KITE_STR(KITE_DEFAULT_PURGE_DELAY_MS));
-    _kite_options.background = env_bool("KITE_BACKGROUND", false);
+    for (unsigned o = 0; o < KITE_OPT_COUNT; o++) {
+      const char *text = secure_getenv(_kite_opt_desc[o].env);
+      int64_t v;
+      if (text && *text && env_option((kite_opt_t)o, text, &v)) _kite_option_store((kite_opt_t)o, v);
+      opt_initial[o] = _kite_opt((kite_opt_t)o);
+    }
+    if (!getauxval(AT_SECURE)) check_unknown_names(); /* where secure_getenv read nothing */
     __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);
   } else {
     while (__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2) { /* another thread is reading */ }

@@ -1,23 +1,52 @@
-/* src/options.h -- run-time options, read once from KITE_<NAME> environment variables.
+/* src/options.h -- run-time options: one table (options.c) declares each option once, with
+ * its environment name, default, range, parser and doc line; everything else comes from it:
+ * the environment reader, kite_option_get/set (introspect.c), mallopt (override.c) and the
+ * docs' option tables (tools/gen_tables.py, through build/kite-tables).
  *
  * Layer: bottom. Reading uses secure_getenv (ignored in setuid/setgid programs), which
  * does not allocate; parsing is strict (options.c); a lower layer that needs an
  * option before the library constructor ran calls _kite_options_ensure() (cheap when read).
- * Build-time defaults: -DKITE_DEFAULT_<NAME>=value.
+ *
+ * Invariants:
+ *   O1  _kite_opt_value[o] is always within [_kite_opt_desc[o].min, .max]: the reader and
+ *       _kite_option_store refuse anything else and keep the old value.
+ *   O2  every access to _kite_opt_value is a relaxed atomic (other threads read options
+ *       while kite_option_set or mallopt change them; each option is one word, no option
+ *       is read together with another as a consistent pair).
+ *   O3  kite_opt_t lists the options in the order of include/kite.h's kite_option_t, so the
+ *       public number is the index (introspect.c asserts it at compile time).
  */
 #ifndef KITE_OPTIONS_H
 #define KITE_OPTIONS_H
 #include "types.h"
 
+/* ---- build-time defaults: -DKITE_DEFAULT_<NAME>=value (checked against the range in
+ * options.c at compile time) ---- */
+#ifndef KITE_DEFAULT_SHOW_STATS
+/* Default for KITE_SHOW_STATS: 0 none, 1 text, 2 JSON statistics at exit. */
+#define KITE_DEFAULT_SHOW_STATS 0
+#endif
+#ifndef KITE_DEFAULT_VERBOSE
+/* Default for KITE_VERBOSE: 1 reports every malloc that fails for lack of memory. */
+#define KITE_DEFAULT_VERBOSE 0
+#endif
+#ifndef KITE_DEFAULT_ABORT_ON_ERROR
+/* Default for KITE_ABORT_ON_ERROR: 1 aborts after reporting an invalid or double free. */
+#define KITE_DEFAULT_ABORT_ON_ERROR 0
+#endif
 #ifndef KITE_DEFAULT_PURGE_DELAY_MS
 /* Default for KITE_PURGE_DELAY_MS: free runs stay committed this long (0: purge at once). */
 #define KITE_DEFAULT_PURGE_DELAY_MS 10
 #endif
-
 #ifndef KITE_DEFAULT_HUGEPAGES
 /* Default for KITE_HUGEPAGES: 0 off, 1 whole arenas, 2 auto, 3 dense (KITE_HUGEPAGES_* below). */
 #define KITE_DEFAULT_HUGEPAGES 0
 #endif
+#ifndef KITE_DEFAULT_BACKGROUND
+/* Default for KITE_BACKGROUND: 1 starts the background purger with the first free. */
+#define KITE_DEFAULT_BACKGROUND 0
+#endif
+
 /* KITE_HUGEPAGES values: transparent huge pages advised on no arena memory (large blocks of
  * 2 MiB and more are advised either way), on whole arenas, on the 2 MiB granules the
  * arena policy predicts dense (arena.c: "auto"), or made of the granules found dense, in
@@ -27,15 +56,49 @@
 #define KITE_HUGEPAGES_AUTO 2
 #define KITE_HUGEPAGES_DENSE 3
 
-typedef struct kite_options_s {
-  uint8_t show_stats;     /* KITE_SHOW_STATS (0): statistics to stderr at exit: 1 text, 2 json */
-  bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
-  bool abort_on_error;    /* KITE_ABORT_ON_ERROR (0): abort after reporting an invalid free */
-  uint8_t hugepages;      /* KITE_HUGEPAGES (0): KITE_HUGEPAGES_OFF, _ARENAS (1), _AUTO (auto) or _DENSE (dense) */
-  int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): decay time of freed runs and huge maps */
-  bool background;        /* KITE_BACKGROUND (0): a purger thread returns memory of idle processes */
-} kite_options_t;
-extern kite_options_t _kite_options;
+/* The options, in kite_option_t's order (O3). */
+typedef enum kite_opt_e {
+  KITE_OPT_SHOW_STATS,
+  KITE_OPT_VERBOSE,
+  KITE_OPT_ABORT_ON_ERROR,
+  KITE_OPT_PURGE_DELAY_MS,
+  KITE_OPT_HUGEPAGES,
+  KITE_OPT_BACKGROUND,
+  KITE_OPT_COUNT
+} kite_opt_t;
+
+/* How the environment's text becomes a value: a whole number (optional sign and decimal
+ * digits, nothing else) or one of the option's words (any case). */
+typedef enum { KITE_OPT_NUMBER, KITE_OPT_WORDS } kite_opt_parser_t;
+
+typedef struct kite_opt_word_s {
+  const char *word;
+  int64_t value;
+} kite_opt_word_t;
+
+typedef struct kite_opt_desc_s {
+  const char *env;              /* "KITE_<NAME>" */
+  int64_t dflt, min, max;       /* default (KITE_DEFAULT_<NAME>) and the range of every value */
+  kite_opt_parser_t parser;
+  const kite_opt_word_t *words; /* KITE_OPT_WORDS: the accepted words, ended by {NULL, 0} */
+  const char *mallopt;          /* how glibc's mallopt sets it (override.c), or NULL */
+  const char *doc;              /* one line (markdown: `code` spans) for the docs' tables */
+} kite_opt_desc_t;
+
+extern const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT];
+extern int64_t _kite_opt_value[KITE_OPT_COUNT];
+
+/* The current value of option o (O2). */
+static inline int64_t _kite_opt(kite_opt_t o) { return __atomic_load_n(&_kite_opt_value[o], __ATOMIC_RELAXED); }
+/* Set option o to v: false (nothing changed) when v is outside its range (O1). */
+bool _kite_option_store(kite_opt_t o, int64_t v);
+/* The value option o had once the environment was read (its default when unset or refused). */
+int64_t _kite_option_initial(kite_opt_t o);
+
+/* Environment names outside the option table that kite's own tools, tests and modules read
+ * (NULL-terminated; a name ending in '_' is a prefix): the start-up check of unknown KITE_*
+ * names leaves them alone. */
+extern const char *const _kite_env_other[];
 
 /* 0: not read yet, 1: being read by one thread, 2: read. */
 extern int _kite_options_state;

@@ -45,6 +45,8 @@ int _kite_os_dup_cloexec(int fd);
 /* Fill buf with n random bytes from the kernel (getrandom); falls back to a mix of clocks
  * and addresses when the kernel has none to give. */
 void _kite_os_random(void *buf, size_t n);
+/* The process id (statistics say which process they describe). */
+int _kite_os_getpid(void);
 /* Identity (device, inode) of what fd refers to; false if fd is not open. */
 bool _kite_os_fd_identity(int fd, uint64_t id[2]);
 /* Monotonic milliseconds. */

@@ -17,29 +17,26 @@
 #include <string.h>
 
 #if KITE_OVERRIDE
-/* glibc's fields, kite's figures:
- *   arena    committed bytes (arenas' runs in use or not yet purged, huge maps)
+/* glibc's fields, kite's figures (the mallinfo2 column of visit.c's field table):
+ *   arena    committed bytes;  usmblks peak committed bytes
  *   ordblks  small pages + large runs in use;  smblks, fsmblks: 0 (no fastbins)
  *   hblks    huge blocks live;  hblkhd: their bytes
- *   usmblks  peak committed bytes
  *   uordblks live bytes (blocks handed out, at their usable sizes)
  *   fordblks committed bytes not live (free blocks, cached pages, unpurged runs)
  *   keepcost 0 (kite has no top chunk; free runs go back by age, see KITE_PURGE_DELAY_MS) */
 KITE_API struct mallinfo2 mallinfo2(void) {
   struct mallinfo2 m;
   memset(&m, 0, sizeof m);
-  kite_gstats_t s;
-  kite_live_t l;
-  _kite_heap_collect_stats(&s);
-  _kite_live_collect(&l);
-  uint64_t live = l.small_bytes + l.large_bytes + l.huge_bytes;
-  m.arena = s.committed;
-  m.ordblks = l.small_pages + l.large_blocks;
-  m.hblks = l.huge_blocks;
-  m.hblkhd = l.huge_bytes;
-  m.usmblks = s.peak_committed;
-  m.uordblks = live;
-  m.fordblks = s.committed > live ? s.committed - live : 0;
+  kite_snapshot_t sn;
+  _kite_snapshot(&sn);
+  const uint64_t *v = sn.v;
+  m.arena = v[KITE_STAT_COMMITTED];
+  m.ordblks = v[KITE_STAT_SMALL_PAGES] + v[KITE_STAT_LARGE_LIVE_BLOCKS];
+  m.hblks = v[KITE_STAT_HUGE_LIVE_BLOCKS];
+  m.hblkhd = v[KITE_STAT_HUGE_LIVE_BYTES];
+  m.usmblks = v[KITE_STAT_PEAK_COMMITTED];
+  m.uordblks = v[KITE_STAT_LIVE_BYTES];
+  m.fordblks = v[KITE_STAT_COMMITTED] > v[KITE_STAT_LIVE_BYTES] ? v[KITE_STAT_COMMITTED] - v[KITE_STAT_LIVE_BYTES] : 0;
   m.keepcost = 0;
   return m;
 }
@@ -68,35 +65,36 @@ KITE_API struct mallinfo mallinfo(void) {
  * kite lock is held while it allocates. options must be 0 (EINVAL otherwise, as glibc). */
 KITE_API int malloc_info(int options, FILE *fp) {
   if (options != 0 || fp == NULL) { errno = EINVAL; return -1; }
-  kite_gstats_t s;
-  kite_live_t l;
-  _kite_heap_collect_stats(&s);
-  _kite_live_collect(&l);
-  unsigned long long issued = 0;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) issued += s.issued[c];
+  kite_snapshot_t sn;
+  _kite_snapshot(&sn);
+  const uint64_t *v = sn.v;
   fprintf(fp, "<malloc version=\"kite-1\" kite=\"%s\">\n<sizes>\n", kite_version());
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
-    if (!s.issued[c] && !l.pages[c]) continue;
+    if (!sn.s.issued[c] && !sn.l.pages[c]) continue;
     fprintf(fp, "  <size class=\"%u\" size=\"%u\" live_blocks=\"%llu\" live_bytes=\"%llu\" pages=\"%llu\" issued=\"%llu\"/>\n",
-            c, (unsigned)_kite_class_size_[c], (unsigned long long)l.blocks[c], (unsigned long long)l.bytes[c],
-            (unsigned long long)l.pages[c], (unsigned long long)s.issued[c]);
+            c, (unsigned)_kite_class_size_[c], (unsigned long long)sn.l.blocks[c], (unsigned long long)sn.l.bytes[c],
+            (unsigned long long)sn.l.pages[c], (unsigned long long)sn.s.issued[c]);
   }
   fprintf(fp, "</sizes>\n");
   fprintf(fp, "<total type=\"small\" count=\"%llu\" size=\"%llu\" pages=\"%llu\" issued=\"%llu\"/>\n",
-          (unsigned long long)l.small_blocks, (unsigned long long)l.small_bytes, (unsigned long long)l.small_pages, issued);
+          (unsigned long long)v[KITE_STAT_SMALL_LIVE_BLOCKS], (unsigned long long)v[KITE_STAT_SMALL_LIVE_BYTES],
+          (unsigned long long)v[KITE_STAT_SMALL_PAGES], (unsigned long long)v[KITE_STAT_SMALL_ISSUED]);
   fprintf(fp, "<total type=\"large\" count=\"%llu\" size=\"%llu\" allocs=\"%llu\"/>\n",
-          (unsigned long long)l.large_blocks, (unsigned long long)l.large_bytes, (unsigned long long)s.large_allocs);
+          (unsigned long long)v[KITE_STAT_LARGE_LIVE_BLOCKS], (unsigned long long)v[KITE_STAT_LARGE_LIVE_BYTES],
+          (unsigned long long)v[KITE_STAT_LARGE_ALLOCS]);
   fprintf(fp, "<total type=\"huge\" count=\"%llu\" size=\"%llu\" allocs=\"%llu\"/>\n",
-          (unsigned long long)l.huge_blocks, (unsigned long long)l.huge_bytes, (unsigned long long)s.huge_allocs);
-  fprintf(fp, "<total type=\"live\" count=\"%llu\" size=\"%llu\"/>\n",
-          (unsigned long long)(l.small_blocks + l.large_blocks + l.huge_blocks),
-          (unsigned long long)(l.small_bytes + l.large_bytes + l.huge_bytes));
-  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n", (unsigned long long)s.committed);
-  fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n", (unsigned long long)s.peak_committed);
-  fprintf(fp, "<system type=\"purged\" size=\"%llu\"/>\n", (unsigned long long)s.purged);
-  fprintf(fp, "<aspace type=\"arenas\" count=\"%llu\"/>\n", (unsigned long long)s.arenas);
-  fprintf(fp, "<frees remote=\"%llu\" invalid=\"%llu\"/>\n", (unsigned long long)s.remote_frees,
-          (unsigned long long)s.invalid_frees);
+          (unsigned long long)v[KITE_STAT_HUGE_LIVE_BLOCKS], (unsigned long long)v[KITE_STAT_HUGE_LIVE_BYTES],
+          (unsigned long long)v[KITE_STAT_HUGE_ALLOCS]);
+  fprintf(fp, "<total type=\"live\" count=\"%llu\" size=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_LIVE_BLOCKS],
+          (unsigned long long)v[KITE_STAT_LIVE_BYTES]);
+  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_COMMITTED]);
+  fprintf(fp, "<system type=\"max\" size=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_PEAK_COMMITTED]);
+  fprintf(fp, "<system type=\"purged\" size=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_PURGED]);
+  fprintf(fp, "<aspace type=\"arenas\" count=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_ARENAS]);
+  fprintf(fp, "<frees remote=\"%llu\" invalid=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_REMOTE_FREES],
+          (unsigned long long)v[KITE_STAT_INVALID_FREES]);
+  fprintf(fp, "<pages abandoned=\"%llu\" adopted=\"%llu\"/>\n", (unsigned long long)v[KITE_STAT_PAGES_ABANDONED],
+          (unsigned long long)v[KITE_STAT_PAGES_ADOPTED]);
   fprintf(fp, "</malloc>\n");
   return ferror(fp) ? -1 : 0;
 }
@@ -107,10 +105,12 @@ KITE_API int mallopt(int param, int value) {
   _kite_options_ensure();
   switch (param) {
   case M_TRIM_THRESHOLD:
-    /* kite returns free memory by age, not by amount: 0 means "at once" (purge delay 0), a
-     * negative value "never" (glibc: no trimming); a positive threshold keeps the delay. */
-    if (value == 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
-    else if (value < 0) kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+    /* kite returns free memory by age, not by amount (options.c, KITE_PURGE_DELAY_MS's
+     * mallopt column): 0 means "at once" (purge delay 0), a negative value "never" (delay
+     * -1: glibc's "no trimming"), a positive threshold gives back kite's own decay, the
+     * delay read at start-up (the environment's, or the build's default). */
+    kite_option_set(KITE_OPTION_PURGE_DELAY_MS,
+                    value == 0 ? 0 : value < 0 ? -1 : (long)_kite_option_initial(KITE_OPT_PURGE_DELAY_MS));
     return 1;
   case M_ARENA_MAX:
   case M_ARENA_TEST:

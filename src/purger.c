@@ -30,7 +30,7 @@ static bool pending(void) {
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    int64_t d = _kite_options.purge_delay_ms;
+    int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
     if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_ACQUIRE) || !pending()) {
       __atomic_store_n(&state, 0, __ATOMIC_SEQ_CST);
       if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_SEQ_CST) || !pending()) break;
@@ -69,7 +69,7 @@ static void purger_start(void) {
 
 /* The hook: a free left committed free memory behind. */
 static void wake(void) {
-  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_options.purge_delay_ms > 0) purger_start();
+  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) purger_start();
 }
 
 void _kite_purger_enable(bool on) {

@@ -18,13 +18,13 @@ void _kite_report_invalid(const char *what, const void *p) {
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   _kite_out_str(&o, "kite: "); _kite_out_str(&o, what); _kite_out_str(&o, ": ");
   _kite_out_hex(&o, (uintptr_t)p);
-  _kite_out_str(&o, _kite_options.abort_on_error ? " (aborting)\n" : " (ignored)\n");
+  _kite_out_str(&o, _kite_opt(KITE_OPT_ABORT_ON_ERROR) ? " (aborting)\n" : " (ignored)\n");
   _kite_out_flush(&o);
-  if (_kite_options.abort_on_error) _kite_os_abort();
+  if (_kite_opt(KITE_OPT_ABORT_ON_ERROR)) _kite_os_abort();
 }
 
 void _kite_report_oom(size_t count, size_t size) {
-  if (!_kite_options.verbose) return;
+  if (!_kite_opt(KITE_OPT_VERBOSE)) return;
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   size_t n;
   _kite_out_str(&o, "kite: out of memory: a request of ");
@@ -40,7 +40,7 @@ void _kite_report_oom(size_t count, size_t size) {
 }
 
 void _kite_report_note(const char *what) {
-  if (!_kite_options.verbose) return;
+  if (!_kite_opt(KITE_OPT_VERBOSE)) return;
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
   _kite_out_str(&o, "kite: ");
   _kite_out_str(&o, what);

@@ -1,5 +1,6 @@
 /* src/stats.h -- process-wide counters (atomics). Per-heap counters live in the heaps and
- * are merged in by heap.c (_kite_heap_collect_stats); printing is in introspect.c.
+ * are merged in by heap.c (_kite_heap_collect_stats); the field table that says how each
+ * is shown is in visit.c, the printers in introspect.c and override.c.
  * Layer: bottom.
  */
 #ifndef KITE_STATS_H
@@ -7,6 +8,8 @@
 #include "types.h"
 #include "sizeclass.h"
 
+/* Every word is a counter that some path writes and the statistics field table (visit.c)
+ * shows: visit.c asserts the size, and the introspect test that each word is in the table. */
 typedef struct kite_gstats_s {
   uint64_t issued[KITE_CLASSES]; /* small blocks handed to allocation lists */
   uint64_t large_allocs, huge_allocs, remote_frees, invalid_frees;

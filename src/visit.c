@@ -7,6 +7,7 @@
 #include "pagemap.h"
 #include "stats.h"
 #include "secure_layout.h"
+#include <stddef.h>
 #include <string.h>
 
 #if KITE_SECURE
@@ -20,6 +21,84 @@ static inline void flush_own(void) {
   void (*flush)(void) = __atomic_load_n(&_kite_visit_flush_hook, __ATOMIC_ACQUIRE);
   if (flush) flush();
 #endif
+}
+
+/* ---- the statistics field table (contract and V1 in visit.h) ---- */
+
+#define CTR(f) KITE_SRC_COUNTER, offsetof(kite_gstats_t, f) / sizeof(uint64_t), {0, 0, 0}
+#define CLASSES(f) KITE_SRC_CLASSES, offsetof(kite_gstats_t, f) / sizeof(uint64_t), {0, 0, 0}
+#define LIVE(f) KITE_SRC_LIVE, offsetof(kite_live_t, f) / sizeof(uint64_t), {0, 0, 0}
+#define SUM(a, b, c) KITE_SRC_SUM, 0, {a, b, c}
+#define GET(f) offsetof(kite_stats_t, f)
+
+const kite_stat_field_t _kite_stat_fields[KITE_STAT_COUNT] = {
+  [KITE_STAT_COMMITTED] = {"", "committed", "committed",
+    "bytes kite holds from the OS now: runs in use, free runs not yet purged, arena metadata, link arrays, huge maps and the huge cache",
+    CTR(committed), GET(committed), true, "`arena`", "`<system type=\"current\">`"},
+  [KITE_STAT_PEAK_COMMITTED] = {"", "peak_committed", "peak committed", "the most committed has been",
+    CTR(peak_committed), GET(peak_committed), true, "`usmblks`", "`<system type=\"max\">`"},
+  [KITE_STAT_PURGED] = {"", "purged", "purged",
+    "bytes given back to the OS so far: decommitted runs, unmapped huge maps, link arrays malloc_trim decommitted",
+    CTR(purged), GET(purged), true, NULL, "`<system type=\"purged\">`"},
+  [KITE_STAT_ARENAS] = {"", "arenas", "arenas", "arenas mapped now, at most 64 MiB each; empty ones are unmapped",
+    CTR(arenas), GET(arenas), false, NULL, "`<aspace type=\"arenas\">`"},
+  [KITE_STAT_LIVE_BLOCKS] = {"live", "blocks", "live blocks", "blocks handed out and not freed: small + large + huge",
+    SUM(KITE_STAT_SMALL_LIVE_BLOCKS, KITE_STAT_LARGE_LIVE_BLOCKS, KITE_STAT_HUGE_LIVE_BLOCKS), GET(live_blocks), false,
+    NULL, "`<total type=\"live\" count>`"},
+  [KITE_STAT_LIVE_BYTES] = {"live", "bytes", "live bytes", "their usable sizes: small + large + huge",
+    SUM(KITE_STAT_SMALL_LIVE_BYTES, KITE_STAT_LARGE_LIVE_BYTES, KITE_STAT_HUGE_LIVE_BYTES), GET(live_bytes), true,
+    "`uordblks`; `fordblks` = `arena` - this", "`<total type=\"live\" size>`"},
+  [KITE_STAT_SMALL_LIVE_BLOCKS] = {"small", "live_blocks", "small live blocks", "small blocks live, summed over the size classes",
+    LIVE(small_blocks), GET(small_live_blocks), false, NULL, "`<total type=\"small\" count>`"},
+  [KITE_STAT_SMALL_LIVE_BYTES] = {"small", "live_bytes", "small live bytes", "their bytes: live blocks x block size",
+    LIVE(small_bytes), GET(small_live_bytes), true, NULL, "`<total type=\"small\" size>`"},
+  [KITE_STAT_SMALL_PAGES] = {"small", "pages", "small pages", "small pages of every heap and abandoned ones",
+    LIVE(small_pages), GET(small_pages), false, "`ordblks` (with large live blocks)", "`<total type=\"small\" pages>`"},
+  [KITE_STAT_SMALL_ISSUED] = {"small", "issued", "small allocations",
+    "blocks put on a heap's allocation list: carved, collected from remote frees and, while statistics are on, local frees; not malloc calls",
+    CLASSES(issued), GET(small_allocs), false, NULL, "`<total type=\"small\" issued>`"},
+  [KITE_STAT_LARGE_ALLOCS] = {"large", "allocs", "large allocations", "large runs of 64 KiB .. 16 MiB allocated since start",
+    CTR(large_allocs), GET(large_allocs), false, NULL, "`<total type=\"large\" allocs>`"},
+  [KITE_STAT_LARGE_LIVE_BLOCKS] = {"large", "live_blocks", "large live blocks", "large blocks in use",
+    LIVE(large_blocks), GET(large_live_blocks), false, "`ordblks` (with small pages)", "`<total type=\"large\" count>`"},
+  [KITE_STAT_LARGE_LIVE_BYTES] = {"large", "live_bytes", "large live bytes", "their usable sizes",
+    LIVE(large_bytes), GET(large_live_bytes), true, NULL, "`<total type=\"large\" size>`"},
+  [KITE_STAT_HUGE_ALLOCS] = {"huge", "allocs", "huge allocations", "huge maps allocated since start",
+    CTR(huge_allocs), GET(huge_allocs), false, NULL, "`<total type=\"huge\" allocs>`"},
+  [KITE_STAT_HUGE_LIVE_BLOCKS] = {"huge", "live_blocks", "huge live blocks", "huge blocks in use",
+    CTR(huge_live_blocks), GET(huge_live_blocks), false, "`hblks`", "`<total type=\"huge\" count>`"},
+  [KITE_STAT_HUGE_LIVE_BYTES] = {"huge", "live_bytes", "huge live bytes", "their mapped sizes",
+    CTR(huge_live_bytes), GET(huge_live_bytes), true, "`hblkhd`", "`<total type=\"huge\" size>`"},
+  [KITE_STAT_REMOTE_FREES] = {"", "remote_frees", "remote frees",
+    "frees of small blocks owned by another thread's heap, counted when the owner takes them back",
+    CTR(remote_frees), GET(remote_frees), false, NULL, "`<frees remote>`"},
+  [KITE_STAT_INVALID_FREES] = {"", "invalid_frees", "invalid frees", "invalid pointers and double frees given to free (reports of realloc, malloc_usable_size and kite_heap_* are not counted)",
+    CTR(invalid_frees), GET(invalid_frees), false, NULL, "`<frees invalid>`"},
+  [KITE_STAT_PAGES_ABANDONED] = {"", "pages_abandoned", "pages abandoned", "pages of exited threads put on the abandoned lists",
+    CTR(pages_abandoned), GET(pages_abandoned), false, NULL, "`<pages abandoned>`"},
+  [KITE_STAT_PAGES_ADOPTED] = {"", "pages_adopted", "pages adopted", "abandoned pages another thread took over",
+    CTR(pages_adopted), GET(pages_adopted), false, NULL, "`<pages adopted>`"},
+};
+/* V1 at compile time: a word added to kite_gstats_t needs its field above (the introspect
+ * test checks which field reads which word). */
+_Static_assert(sizeof(kite_gstats_t) == (KITE_CLASSES + 12) * sizeof(uint64_t), "kite_gstats_t: update the field table");
+_Static_assert(sizeof(kite_stats_t) == KITE_STAT_COUNT * sizeof(unsigned long long), "kite_stats_t: one field a statistic");
+
+void _kite_snapshot(kite_snapshot_t *sn) {
+  _kite_heap_collect_stats(&sn->s);
+  _kite_live_collect(&sn->l);
+  const uint64_t *s = (const uint64_t *)&sn->s, *l = (const uint64_t *)&sn->l;
+  for (unsigned i = 0; i < KITE_STAT_COUNT; i++) {
+    const kite_stat_field_t *f = &_kite_stat_fields[i];
+    uint64_t v = 0;
+    if (f->src == KITE_SRC_COUNTER) v = s[f->at];
+    else if (f->src == KITE_SRC_LIVE) v = l[f->at];
+    else if (f->src == KITE_SRC_CLASSES) for (unsigned c = 0; c < KITE_CLASSES; c++) v += s[f->at + c];
+    sn->v[i] = v;
+  }
+  for (unsigned i = 0; i < KITE_STAT_COUNT; i++) /* sums of fields of the other sources */
+    if (_kite_stat_fields[i].src == KITE_SRC_SUM)
+      sn->v[i] = sn->v[_kite_stat_fields[i].sum[0]] + sn->v[_kite_stat_fields[i].sum[1]] + sn->v[_kite_stat_fields[i].sum[2]];
 }
 
 uint32_t _kite_page_live(const kite_page_t *pg) {

@@ -38,6 +38,51 @@ void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
 extern void (*_kite_test_hook_heap_live_page)(void);
 #endif
 
+/* ---- the statistics field table (visit.c): one entry per figure, behind the text and
+ * JSON printers, kite_stats_get, mallinfo2, malloc_info and docs/stats.md's field table.
+ * Invariant V1: every word of kite_gstats_t and every scalar of kite_live_t is the source
+ * of some field (the introspect test checks it), so a counter nobody shows is a failure. */
+typedef enum kite_stat_e {
+  KITE_STAT_COMMITTED, KITE_STAT_PEAK_COMMITTED, KITE_STAT_PURGED, KITE_STAT_ARENAS,
+  KITE_STAT_LIVE_BLOCKS, KITE_STAT_LIVE_BYTES,
+  KITE_STAT_SMALL_LIVE_BLOCKS, KITE_STAT_SMALL_LIVE_BYTES, KITE_STAT_SMALL_PAGES, KITE_STAT_SMALL_ISSUED,
+  KITE_STAT_LARGE_ALLOCS, KITE_STAT_LARGE_LIVE_BLOCKS, KITE_STAT_LARGE_LIVE_BYTES,
+  KITE_STAT_HUGE_ALLOCS, KITE_STAT_HUGE_LIVE_BLOCKS, KITE_STAT_HUGE_LIVE_BYTES,
+  KITE_STAT_REMOTE_FREES, KITE_STAT_INVALID_FREES, KITE_STAT_PAGES_ABANDONED, KITE_STAT_PAGES_ADOPTED,
+  KITE_STAT_COUNT
+} kite_stat_t;
+
+/* Where a field's value comes from. */
+typedef enum {
+  KITE_SRC_COUNTER, /* word `at` of kite_gstats_t (the counters, merged over heaps) */
+  KITE_SRC_CLASSES, /* the sum of KITE_CLASSES words of kite_gstats_t from `at` */
+  KITE_SRC_LIVE,    /* word `at` of kite_live_t (walked when the statistics are taken) */
+  KITE_SRC_SUM,     /* the sum of the fields sum[0..2] (each of another source) */
+} kite_stat_src_t;
+
+typedef struct kite_stat_field_s {
+  const char *group, *key; /* JSON: "key" in the object "group" ("" for the top level) */
+  const char *label;       /* text: "  label: value (doc)" */
+  const char *doc;         /* one line: the text's and docs/stats.md's */
+  kite_stat_src_t src;
+  uint16_t at;
+  uint8_t sum[3];
+  uint16_t get;            /* offset of its kite_stats_t field */
+  bool bytes;              /* a size: the text shows it as "12.3 MiB" */
+  const char *mallinfo2;   /* docs: the mallinfo2 fields it goes into, or NULL */
+  const char *malloc_info; /* docs: where malloc_info's XML has it, or NULL */
+} kite_stat_field_t;
+extern const kite_stat_field_t _kite_stat_fields[KITE_STAT_COUNT];
+
+/* Every figure at once: the counters merged (heap_lock), the live ones walked (arena lock),
+ * then v[] computed from them by the table. */
+typedef struct kite_snapshot_s {
+  kite_gstats_t s;
+  kite_live_t l;
+  uint64_t v[KITE_STAT_COUNT];
+} kite_snapshot_t;
+void _kite_snapshot(kite_snapshot_t *sn);
+
 /* Live blocks of small page pg from its counters (see above). */
 uint32_t _kite_page_live(const kite_page_t *pg);
 

@@ -261,6 +261,8 @@ bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest) {
   return q == dest;
 }
 
+int _kite_os_getpid(void) { return (int)getpid(); }
+
 int _kite_os_dup_cloexec(int fd) {
   int saved = errno;
   int r = fcntl(fd, F_DUPFD_CLOEXEC, 100);

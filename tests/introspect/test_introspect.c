@@ -18,6 +18,99 @@
 #include <unistd.h>
 #include "api_names.h"
 #include "test.h"
+#ifndef KITE_TEST_PLAIN
+#include "visit.h" /* the statistics field table (kite-noover exposes it) */
+#endif
+
+/* What kite_stats_print(fd) / kite_stats_print_json(fd) write, in a static buffer. */
+static char printed[1 << 16];
+static const char *print_to_buffer(void (*print)(int)) {
+  FILE *f = tmpfile();
+  if (!f) return "";
+  print(fileno(f));
+  rewind(f);
+  size_t n = fread(printed, 1, sizeof printed - 1, f);
+  printed[n] = 0;
+  fclose(f);
+  return printed;
+}
+
+/* Both printers say which process they describe: its pid and program name. */
+TEST(stats_name_the_process) {
+  char want[256];
+  snprintf(want, sizeof want, "kite statistics (pid %d, program %s)\n", (int)getpid(), program_invocation_short_name);
+  const char *text = print_to_buffer(kite_stats_print);
+  expect_true(strncmp(text, want, strlen(want)) == 0);
+  snprintf(want, sizeof want, "\"pid\": %d, \"program\": \"%s\"", (int)getpid(), program_invocation_short_name);
+  const char *json = print_to_buffer(kite_stats_print_json);
+  if (!strstr(json, want)) fprintf(stderr, "  wanted %s in: %.200s\n", want, json);
+  expect_true(strstr(json, want) != NULL);
+}
+
+#ifndef KITE_TEST_PLAIN
+/* The field table is complete (visit.h V1): every word of kite_gstats_t is read by some
+ * field, so a counter that no printer shows fails here; every field is printed by the text
+ * ("  label: ") and the JSON ("key" in its group), and reaches kite_stats_get with the value
+ * of a snapshot taken just before; every field of kite_stats_t is some field's. */
+TEST(stat_fields_complete) {
+  for (unsigned w = 0; w < sizeof(kite_gstats_t) / sizeof(uint64_t); w++) {
+    bool read = false;
+    for (unsigned i = 0; i < KITE_STAT_COUNT; i++) {
+      const kite_stat_field_t *f = &_kite_stat_fields[i];
+      if ((f->src == KITE_SRC_COUNTER && f->at == w) ||
+          (f->src == KITE_SRC_CLASSES && w >= f->at && w < f->at + (unsigned)KITE_CLASSES)) read = true;
+    }
+    if (!read) fprintf(stderr, "  word %u of kite_gstats_t is in no statistics field\n", w);
+    expect_true(read);
+  }
+  bool got[sizeof(kite_stats_t) / sizeof(unsigned long long)] = {0};
+  for (unsigned i = 0; i < KITE_STAT_COUNT; i++) {
+    unsigned k = _kite_stat_fields[i].get / sizeof(unsigned long long);
+    assert_true(k < sizeof got / sizeof got[0]);
+    expect_true(!got[k]);
+    got[k] = true;
+  }
+  for (unsigned k = 0; k < sizeof got / sizeof got[0]; k++) expect_true(got[k]);
+
+  void *keep[3] = {A_malloc(100), A_malloc(100 << 10), A_malloc((size_t)20 << 20)};
+  const char *text = print_to_buffer(kite_stats_print);
+  char text_copy[1 << 16];
+  snprintf(text_copy, sizeof text_copy, "%s", text);
+  const char *json = print_to_buffer(kite_stats_print_json);
+  for (unsigned i = 0; i < KITE_STAT_COUNT; i++) {
+    const kite_stat_field_t *f = &_kite_stat_fields[i];
+    char want[160];
+    snprintf(want, sizeof want, "\n  %s: ", f->label);
+    if (!strstr(text_copy, want)) fprintf(stderr, "  text lacks %s\n", f->label);
+    expect_true(strstr(text_copy, want) != NULL);
+    const char *in = json;
+    if (*f->group) {
+      snprintf(want, sizeof want, "\"%s\": {", f->group);
+      in = strstr(json, want);
+      expect_true(in != NULL);
+      if (!in) continue;
+    }
+    snprintf(want, sizeof want, "\"%s\": ", f->key);
+    const char *at = strstr(in, want), *end = *f->group ? strchr(in, '}') : NULL;
+    if (!at || (end && at > end)) fprintf(stderr, "  JSON lacks %s.%s\n", f->group, f->key);
+    expect_true(at != NULL && (!end || at < end));
+  }
+  kite_snapshot_t sn;
+  _kite_snapshot(&sn);
+  kite_stats_t st;
+  memset(&st, 0xff, sizeof st);
+  kite_stats_get(&st);
+  for (unsigned i = 0; i < KITE_STAT_COUNT; i++) {
+    unsigned long long v = *(unsigned long long *)((char *)&st + _kite_stat_fields[i].get);
+    if (v != sn.v[i]) fprintf(stderr, "  kite_stats_get: %s %llu, snapshot %llu\n", _kite_stat_fields[i].label, v,
+                              (unsigned long long)sn.v[i]);
+    expect_uint_eq(v, sn.v[i]);
+  }
+  expect_true(st.live_blocks >= 3 && st.huge_live_blocks >= 1 && st.large_live_blocks >= 1);
+  expect_uint_eq(st.live_blocks, st.small_live_blocks + st.large_live_blocks + st.huge_live_blocks);
+  for (int i = 0; i < 3; i++) A_free(keep[i]);
+}
+#endif
 
 #define NSET 600
 static void *set[NSET];
@@ -181,13 +274,20 @@ TEST(mallinfo2_figures) {
 }
 
 TEST(mallopt_params) {
+  /* M_TRIM_THRESHOLD: 0 -> purge delay 0, negative -> -1, positive -> the start-up delay
+   * (this process's environment sets none: the default, 10), whatever came before */
   long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  expect_int_eq(delay, 10);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, 0), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), 0);
+  expect_int_eq(mallopt(M_TRIM_THRESHOLD, 128 << 10), 1);
+  expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, -1), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), -1);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
   expect_int_eq(mallopt(M_TRIM_THRESHOLD, 1 << 20), 1);
+  expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
+  expect_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 500), 0);
+  expect_int_eq(mallopt(M_TRIM_THRESHOLD, 1), 1);
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), delay);
   expect_int_eq(mallopt(M_ARENA_MAX, 2), 1);
   expect_int_eq(mallopt(M_ARENA_TEST, 1), 1);
@@ -248,6 +348,10 @@ int main(int argc, char **argv) {
   RUN(visit_thread_heap);
   RUN(visit_first_class_heap);
   RUN(visit_remote_frees_and_all);
+  RUN(stats_name_the_process);
+#ifndef KITE_TEST_PLAIN
+  RUN(stat_fields_complete);
+#endif
 #ifdef KITE_TEST_PLAIN
   RUN(mallinfo2_figures);
   RUN(mallopt_params);

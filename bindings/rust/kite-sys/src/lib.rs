@@ -46,6 +46,28 @@ pub struct kite_stats_t {
     pub purged: u64,
     /// 64 MiB arenas reserved.
     pub arenas: u64,
+    /// Blocks handed out and not freed: small + large + huge.
+    pub live_blocks: u64,
+    /// Their usable sizes.
+    pub live_bytes: u64,
+    /// Small blocks live.
+    pub small_live_blocks: u64,
+    /// Their bytes.
+    pub small_live_bytes: u64,
+    /// Small pages of every heap and abandoned ones.
+    pub small_pages: u64,
+    /// Large blocks in use.
+    pub large_live_blocks: u64,
+    /// Their usable sizes.
+    pub large_live_bytes: u64,
+    /// Huge blocks in use.
+    pub huge_live_blocks: u64,
+    /// Their mapped sizes.
+    pub huge_live_bytes: u64,
+    /// Pages of exited threads put on the abandoned lists.
+    pub pages_abandoned: u64,
+    /// Abandoned pages another thread took over.
+    pub pages_adopted: u64,
 }
 
 /// `kite_block_visitor_t`: called with a live block and its usable size; returns false to
@@ -139,8 +161,9 @@ extern "C" {
 
     /// The current value of an option.
     pub fn kite_option_get(option: kite_option_t) -> c_long;
-    /// Change an option (a plain store: set options before starting threads).
-    pub fn kite_option_set(option: kite_option_t, value: c_long);
+    /// Change an option (an atomic store): 0, or -1 with errno `EINVAL` for a value out of
+    /// the option's range (the option keeps its value) or an unknown option.
+    pub fn kite_option_set(option: kite_option_t, value: c_long) -> c_int;
 }
 
 /// What the C compiler saw in `kite.h` when the crate was built (from a probe compiled

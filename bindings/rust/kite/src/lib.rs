@@ -161,7 +161,7 @@ pub fn stats() -> Stats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KiteOption {
-    /// `KITE_SHOW_STATS` (bool, default 0): print statistics at exit.
+    /// `KITE_SHOW_STATS` (default 0): print statistics at exit, 1 text, 2 JSON.
     ShowStats,
     /// `KITE_VERBOSE` (bool, default 0): report every allocation that fails for lack of memory.
     Verbose,
@@ -218,14 +218,37 @@ pub fn option_get(option: KiteOption) -> i64 {
     unsafe { sys::kite_option_get(option.raw()) }.into()
 }
 
-/// Set `option` to `value` (clamped to the range of a C `long`).
+/// [`option_set`]'s error: the value is outside the option's range (the table in kite's
+/// README and kite(3)); the option kept its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// The option that was to be set.
+    pub option: KiteOption,
+    /// The value it refused.
+    pub value: i64,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}: out of the option's range", self.option.env_name(), self.value)
+    }
+}
+
+impl std::error::Error for OutOfRange {}
+
+/// Set `option` to `value`, or leave it unchanged and return [`OutOfRange`] when `value`
+/// is outside the option's range.
 ///
-/// kite stores options as plain words that its threads read without synchronization: set
-/// them at start-up, before other threads allocate; a thread already running may act on
-/// the old value for a while.
-pub fn option_set(option: KiteOption, value: i64) {
-    let v = c_long::try_from(value).unwrap_or(if value < 0 { c_long::MIN } else { c_long::MAX });
-    unsafe { sys::kite_option_set(option.raw(), v) }
+/// Options are atomic words that kite's threads read as they go: a thread already running
+/// may act on the old value for a while.
+pub fn option_set(option: KiteOption, value: i64) -> Result<(), OutOfRange> {
+    let err = OutOfRange { option, value };
+    let v = c_long::try_from(value).map_err(|_| err)?;
+    if unsafe { sys::kite_option_set(option.raw(), v) } == 0 {
+        Ok(())
+    } else {
+        Err(err)
+    }
 }
 
 /// A first-class kite heap: blocks allocated from it are released all at once when it is

@@ -77,14 +77,21 @@ fn options_round_trip() {
         .iter()
         .map(|&o| kite::option_get(o))
         .collect();
-    kite::option_set(KiteOption::PurgeDelayMs, 250);
+    kite::option_set(KiteOption::PurgeDelayMs, 250).unwrap();
     assert_eq!(kite::option_get(KiteOption::PurgeDelayMs), 250);
-    kite::option_set(KiteOption::PurgeDelayMs, -1);
+    kite::option_set(KiteOption::PurgeDelayMs, -1).unwrap();
     assert_eq!(kite::option_get(KiteOption::PurgeDelayMs), -1);
-    kite::option_set(KiteOption::Verbose, 1);
+    kite::option_set(KiteOption::Verbose, 1).unwrap();
+    assert_eq!(kite::option_get(KiteOption::Verbose), 1);
+    // out of range: refused, nothing changed
+    let e = kite::option_set(KiteOption::PurgeDelayMs, 86_400_001).unwrap_err();
+    assert_eq!(e.value, 86_400_001);
+    assert_eq!(kite::option_get(KiteOption::PurgeDelayMs), -1);
+    assert!(kite::option_set(KiteOption::Verbose, 2).is_err());
+    assert!(kite::option_set(KiteOption::PurgeDelayMs, i64::MAX).is_err());
     assert_eq!(kite::option_get(KiteOption::Verbose), 1);
     for (&o, v) in KiteOption::ALL.iter().zip(saved.clone()) {
-        kite::option_set(o, v);
+        kite::option_set(o, v).unwrap();
     }
     let now: Vec<i64> = KiteOption::ALL
         .iter()
