@@ -3,9 +3,10 @@
  * Glossary
  *   unit    64 KiB (KITE_UNIT_SIZE): the granule the buddy page heap hands out.
  *   arena   a 64 MiB reservation aligned to 64 MiB (KITE_ARENA_SIZE) = 1024 units. Its
- *           first units hold metadata: the page descriptor table (one kite_page_t per
- *           unit, at the very start of the arena), then the arena header, then the buddy
- *           heap's metadata. The rest is handed out by the buddy heap in runs of 2^k units.
+ *           first units hold metadata between guard pages: a PROT_NONE page
+ *           (KITE_ARENA_GUARD), the page descriptor table (one kite_page_t per unit), the
+ *           arena header, the buddy heap's metadata, then PROT_NONE up to the first user
+ *           unit. The rest is handed out by the buddy heap in runs of 2^k units.
  *           Only a prefix is mapped at first (1 MiB), doubled as the arena fills.
  *   page    a run of 2^k units used for one purpose: a slab of one size class (small
  *           page), or one large object (large run). Its descriptor is the descriptor of
@@ -24,7 +25,8 @@
  * Finding metadata from a pointer p (no per-object header):
  *   _kite_pagemap[p >> 26]  KITE_PM_ARENA / KITE_PM_HUGE / 0 (not ours): "is it ours?"
  *   arena  = p & ~(KITE_ARENA_SIZE-1)
- *   page   = (kite_page_t *)arena + ((p >> 16) & 1023), then minus head_off.
+ *   page   = (kite_page_t *)(arena + KITE_ARENA_GUARD) + ((p >> 16) & 1023), then minus
+ *            head_off (_kite_unit_of).
  *
  * Which file owns what (each module's header states its invariants and locks; the layers,
  * bottom up, with arrows only downward -- docs/design.md draws them from the sources):
@@ -86,6 +88,9 @@
 #define KITE_ARENA_SIZE ((size_t)1 << KITE_ARENA_SHIFT)
 #define KITE_ARENA_MASK (KITE_ARENA_SIZE - 1)
 #define KITE_ARENA_UNITS (1u << (KITE_ARENA_SHIFT - KITE_UNIT_SHIFT))
+/* An arena's first OS page is PROT_NONE: the arena below it in the address space ends
+ * with user blocks, and no overflow out of them may reach this arena's descriptors. */
+#define KITE_ARENA_GUARD ((size_t)4096)
 #define KITE_ADDR_BITS 47
 #define KITE_OS_PAGE 4096
 #define KITE_SMALL_MAX ((size_t)65536)   /* largest small (slab) block; sizeclass.h */
@@ -158,15 +163,23 @@ typedef struct kite_page_s {
 
 _Static_assert(sizeof(kite_page_t) == 128, "page descriptors are 128 bytes");
 
-/* ---- address arithmetic of the layout (see the glossary) ---- */
-static inline kite_page_t *_kite_unit_of(uintptr_t u) {
-  return (kite_page_t *)(u & ~(uintptr_t)KITE_ARENA_MASK) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
+/* ---- address arithmetic of the layout (see the glossary) ----
+ * The one place that says where the descriptor of an address is (every caller, the free
+ * fast path included, goes through _kite_unit_at or _kite_unit_of). */
+/* Descriptor of the unit holding u, given base = u's arena (u & ~KITE_ARENA_MASK, however
+ * the caller got it). */
+static inline kite_page_t *_kite_unit_at(uintptr_t base, uintptr_t u) {
+  return (kite_page_t *)(base + KITE_ARENA_GUARD +
+                         ((u >> (KITE_UNIT_SHIFT - 7)) & ((uintptr_t)(KITE_ARENA_UNITS - 1) << 7)));
 }
+static inline kite_page_t *_kite_unit_of(uintptr_t u) { return _kite_unit_at(u & ~(uintptr_t)KITE_ARENA_MASK, u); }
 static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_off; }
-/* First byte of the memory a descriptor describes. */
+/* First byte of the memory a descriptor describes, from the descriptor's address: arena
+ * base + (offset in the table - KITE_ARENA_GUARD) * (KITE_UNIT_SIZE / sizeof(kite_page_t)). */
 static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
   uintptr_t u = (uintptr_t)pg;
-  return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) << (KITE_UNIT_SHIFT - 7)));
+  enum { R = KITE_UNIT_SIZE / sizeof(kite_page_t) };
+  return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) - KITE_ARENA_GUARD) * R);
 }
 
 /* ---- locks (pthread mutexes: held only on slow paths) ---- */
