@@ -26,7 +26,9 @@
  *   _kite_pagemap[p >> 26]  KITE_PM_ARENA / KITE_PM_HUGE / 0 (not ours): "is it ours?"
  *   arena  = p & ~(KITE_ARENA_SIZE-1)
  *   page   = (kite_page_t *)(arena + KITE_ARENA_GUARD) + ((p >> 16) & 1023), then minus
- *            head_off (_kite_unit_of).
+ *            head_off (_kite_unit_of). A descriptor's unit, and so its page's first byte,
+ *            follow from the descriptor's own address (_kite_page_start): nothing stored in
+ *            a descriptor says where its blocks are.
  *
  * Which file owns what (each module's header states its invariants and locks; the layers,
  * bottom up, with arrows only downward -- docs/design.md draws them from the sources):
@@ -94,6 +96,7 @@
 #define KITE_ADDR_BITS 47
 #define KITE_OS_PAGE 4096
 #define KITE_SMALL_MAX ((size_t)65536)   /* largest small (slab) block; sizeclass.h */
+#define KITE_SMALL_PAGE_MAX ((size_t)8 * KITE_SMALL_MAX) /* largest small page (8 blocks of the largest class) */
 /* Large objects: buddy runs up to 2^KITE_LARGE_MAX_ORDER units; above: huge (OS map). */
 #define KITE_LARGE_MAX_ORDER 8
 #define KITE_LARGE_MAX (KITE_UNIT_SIZE << KITE_LARGE_MAX_ORDER) /* 16 MiB */
@@ -136,7 +139,7 @@ typedef struct kite_owned_s {
 /* The descriptor of one unit of an arena. Fields by the layer that writes them:
  *   arena: kind (FREE/META until a user sets SMALL/LARGE), head_off, order, heap = NULL
  *   page:  free, local_free, used, block_size, capacity, links, thread_free, div_magic,
- *          start, cls, reserved, links_cap (small pages)
+ *          cls, reserved, links_cap (small pages)
  *   heap:  heap, next/prev (queues), owned (first-class heaps)
  *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
@@ -150,7 +153,7 @@ typedef struct kite_page_s {
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
   uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
-  uint8_t *start;                  /* small: the first block (the run's first byte) */
+  uint64_t unused2_;                /* (no start: _kite_page_start derives it) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t kind, cls, order, unused_;
   /* cold */
@@ -174,12 +177,19 @@ static inline kite_page_t *_kite_unit_at(uintptr_t base, uintptr_t u) {
 }
 static inline kite_page_t *_kite_unit_of(uintptr_t u) { return _kite_unit_at(u & ~(uintptr_t)KITE_ARENA_MASK, u); }
 static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_off; }
-/* First byte of the memory a descriptor describes, from the descriptor's address: arena
- * base + (offset in the table - KITE_ARENA_GUARD) * (KITE_UNIT_SIZE / sizeof(kite_page_t)). */
+/* KITE_UNIT_SIZE / sizeof(kite_page_t) - 1 (511), defined in sizeclass.c where the
+ * compiler cannot see it: the multiply below stays one imul (gcc would make a known 511
+ * shift, move and subtract). In read-only data. */
+extern const uintptr_t _kite_desc_ratio_m1 KITE_HIDDEN;
+/* First byte of the memory a descriptor describes, from the descriptor's address alone: its
+ * offset in the table, less KITE_ARENA_GUARD, times KITE_UNIT_SIZE / sizeof(kite_page_t)
+ * (512), added to the arena base; written as d + (offset in the arena) * 511 - 512 * guard
+ * (the same sum: a mask, a multiply and an add, no second copy of the base). For a
+ * descriptor of a table, whatever it holds, the result is its unit's first byte. */
 static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
   uintptr_t u = (uintptr_t)pg;
   enum { R = KITE_UNIT_SIZE / sizeof(kite_page_t) };
-  return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) - KITE_ARENA_GUARD) * R);
+  return (uint8_t *)(u + (u & KITE_ARENA_MASK) * _kite_desc_ratio_m1 - R * KITE_ARENA_GUARD);
 }
 
 /* ---- locks (pthread mutexes: held only on slow paths) ---- */
