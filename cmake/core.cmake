@@ -93,6 +93,13 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_links.c)
   endforeach()
 endif()
 
+# One 8-byte write into a page descriptor: malloc stays inside the page or stops.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_meta_write.c)
+  kite_test(core_meta_write SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_meta_write.c
+            LIBS kite-noover-debug LABELS core unit)
+  target_include_directories(core_meta_write PRIVATE ${_kc})
+endif()
+
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)
   add_executable(kite-fastpath ${PROJECT_SOURCE_DIR}/bench/fastpath.c)

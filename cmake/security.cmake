@@ -7,7 +7,7 @@
 set(_ks ${PROJECT_SOURCE_DIR}/tests/security)
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${_ks}/sec.h)
   foreach(c race_double_free uaf_write_link overflow_into_free double_free_key uaf_remote
-            huge_header closed_stderr impossible_sizes realloc_freed layout)
+            huge_header closed_stderr impossible_sizes realloc_freed layout meta_arena meta_heap)
     add_executable(sec-${c} ${_ks}/${c}.c)
     # the misuse must reach the allocator as written: no builtin malloc folding
     target_compile_options(sec-${c} PRIVATE -O1 -fno-builtin -Wno-free-nonheap-object

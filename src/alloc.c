@@ -3,8 +3,9 @@
  * free and the pointer queries are in free.c.
  *
  * Fast path (x86-64, -O2; counted with callgrind, see docs/design.md):
- *   malloc(n <= 1024): TLS heap -> direct[n] -> i = page->free; page->free =
- *            links[i]; links[i] = LIVE; used++; start + i * size. The block is not touched.
+ *   malloc(n <= 1024): TLS heap -> direct[n] -> i = page->free; i < capacity; page->free =
+ *            links[i]; links[i] = LIVE; used++; page start + i * size, the page start
+ *            computed from the descriptor's address (types.h). The block is not touched.
  * Everything else (larger sizes, an empty current page, the first allocation of a thread)
  * goes to *_generic functions, out of line.
  *
@@ -40,7 +41,10 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(
   if (likely(n <= KITE_DIRECT_MAX)) {
     kite_page_t *pg = _kite_heap_tls->direct[n];
     uint32_t i = pg->free;
-    if (likely(i != KITE_LINK_END)) {
+    /* i < capacity: a free block (the allocation list's end, KITE_LINK_END, is above every
+     * capacity, and so is the empty page's); an index past the carved blocks, which no
+     * list holds, goes to the generic path, which reports it */
+    if (likely(i < pg->capacity)) {
       uint16_t *l = pg->links;
       pg->free = l[i];
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
@@ -61,7 +65,7 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(
   return generic(n, _kite_heap_tls);
 }
 
-/* 16 instructions (with the return) when the current page has a free block. */
+/* The fast path: a block from the current page of the size's class (docs/design.md). */
 KITE_API void *kite_malloc(size_t n) { return malloc_fast(n, malloc_generic); }
 
 /* malloc for the other entry points: they report their own failure. */

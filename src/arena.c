@@ -4,10 +4,18 @@
  * mapped: a new arena maps KITE_ARENA_FIRST_UNITS and doubles (MAP_FIXED_NOREPLACE) when
  * no arena has room, so address space follows use; the unmapped rest is reserved in the
  * buddy heap, and an arena whose neighbour took that space just stays smaller):
- *   [0, 128 KiB)            kite_page_t pages[1024], one descriptor per unit
- *   [128 KiB, +256)         kite_arena_t header
+ *   [0, 4 KiB)              PROT_NONE (KITE_ARENA_GUARD): the arena below this one in the
+ *                           address space ends with user blocks
+ *   [4 KiB, +128 KiB)       kite_page_t pages[1024], one descriptor per unit
+ *   [.., +sizeof)           kite_arena_t header
  *   [.., ..)                the buddy heap's metadata
- *   meta_units units are reserved in the buddy heap so they are never handed out.
+ *   [.., meta_units units)  PROT_NONE from the metadata's last OS page to the first user
+ *                           unit (at least one page: meta_units counts it)
+ *   meta_units units are reserved in the buddy heap so they are never handed out. No byte
+ *   of metadata is next to a byte a block may hold: an overflow out of a block, up or down,
+ *   meets a PROT_NONE page first. An arena is thus four mappings (VMAs) of the kernel's:
+ *   guard, metadata, guard, and the user units (the kernel merges an arena's growth into
+ *   the last one).
  * Every unit's descriptor says what it is: META, FREE, SMALL/LARGE head, or a non-head
  * unit of a run (head_off != 0). The descriptors of a free run are rewritten when it is
  * allocated. The arena header keeps, per unit, what only the arena's lock holder reads:
@@ -134,7 +142,7 @@ typedef struct kite_arena_s {
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
 } kite_arena_t;
 
-#define ARENA_HDR_OFF ((size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
+#define ARENA_HDR_OFF (KITE_ARENA_GUARD + (size_t)KITE_ARENA_UNITS * sizeof(kite_page_t))
 #define ARENA_BUDDY_OFF ((ARENA_HDR_OFF + sizeof(kite_arena_t) + 63) & ~(size_t)63)
 
 typedef struct {
@@ -173,8 +181,9 @@ static bool arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool 
 static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
   return (kite_arena_t *)(((uintptr_t)pg & ~(uintptr_t)KITE_ARENA_MASK) + ARENA_HDR_OFF);
 }
+static inline uintptr_t arena_base(kite_arena_t *a) { return (uintptr_t)a - ARENA_HDR_OFF; }
 static inline kite_page_t *arena_pages(kite_arena_t *a) {
-  return (kite_page_t *)((uintptr_t)a - ARENA_HDR_OFF);
+  return (kite_page_t *)(arena_base(a) + KITE_ARENA_GUARD);
 }
 
 /* Keep dirty_map's bit of unit u equal to is_free[u] && dirty[u]. Slot lock held. */
@@ -224,7 +233,9 @@ static int slot_find(const uint64_t *bits, uint32_t from) {
  * the table lock only to register it. false + ENOMEM on failure. */
 static bool arena_new(void) {
   size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
-  uint32_t meta_units = (uint32_t)((ARENA_BUDDY_OFF + meta + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  /* the metadata's end, rounded up to an OS page, then at least one guard page */
+  size_t meta_end = (ARENA_BUDDY_OFF + meta + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  uint32_t meta_units = (uint32_t)((meta_end + KITE_OS_PAGE + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
   if (KITE_SECURE) meta_units++; /* secure_layout.h: a guard unit between metadata and user pages */
   uint32_t first = KITE_ARENA_FIRST_UNITS;
   while (first < 2 * meta_units && first < KITE_ARENA_UNITS) first *= 2;
@@ -250,10 +261,9 @@ static bool arena_new(void) {
   a->meta_units = meta_units;
   a->mapped_units = first;
   kite_check(kite_buddy_init(&a->buddy, (uint8_t *)base + ARENA_BUDDY_OFF, meta, KITE_ARENA_UNITS) == 0);
-  if (KITE_SECURE) { /* secure_layout.h: PROT_NONE from the end of the metadata to the first user unit */
-    size_t g = (ARENA_BUDDY_OFF + meta + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-    kite_check(_kite_os_protect((uint8_t *)base + g, ((size_t)meta_units << KITE_UNIT_SHIFT) - g, false));
-  }
+  /* the guards (see the layout above; the secure build's extra unit is in the second) */
+  kite_check(_kite_os_protect(base, KITE_ARENA_GUARD, false));
+  kite_check(_kite_os_protect((uint8_t *)base + meta_end, ((size_t)meta_units << KITE_UNIT_SHIFT) - meta_end, false));
   kite_check(kite_buddy_reserve(a->buddy, 0, a->meta_units) == 0);
   kite_check(kite_buddy_reserve(a->buddy, first, KITE_ARENA_UNITS - first) == 0);
   kite_page_t *pages = arena_pages(a);
@@ -290,6 +300,29 @@ static bool arena_new(void) {
   return true;
 }
 
+void *_kite_arena_guarded_chunk(size_t size, bool *in_arena) {
+  kite_assert(size % KITE_OS_PAGE == 0 && size <= KITE_UNIT_SIZE - 2 * KITE_OS_PAGE);
+  uint8_t *m = _kite_os_map_aligned(size + 2 * KITE_OS_PAGE, KITE_OS_PAGE, NULL);
+  *in_arena = false;
+  if (!m) { /* the address space is exhausted: a unit, guards inside */
+    bool zero;
+    kite_page_t *run = _kite_arena_alloc_run(0, &zero);
+    if (!run) return NULL; /* errno = ENOMEM */
+    run->kind = KITE_KIND_META;
+    m = _kite_page_start(run);
+    if (!zero) memset(m + KITE_OS_PAGE, 0, size);
+    size = KITE_UNIT_SIZE - 2 * KITE_OS_PAGE;
+    *in_arena = true;
+  }
+  /* a refused mprotect (the map count's limit) would leave a chunk without its guards */
+  if (!_kite_os_protect(m, KITE_OS_PAGE, false) || !_kite_os_protect(m + KITE_OS_PAGE + size, KITE_OS_PAGE, false)) {
+    if (!*in_arena) _kite_os_unmap(m, size + 2 * KITE_OS_PAGE);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return m + KITE_OS_PAGE;
+}
+
 /* Map more of a partly mapped arena: double it. The OS call runs without the lock, the
  * new units reserved meanwhile (they are until the end). If the address space after it is
  * taken or refused, the arena stays as it is and is no longer grown. */
@@ -308,7 +341,7 @@ static bool arena_grow(uint32_t slot) {
 #ifdef KITE_TEST_HOOKS
   if (_kite_test_hook_arena_growing) _kite_test_hook_arena_growing();
 #endif
-  uint8_t *at = (uint8_t *)arena_pages(a) + ((size_t)old << KITE_UNIT_SHIFT);
+  uint8_t *at = (uint8_t *)arena_base(a) + ((size_t)old << KITE_UNIT_SHIFT);
   /* double; when the OS refuses (RLIMIT_AS nearly reached), grow by half as much, down to
    * KITE_ARENA_FIRST_UNITS, so the last of the address space is used too */
   bool ok;
@@ -840,7 +873,7 @@ static size_t arena_unmap(uint32_t slot) {
   _kite_unlock(&table_lock);
   if (!empty) return 0;
   /* nobody can reach it now: no run is allocated in it, and the slot says NULL */
-  uintptr_t base = (uintptr_t)arena_pages(a);
+  uintptr_t base = arena_base(a);
   uint32_t meta = a->meta_units;
   _kite_pagemap_set(base, KITE_ARENA_SIZE, KITE_PM_NONE);
   _kite_os_unmap((void *)base, mapped); /* only what is ours: the rest may be another map */
@@ -1087,7 +1120,7 @@ bool _kite_arena_check(void) {
     kite_arena_t *a = slots[i].arena;
     if (a) {
       n++;
-      uintptr_t base = (uintptr_t)arena_pages(a);
+      uintptr_t base = arena_base(a);
       if (_kite_pagemap_kind(base) != KITE_PM_ARENA) ok = _kite_check_failed("page map: a live arena's slot is not ARENA", base);
       else if (a->slot != i) ok = _kite_check_failed("arena: slot number", i);
       else ok = arena_check(a);

@@ -48,15 +48,14 @@ static KITE_NOINLINE void free_local_slow(kite_page_t *pg);
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
-    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) and
-     * the unit's byte offset in the descriptor table (descriptors are 128 bytes) */
+    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) */
     uintptr_t base = u >> KITE_ARENA_SHIFT;
 #if defined(__x86_64__)
     __asm__("shlq %1, %0" : "+r"(base) : "i"(KITE_ARENA_SHIFT) : "cc"); /* gcc copies u and masks: one more */
 #else
     base <<= KITE_ARENA_SHIFT;
 #endif
-    kite_page_t *pg = (kite_page_t *)(base + ((u >> (KITE_UNIT_SHIFT - 7)) & ((uintptr_t)(KITE_ARENA_UNITS - 1) << 7)));
+    kite_page_t *pg = _kite_unit_at(base, u);
     kite_heap_t *h = _kite_heap_tls;
     /* owner: pg->heap is stored atomically by others, so it is read as one atomic access. On
      * x86-64 that is the compare's own memory operand (an aligned 8-byte read is atomic, and

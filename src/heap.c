@@ -562,23 +562,26 @@ static void heap_reset(kite_heap_t *h) {
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
-/* Heap structs are carved from single-unit runs of the arenas (so that a thread can start
- * whenever a unit is free, even when the OS refuses new mappings) and never given back:
- * exited threads' heaps wait in heap_pool for the next thread. */
+/* Heap structs (the direct[] table the malloc fast path follows first of all) are carved
+ * from chunks of their own between PROT_NONE guard pages (_kite_arena_guarded_chunk; one
+ * unit of an arena, guards inside, when the OS refuses a mapping), never next to a block:
+ * no overflow out of a block reaches one. Never given back: exited threads' heaps wait in
+ * heap_pool for the next thread. */
+#define HEAP_CHUNK ((size_t)KITE_UNIT_SIZE - 2 * KITE_OS_PAGE)
 static uint8_t *heap_slab_cur, *heap_slab_end;
+static bool heap_slab_in_arena; /* the current chunk is an arena unit: the arena counts it committed */
 static kite_heap_t *heap_carve(void) {
   size_t sz = (sizeof(kite_heap_t) + 63) & ~(size_t)63;
   _kite_lock(&heap_lock);
   if (heap_slab_cur == NULL || heap_slab_cur + sz > heap_slab_end) {
-    bool zero;
-    kite_page_t *pg = _kite_run_alloc(0, &zero);
-    if (!pg) { _kite_unlock(&heap_lock); return NULL; }
-    pg->kind = KITE_KIND_HEAPS;
-    heap_slab_cur = _kite_page_start(pg);
-    heap_slab_end = heap_slab_cur + KITE_UNIT_SIZE;
+    uint8_t *m = _kite_arena_guarded_chunk(HEAP_CHUNK, &heap_slab_in_arena);
+    if (!m) { _kite_unlock(&heap_lock); return NULL; }
+    heap_slab_cur = m;
+    heap_slab_end = m + HEAP_CHUNK;
   }
   kite_heap_t *h = (kite_heap_t *)heap_slab_cur;
   heap_slab_cur += sz;
+  if (!heap_slab_in_arena) _kite_stat_commit((int64_t)sz); /* counted when first cut, as links.c does */
   _kite_unlock(&heap_lock);
   return h;
 }

@@ -30,7 +30,6 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   pg->block_size = bs;
   pg->div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1;
   pg->reserved = reserved;
-  pg->start = (uint8_t *)((uintptr_t)_kite_page_start(pg) + KITE_TOOL_START_BIAS);
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
   pg->free = pg->local_free = KITE_LINK_END;
@@ -165,7 +164,6 @@ bool _kite_page_check(const kite_page_t *pg, bool lists, int bias) {
   if (pg->order != _kite_class_order_[cls]) return _kite_check_failed("page: order of its class", pg->order);
   if (pg->div_magic != (uint64_t)(~(uint64_t)0 / bs) + 1) return _kite_check_failed("page: div_magic", cls);
   if (pg->reserved != (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs)) return _kite_check_failed("page: reserved", pg->reserved);
-  if (_kite_page_block(pg, 0) != _kite_page_start(pg)) return _kite_check_failed("page: start", (uintptr_t)_kite_page_block(pg, 0));
   if (!pg->links || pg->links_cap < pg->reserved + 1) return _kite_check_failed("page: link array", pg->links_cap);
   uint32_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
   if (cap > pg->reserved) return _kite_check_failed("page: capacity > reserved", cap);

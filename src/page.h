@@ -36,6 +36,7 @@
 #include "types.h"
 #include "sizeclass.h"
 #include "tool.h"
+#include "message.h"
 
 #define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
@@ -43,14 +44,20 @@
 void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
 void _kite_block_fill_free(const kite_page_t *pg, void *b);     /* below */
 
-/* Block i of small page pg. */
+/* Block i of small page pg: its page's start from pg's own address (types.h), its offset
+ * kept below the largest page's size, so that no single value written into a descriptor
+ * makes this more than KITE_SMALL_PAGE_MAX past the page's start (a block_size written
+ * over would otherwise reach 4 GiB on). */
 static inline uint8_t *_kite_page_block(const kite_page_t *pg, uint32_t i) {
-  return (uint8_t *)((uintptr_t)pg->start - KITE_TOOL_START_BIAS) + (uint32_t)(i * pg->block_size); /* < 2^32: a page is <= 512 KiB */
+  return _kite_page_start(pg) + ((i * pg->block_size) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
 }
 
-/* Pop a block of the allocation list (non-empty). Owner only. */
+/* Pop a block of the allocation list (non-empty). Owner only. A head index past the carved
+ * blocks is no block of the page (a descriptor written by someone else): reported, and
+ * the process stops. */
 static inline void *_kite_page_pop(kite_page_t *pg) {
   uint32_t i = pg->free;
+  if (unlikely(i >= pg->capacity)) _kite_report_corruption("a page's free list names no carved block", pg);
   pg->free = pg->links[i];
   pg->links[i] = KITE_LINK_LIVE;
   pg->used++;

@@ -2,6 +2,7 @@
 #include "sizeclass.h"
 #include "message.h"
 
+const uintptr_t _kite_desc_ratio_m1 = KITE_UNIT_SIZE / sizeof(kite_page_t) - 1; /* types.h */
 const uint32_t _kite_class_size_[KITE_CLASSES] = {
   16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
   208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512,
@@ -23,6 +24,7 @@ bool _kite_sizeclass_check(void) {
     unsigned order = 0;
     while (((KITE_UNIT_SIZE << order) / sz) < 8 && sz > KITE_SINGLE_UNIT_MAX) order++;
     if (_kite_class_size_[c] != sz || _kite_class_order_[c] != order) return _kite_check_failed("size class table", c);
+    if ((KITE_UNIT_SIZE << order) > KITE_SMALL_PAGE_MAX) return _kite_check_failed("size class: page above KITE_SMALL_PAGE_MAX", c);
     if (_kite_class_of(sz) != c) return _kite_check_failed("size -> class map", c);
     if (c > 0 && _kite_class_of(_kite_class_size_[c - 1] + 1) != c) return _kite_check_failed("size -> class map", c);
   }

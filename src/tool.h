@@ -19,14 +19,6 @@
 #endif
 
 #if KITE_VALGRIND
-/* A small page's descriptor keeps its first block's address plus this bias, so that it holds
- * no pointer into block 0 (memcheck would count a leaked block 0 as reachable). */
-#define KITE_TOOL_START_BIAS ((uintptr_t)1 << 63)
-#else
-#define KITE_TOOL_START_BIAS 0
-#endif
-
-#if KITE_VALGRIND
 #include <valgrind/memcheck.h>
 /* [p, p+n) is kite's to write again (a run handed out anew). */
 #define KITE_TOOL_RUN_FRESH(p, n) VALGRIND_MAKE_MEM_UNDEFINED((p), (n))

@@ -3,9 +3,10 @@
  * Glossary
  *   unit    64 KiB (KITE_UNIT_SIZE): the granule the buddy page heap hands out.
  *   arena   a 64 MiB reservation aligned to 64 MiB (KITE_ARENA_SIZE) = 1024 units. Its
- *           first units hold metadata: the page descriptor table (one kite_page_t per
- *           unit, at the very start of the arena), then the arena header, then the buddy
- *           heap's metadata. The rest is handed out by the buddy heap in runs of 2^k units.
+ *           first units hold metadata between guard pages: a PROT_NONE page
+ *           (KITE_ARENA_GUARD), the page descriptor table (one kite_page_t per unit), the
+ *           arena header, the buddy heap's metadata, then PROT_NONE up to the first user
+ *           unit. The rest is handed out by the buddy heap in runs of 2^k units.
  *           Only a prefix is mapped at first (1 MiB), doubled as the arena fills.
  *   page    a run of 2^k units used for one purpose: a slab of one size class (small
  *           page), or one large object (large run). Its descriptor is the descriptor of
@@ -24,7 +25,10 @@
  * Finding metadata from a pointer p (no per-object header):
  *   _kite_pagemap[p >> 26]  KITE_PM_ARENA / KITE_PM_HUGE / 0 (not ours): "is it ours?"
  *   arena  = p & ~(KITE_ARENA_SIZE-1)
- *   page   = (kite_page_t *)arena + ((p >> 16) & 1023), then minus head_off.
+ *   page   = (kite_page_t *)(arena + KITE_ARENA_GUARD) + ((p >> 16) & 1023), then minus
+ *            head_off (_kite_unit_of). A descriptor's unit, and so its page's first byte,
+ *            follow from the descriptor's own address (_kite_page_start): nothing stored in
+ *            a descriptor says where its blocks are.
  *
  * Which file owns what (each module's header states its invariants and locks; the layers,
  * bottom up, with includes and calls only downward or sideways without a circle --
@@ -91,9 +95,13 @@
 #define KITE_ARENA_SIZE ((size_t)1 << KITE_ARENA_SHIFT)
 #define KITE_ARENA_MASK (KITE_ARENA_SIZE - 1)
 #define KITE_ARENA_UNITS (1u << (KITE_ARENA_SHIFT - KITE_UNIT_SHIFT))
+/* An arena's first OS page is PROT_NONE: the arena below it in the address space ends
+ * with user blocks, and no overflow out of them may reach this arena's descriptors. */
+#define KITE_ARENA_GUARD ((size_t)4096)
 #define KITE_ADDR_BITS 47
 #define KITE_OS_PAGE 4096
 #define KITE_SMALL_MAX ((size_t)65536)   /* largest small (slab) block; sizeclass.h */
+#define KITE_SMALL_PAGE_MAX ((size_t)8 * KITE_SMALL_MAX) /* largest small page (8 blocks of the largest class) */
 /* Large objects: buddy runs up to 2^KITE_LARGE_MAX_ORDER units; above: huge (OS map). */
 #define KITE_LARGE_MAX_ORDER 8
 #define KITE_LARGE_MAX (KITE_UNIT_SIZE << KITE_LARGE_MAX_ORDER) /* 16 MiB */
@@ -105,8 +113,7 @@
  *   HELD    a run one thread holds with no block in it: just claimed from the arena (until
  *           the caller says what it is), or on its way back (a large block whose free won
  *           the claim, an emptied small page)
- *   CACHED  an empty single-unit small page in a heap's page cache
- *   HEAPS   a unit carved into heap structs (heap.c) */
+ *   CACHED  an empty single-unit small page in a heap's page cache */
 enum {
   KITE_KIND_FREE = 0,
   KITE_KIND_META = 1,
@@ -114,7 +121,6 @@ enum {
   KITE_KIND_LARGE = 3,
   KITE_KIND_HELD = 4,
   KITE_KIND_CACHED = 5,
-  KITE_KIND_HEAPS = 6,
 };
 
 /* ---- small pages: one link entry (uint16_t) per block, in the page's links[] array ----
@@ -152,7 +158,7 @@ typedef struct kite_owned_s {
 /* The descriptor of one unit of an arena. Fields by the layer that writes them:
  *   arena: kind (FREE/META, HELD until a user sets SMALL/LARGE), head_off, order, heap = NULL
  *   page:  free, local_free, used, block_size, capacity, links, thread_free, div_magic,
- *          start, cls, reserved, links_cap (small pages)
+ *          cls, reserved, links_cap (small pages)
  *   heap:  heap, next/prev (queues), owned (first-class heaps)
  *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
@@ -166,7 +172,7 @@ typedef struct kite_page_s {
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
   uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
-  uint8_t *start;                  /* small: the first block (the run's first byte) */
+  uint64_t unused2_;                /* (no start: _kite_page_start derives it) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t kind, cls, order, unused_;
   /* cold */
@@ -179,15 +185,30 @@ typedef struct kite_page_s {
 
 _Static_assert(sizeof(kite_page_t) == 128, "page descriptors are 128 bytes");
 
-/* ---- address arithmetic of the layout (see the glossary) ---- */
-static inline kite_page_t *_kite_unit_of(uintptr_t u) {
-  return (kite_page_t *)(u & ~(uintptr_t)KITE_ARENA_MASK) + ((u >> KITE_UNIT_SHIFT) & (KITE_ARENA_UNITS - 1));
+/* ---- address arithmetic of the layout (see the glossary) ----
+ * The one place that says where the descriptor of an address is (every caller, the free
+ * fast path included, goes through _kite_unit_at or _kite_unit_of). */
+/* Descriptor of the unit holding u, given base = u's arena (u & ~KITE_ARENA_MASK, however
+ * the caller got it). */
+static inline kite_page_t *_kite_unit_at(uintptr_t base, uintptr_t u) {
+  return (kite_page_t *)(base + KITE_ARENA_GUARD +
+                         ((u >> (KITE_UNIT_SHIFT - 7)) & ((uintptr_t)(KITE_ARENA_UNITS - 1) << 7)));
 }
+static inline kite_page_t *_kite_unit_of(uintptr_t u) { return _kite_unit_at(u & ~(uintptr_t)KITE_ARENA_MASK, u); }
 static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_off; }
-/* First byte of the memory a descriptor describes. */
+/* KITE_UNIT_SIZE / sizeof(kite_page_t) - 1 (511), defined in sizeclass.c where the
+ * compiler cannot see it: the multiply below stays one imul (gcc would make a known 511
+ * shift, move and subtract). In read-only data. */
+extern const uintptr_t _kite_desc_ratio_m1 KITE_HIDDEN;
+/* First byte of the memory a descriptor describes, from the descriptor's address alone: its
+ * offset in the table, less KITE_ARENA_GUARD, times KITE_UNIT_SIZE / sizeof(kite_page_t)
+ * (512), added to the arena base; written as d + (offset in the arena) * 511 - 512 * guard
+ * (the same sum: a mask, a multiply and an add, no second copy of the base). For a
+ * descriptor of a table, whatever it holds, the result is its unit's first byte. */
 static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
   uintptr_t u = (uintptr_t)pg;
-  return (uint8_t *)((u & ~(uintptr_t)KITE_ARENA_MASK) + ((u & KITE_ARENA_MASK) << (KITE_UNIT_SHIFT - 7)));
+  enum { R = KITE_UNIT_SIZE / sizeof(kite_page_t) };
+  return (uint8_t *)(u + (u & KITE_ARENA_MASK) * _kite_desc_ratio_m1 - R * KITE_ARENA_GUARD);
 }
 
 /* ---- locks (pthread mutexes: held only on slow paths) ---- */

@@ -13,6 +13,9 @@ run is classified:
   hang        the program did not finish in time (a looping free list, a deadlock)
   corruption  a block was handed out twice, or a live block was damaged
   exploited   malloc returned the attacker's chosen address
+  stopped     the misuse itself faulted on an inaccessible page (a guard page) before it
+              changed anything: the program would have died there (the case's SIGSEGV
+              handler says so: RESULT: STOPPED)
   wrong       an API contract was broken (e.g. a pointer for an impossible size)
   honoured / ignored, predictable / randomized: for the option and layout cases
 
@@ -61,6 +64,15 @@ CASES = [
      "realloc of a freed pointer"),
     ("usable-freed", "sec-realloc_freed", ["usable"],
      "malloc_usable_size of a freed block and of a stack address"),
+    ("meta-arena", "sec-meta_arena", ["1000"],
+     "linear overflow from a 1000 B block that ends at a 64 MiB boundary, 128 KiB on: "
+     "every word holding a 64 KiB aligned address above it -> the attacker's target"),
+    ("meta-arena-1k", "sec-meta_arena", ["1024"], "the same with 1 KiB blocks"),
+    ("meta-arena-64k", "sec-meta_arena", ["65536"], "the same with 64 KiB blocks"),
+    ("meta-arena-8m", "sec-meta_arena", ["8388608"], "the same with 8 MiB blocks"),
+    ("meta-heap", "sec-meta_heap", [],
+     "264-byte linear overflow from a block into a table of pointers after it (a thread's "
+     "heap state; 9 threads), every word -> a fake page descriptor"),
     ("layout", "sec-layout", [],
      "64 x malloc(32) in a fresh process: consecutive blocks at a constant distance?"),
 ]
@@ -88,6 +100,13 @@ EXPECT = {
     "realloc-freed": {"reported", "caught"},
     "usable-freed": {"reported"},
     "layout": {"predictable", "randomized"},
+    # no overflow reaches kite's metadata: guard pages stop it (stopped), or there is no
+    # metadata after the block (safe)
+    "meta-arena": {"safe", "stopped", "caught"},
+    "meta-arena-1k": {"safe", "stopped", "caught"},
+    "meta-arena-64k": {"safe", "stopped", "caught"},
+    "meta-arena-8m": {"safe", "stopped", "caught"},
+    "meta-heap": {"safe", "stopped", "caught"},
 }
 
 # What the secure build (libkite-secure.so) promises: every misuse case caught (reported,
@@ -152,7 +171,7 @@ def classify(rc, out, err, case, leaked=False):
     if verdict == "SAFE":
         return "reported" if said else "safe"
     return {"DUPLICATE": "corruption", "CORRUPTION": "corruption", "EXPLOITED": "exploited",
-            "WRONG": "wrong"}.get(verdict, "crash" if not said else "caught")
+            "WRONG": "wrong", "STOPPED": "stopped"}.get(verdict, "crash" if not said else "caught")
 
 
 def run_case(build_dir, case, prog, args, preload, timeout=30):

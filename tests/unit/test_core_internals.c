@@ -2,7 +2,7 @@
  * on purpose (clock readings that race, failing C library calls, a thread caught in the
  * middle of a slow path), read and steered through the test hooks of kite-noover-debug
  * (KITE_DEBUG=3, KITE_TEST_HOOKS; declared in the headers that own them). Each test's
- * comment says what it checks; kite_check() runs after each.
+ * comment says what it checks; (kite_check)() runs after each.
  *   test_core_internals          every test
  *   test_core_internals NAME...  only those
  *   test_core_internals verbose-child ENTRY   one failing call of ENTRY (the verbose test
@@ -256,7 +256,7 @@ static void fork_while_growing(void) {
       else memset(p[i], i, 4096);
     }
     for (int i = 0; i < 32; i++) kite_free(p[i]);
-    if (kite_check() != 1) rc |= 4;
+    if ((kite_check)() != 1) rc |= 4;
     _exit(rc);
   }
   int st = 0;
@@ -451,7 +451,7 @@ TEST(invalid_frees_counts_only_frees) {
   do {                                                                        \
     if (test_selected(argc, argv, #name)) {                                   \
       RUN(name);                                                              \
-      expect_int_eq(kite_check(), 1);                                         \
+      expect_int_eq((kite_check)(), 1);                                         \
     }                                                                         \
   } while (0)
 

@@ -340,7 +340,7 @@ TEST(check_finds_corruption) {
   assert_true(keep && p);
   kite_free(p);
   kite_page_t *pg = _kite_unit_of((uintptr_t)p);
-  uint32_t i = (uint32_t)(((uintptr_t)p - (uintptr_t)pg->start) / pg->block_size);
+  uint32_t i = (uint32_t)(((uintptr_t)p - (uintptr_t)_kite_page_start(pg)) / pg->block_size);
   uint16_t link = pg->links[i];
   expect_true(link != KITE_LINK_LIVE);
   fprintf(stderr, "(two check failures expected)\n");
