@@ -31,6 +31,7 @@ LAYERS = [
         "secret": ["secret.h", "secret.c"],
         "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
         "secure_h": ["secure.h"],  # the secure build's constants and layout hooks
+        "stack": ["stack.h", "stack.c"],  # call stacks (guarded allocations, heap profiles)
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
