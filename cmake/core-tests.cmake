@@ -64,6 +64,12 @@ if(TARGET kite-noover)
     set_tests_properties(core_fork PROPERTIES ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:die_after_fork=0")
     set_tests_properties(core_misuse PROPERTIES TIMEOUT 300) # ~45 s under TSan on a busy machine
   endif()
+  # sampled guarded allocations (KITE_GUARDED_SAMPLE) and the stack capture they use
+  if(NOT KITE_SANITIZE STREQUAL "address")
+    kite_test(core_guarded SOURCES ${_ct}/integration/test_guarded.c LIBS kite-noover-debug)
+    target_include_directories(core_guarded PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    _kite_ct_props(core_guarded 300)
+  endif()
   # memory return: thread exit, idle with the background purger, fork, OOM, many threads
   if(NOT KITE_SANITIZE STREQUAL "address")
     kite_test(core_memory_return SOURCES ${_ct}/integration/test_memory_return.c LIBS kite-noover)

@@ -98,6 +98,7 @@ typedef enum kite_option_e {
   KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed; 0 at once; < 0 never */
   KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
   KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes (bool) */
+  KITE_OPTION_GUARDED_SAMPLE,  /* one in N allocations guarded (KITE_GUARDED_SAMPLE); 0 off */
 } kite_option_t;
 long kite_option_get(kite_option_t option);
 void kite_option_set(kite_option_t option, long value);

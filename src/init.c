@@ -21,12 +21,14 @@
 #include "message.h"
 #include "os.h"
 #include "secret.h"
+#include "guarded.h"
 #include <pthread.h>
 
 static int stats_fd = -1; /* duplicate of the start-up stderr for the exit statistics */
 static int process_init_done;
 
 static void fork_prepare(void) {
+  _kite_guarded_fork_prepare(); /* a leaf lock, taken before the heap lock */
   _kite_heap_fork_prepare();
   _kite_huge_fork_prepare();
   _kite_links_fork_prepare(); /* links_lock is taken before arena locks */
@@ -37,6 +39,7 @@ static void fork_parent(void) {
   _kite_arena_fork_parent();
   _kite_huge_fork_parent();
   _kite_heap_fork_parent();
+  _kite_guarded_fork_parent();
 }
 static void fork_child(void) {
 #if defined(KITE_SECURE) && KITE_SECURE
@@ -47,6 +50,7 @@ static void fork_child(void) {
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();
+  _kite_guarded_fork_child();
 }
 
 /* Programs often close stderr at exit (gnulib's close_stdout does), before library

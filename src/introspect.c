@@ -13,6 +13,7 @@
 #include "stats.h"
 #include "message.h"
 #include "visit.h"
+#include "guarded.h"
 
 /* Everything the printers report, taken once (counters merged, live figures walked). */
 typedef struct {
@@ -217,6 +218,7 @@ KITE_API long kite_option_get(kite_option_t option) {
   case KITE_OPTION_PURGE_DELAY_MS: return (long)_kite_options.purge_delay_ms;
   case KITE_OPTION_HUGEPAGES: return _kite_options.hugepages;
   case KITE_OPTION_BACKGROUND: return _kite_options.background;
+  case KITE_OPTION_GUARDED_SAMPLE: return (long)_kite_options.guarded_sample;
   }
   return -1;
 }
@@ -233,6 +235,10 @@ KITE_API void kite_option_set(kite_option_t option, long value) {
     _kite_options.background = value != 0;
     _kite_purger_enable(value != 0);
     break;
+  case KITE_OPTION_GUARDED_SAMPLE:
+    __atomic_store_n(&_kite_options.guarded_sample, value < 0 ? 0 : value > INT32_MAX ? INT32_MAX : value, __ATOMIC_RELAXED);
+    __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_options.guarded_sample), __ATOMIC_RELAXED);
+    break;
   }
 }
 
@@ -247,5 +253,6 @@ KITE_API int (kite_check)(void) {
   ok = _kite_heap_check_all() && ok;
   ok = _kite_huge_check() && ok;
   ok = _kite_arena_check() && ok;
+  ok = _kite_guarded_check() && ok; /* guarded.h */
   return ok;
 }

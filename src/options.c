@@ -12,8 +12,9 @@
 #include <stdlib.h>
 #include <strings.h>
 
-kite_options_t _kite_options = {.purge_delay_ms = KITE_DEFAULT_PURGE_DELAY_MS};
+kite_options_t _kite_options = {.purge_delay_ms = KITE_DEFAULT_PURGE_DELAY_MS, .guarded_sample = KITE_DEFAULT_GUARDED_SAMPLE};
 int _kite_options_state;
+size_t _kite_small_route; /* 0 until the options are read (options.h) */
 
 static void report_bad(const char *name, const char *value, const char *want, const char *dflt) {
   kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
@@ -100,6 +101,9 @@ void _kite_options_read(void) {
     _kite_options.purge_delay_ms = env_int("KITE_PURGE_DELAY_MS", KITE_DEFAULT_PURGE_DELAY_MS, INT32_MIN,
                                            86400000, KITE_STR(KITE_DEFAULT_PURGE_DELAY_MS));
     _kite_options.background = env_bool("KITE_BACKGROUND", false);
+    _kite_options.guarded_sample = env_int("KITE_GUARDED_SAMPLE", KITE_DEFAULT_GUARDED_SAMPLE, 0, INT32_MAX,
+                                           KITE_STR(KITE_DEFAULT_GUARDED_SAMPLE));
+    __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_options.guarded_sample), __ATOMIC_RELAXED);
     __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);
   } else {
     while (__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2) { /* another thread is reading */ }

@@ -27,6 +27,11 @@
 #define KITE_HUGEPAGES_AUTO 2
 #define KITE_HUGEPAGES_DENSE 3
 
+#ifndef KITE_DEFAULT_GUARDED_SAMPLE
+/* Default for KITE_GUARDED_SAMPLE: one in N allocations guarded (guarded.h); 0 off. */
+#define KITE_DEFAULT_GUARDED_SAMPLE 0
+#endif
+
 typedef struct kite_options_s {
   uint8_t show_stats;     /* KITE_SHOW_STATS (0): statistics to stderr at exit: 1 text, 2 json */
   bool verbose;           /* KITE_VERBOSE (0): report requests that fail for lack of memory */
@@ -34,8 +39,24 @@ typedef struct kite_options_s {
   uint8_t hugepages;      /* KITE_HUGEPAGES (0): KITE_HUGEPAGES_OFF, _ARENAS (1), _AUTO (auto) or _DENSE (dense) */
   int64_t purge_delay_ms; /* KITE_PURGE_DELAY_MS (10): decay time of freed runs and huge maps */
   bool background;        /* KITE_BACKGROUND (0): a purger thread returns memory of idle processes */
+  int64_t guarded_sample; /* KITE_GUARDED_SAMPLE (0): one in N allocations guarded (guarded.h); 0 off */
 } kite_options_t;
 extern kite_options_t _kite_options;
+/* Requests below this go by malloc's slow path to the plain small path: KITE_SMALL_MAX + 1,
+ * or 0 while KITE_GUARDED_SAMPLE is on, and before the options are read (then every small
+ * request, malloc(0) too, goes through guarded.h's sampler, which reads them first: the
+ * lists the fast path is given are counted from the first one on). A compare with it costs
+ * what a compare with the constant did: no instruction while off. Written with the option
+ * (options.c, kite_option_set). */
+extern size_t _kite_small_route KITE_HIDDEN;
+static inline size_t _kite_small_route_for(int64_t guarded_sample) {
+#if defined(KITE_SECURE) && KITE_SECURE
+  (void)guarded_sample;
+  return KITE_SMALL_MAX + 1; /* the secure build has guard pages of its own */
+#else
+  return guarded_sample > 0 ? 0 : KITE_SMALL_MAX + 1;
+#endif
+}
 
 /* 0: not read yet, 1: being read by one thread, 2: read. */
 extern int _kite_options_state;

@@ -41,6 +41,7 @@ LAYERS = [
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
+    ("guarded", {"guarded": ["guarded.h", "guarded.c"]}),
     # the public entry points; <kite.h> is their contract, so nothing below may include it
     ("entry", {
         "api": ["<kite.h>"],
