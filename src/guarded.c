@@ -228,12 +228,8 @@ static void account_list(kite_heap_t *h, unsigned cls) {
   left = 0;
 }
 
-void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
-  if (n > KITE_DIRECT_MAX) {
-    /* these sizes come here every time: a block on the current list was counted with it */
-    kite_page_t *cur = h->queue[_kite_class_of(n)].first;
-    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
-  }
+/* The sampled allocation, or the thread's first visit (its heap and its count). */
+static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
   _kite_options_ensure(); /* the first requests come here before the options are read */
   int64_t rate = __atomic_load_n(&_kite_options.guarded_sample, __ATOMIC_RELAXED);
   if (unlikely(rate <= 0 || _kite_stack_busy())) return _kite_malloc_small_generic(h, n);
@@ -242,17 +238,33 @@ void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
     if (!made) return _kite_malloc_small_generic(h, n);
     h = made;
   }
-  if (unlikely(rng == 0)) {
+  void *p;
+  if (unlikely(rng == 0)) { /* the thread's first visit: its first gap */
     _kite_os_random(&rng, sizeof rng);
     rng |= 1;
     left = draw(rate);
+    if (left > 0) {
+      left--;
+      p = _kite_malloc_small_generic(h, n);
+      if (p) account_list(h, _kite_class_of(n));
+      return p;
+    }
   }
-  if (left == 0) {
-    left = draw(rate);
-    void *g = guarded_alloc(n);
-    if (g) return g;
-    return _kite_malloc_small_generic(h, n);
+  left = draw(rate); /* this allocation is the sampled one */
+  p = guarded_alloc(n);
+  if (p) return p;
+  p = _kite_malloc_small_generic(h, n); /* no slot free: a plain block, its list counted */
+  if (p) account_list(h, _kite_class_of(n));
+  return p;
+}
+
+void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
+  if (n > KITE_DIRECT_MAX) {
+    /* these sizes come here every time: a block on the current list was counted with it */
+    kite_page_t *cur = h->queue[_kite_class_of(n)].first;
+    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
   }
+  if (unlikely(left == 0)) return sample_or_start(h, n);
   left--;
   void *p = _kite_malloc_small_generic(h, n);
   if (p) account_list(h, _kite_class_of(n));
