@@ -231,7 +231,11 @@ static void account_list(kite_heap_t *h, unsigned cls) {
 /* The sampled allocation, or the thread's first visit (its heap and its count). */
 static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
   _kite_options_ensure(); /* the first requests come here before the options are read */
+#if defined(KITE_SECURE) && KITE_SECURE
+  int64_t rate = 0; /* the secure build has guard pages of its own (options.h) */
+#else
   int64_t rate = __atomic_load_n(&_kite_options.guarded_sample, __ATOMIC_RELAXED);
+#endif
   if (unlikely(rate <= 0 || _kite_stack_busy())) return _kite_malloc_small_generic(h, n);
   if (unlikely(h == &_kite_heap_empty)) { /* the thread's first allocation: its heap first */
     kite_heap_t *made = _kite_heap_get();
