@@ -7,10 +7,12 @@
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
-#                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs
+#                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs,
+#                  core_guarded
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
-#                  core_fork, core_misuse, core_memory_return (and test_core_smoke,
+#                  core_fork, core_misuse, core_memory_return, core_guarded (its in-process
+#                  tests: TSan takes the fault children's signals over) (and test_core_smoke,
 #                  cmake/core.cmake) via kite-noover-debug
 #   core_memory_return runs in the normal and TSan builds (not ASan: it measures RSS)
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
@@ -63,6 +65,17 @@ if(TARGET kite-noover)
     # the children of a multi-threaded parent start threads of their own
     set_tests_properties(core_fork PROPERTIES ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1:die_after_fork=0")
     set_tests_properties(core_misuse PROPERTIES TIMEOUT 300) # ~45 s under TSan on a busy machine
+  endif()
+  # sampled guarded allocations (KITE_GUARDED_SAMPLE) and the stack capture they use
+  if(NOT KITE_SANITIZE STREQUAL "address")
+    kite_test(core_guarded SOURCES ${_ct}/integration/test_guarded.c LIBS kite-noover-debug)
+    target_include_directories(core_guarded PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    _kite_ct_props(core_guarded 300)
+    if(KITE_SANITIZE STREQUAL "thread")
+      # TSan's runtime takes the fault children's SIGSEGV and abort over: the in-process
+      # tests only (threads, fork, thread exit, the rate); the normal build runs the children
+      set_tests_properties(core_guarded PROPERTIES ENVIRONMENT "KITE_GUARDED_TEST_INPROCESS=1")
+    endif()
   endif()
   # memory return: thread exit, idle with the background purger, fork, OOM, many threads
   if(NOT KITE_SANITIZE STREQUAL "address")

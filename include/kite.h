@@ -118,11 +118,12 @@ bool kite_visit_all(kite_block_visitor_t visitor, void *arg);
  * EINVAL for an unknown option. The table of options and ranges: README.md, kite(3). */
 typedef enum kite_option_e {
   KITE_OPTION_SHOW_STATS,      /* statistics at exit: 0 no, 1 text, 2 JSON */
-  KITE_OPTION_VERBOSE,         /* report mallocs that fail for lack of memory: 0 or 1 */
+  KITE_OPTION_VERBOSE,         /* report requests that fail for lack of memory: 0 or 1 */
   KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free: 0 or 1 */
   KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed (-2^31 .. 86400000); 0 at once; < 0 never */
   KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
   KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes: 0 or 1 */
+  KITE_OPTION_GUARDED_SAMPLE,  /* one in N allocations guarded (KITE_GUARDED_SAMPLE): 0 (off) .. 2^31-1 */
 } kite_option_t;
 long kite_option_get(kite_option_t option);
 int kite_option_set(kite_option_t option, long value);

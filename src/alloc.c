@@ -28,6 +28,7 @@
 #include "pagemap.h"
 #include "options.h"
 #include "message.h"
+#include "guarded.h"
 #include <errno.h>
 #include <string.h>
 
@@ -72,7 +73,10 @@ KITE_API void *kite_malloc(size_t n) { return malloc_fast(n, malloc_generic); }
 static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generic_quiet); }
 
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
-  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
+  if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
+    return _kite_malloc_small_generic(h, n);
+  if (n <= KITE_SMALL_MAX) /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
+    return n <= KITE_GUARDED_MAX ? _kite_guarded_malloc(h, n) : _kite_malloc_small_generic(h, n);
   bool zero;
   return alloc_large(n, 0, &zero);
 }
@@ -231,10 +235,27 @@ KITE_API void *kite_realloc(void *p, size_t n) {
   return realloc_generic(p, n);
 }
 
-/* NULL, large runs, huge blocks and invalid pointers. */
+/* realloc of p in the guarded region (guarded.h), n > 0: always a new block. */
+static KITE_NOINLINE void *realloc_guarded(void *p, size_t n) {
+  size_t old = _kite_guarded_usable(p);
+  if (!old) {
+    _kite_report_invalid("realloc(): invalid pointer or freed guarded block", p);
+    errno = EINVAL;
+    return NULL;
+  }
+  if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
+  void *q = kite_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  kite_free(p);
+  return q;
+}
+
+/* NULL, large runs, huge blocks, guarded blocks and invalid pointers. */
 static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
+  if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) return realloc_guarded(p, n); /* guarded.h */
   size_t huge;
   kite_page_t *pg = _kite_lookup(p, &huge);
   size_t old;

@@ -24,6 +24,7 @@
 #include "arena.h"
 #include "pagemap.h"
 #include "message.h"
+#include "guarded.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define FREE_NOCLONE __attribute__((noclone)) /* keep free_arena_generic's arguments as declared */
@@ -214,6 +215,8 @@ kite_page_t *_kite_lookup(const void *p, size_t *huge) {
   *huge = 0;
   unsigned k = _kite_pagemap_kind(u);
   if (k == KITE_PM_HUGE) { *huge = _kite_huge_usable(p); return NULL; }
+  /* guarded.h: a live guarded block answers as a huge one does (its usable size, no page) */
+  if (k == KITE_PM_GUARDED) { *huge = _kite_guarded_usable(p); return NULL; }
   if (k != KITE_PM_ARENA) return NULL;
   kite_page_t *d = _kite_unit_of(u);
   kite_page_t *pg = _kite_page_head(d);
@@ -279,6 +282,8 @@ generic:
 
 static KITE_NOINLINE void free_generic(void *p) {
   if (p == NULL) return;
+  /* guarded.h: a block of the sampled guarded allocations (KITE_GUARDED_SAMPLE) */
+  if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) { _kite_guarded_free(p); return; }
   if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
     /* the claim, the header's reads and the disown are huge.c's, in that order: a racing
      * second free never reads a header the first is unmapping */

@@ -21,11 +21,13 @@
 #include "message.h"
 #include "os.h"
 #include "secret.h"
+#include "guarded.h"
 #include <pthread.h>
 
 static int process_init_done;
 
 static void fork_prepare(void) {
+  _kite_guarded_fork_prepare(); /* a leaf lock, taken before the heap lock */
   _kite_heap_fork_prepare();
   _kite_huge_fork_prepare();
   _kite_links_fork_prepare(); /* links_lock is taken before arena locks */
@@ -36,6 +38,7 @@ static void fork_parent(void) {
   _kite_arena_fork_parent();
   _kite_huge_fork_parent();
   _kite_heap_fork_parent();
+  _kite_guarded_fork_parent();
 }
 static void fork_child(void) {
 #if defined(KITE_SECURE) && KITE_SECURE
@@ -46,6 +49,7 @@ static void fork_child(void) {
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();
+  _kite_guarded_fork_child();
 }
 
 void _kite_process_init(void) {

@@ -17,6 +17,7 @@
 #include "os.h"
 #include <errno.h>
 #include <string.h>
+#include "guarded.h"
 
 /* Who printed: the pid and the program's name (glibc's program_invocation_short_name: set
  * before main, no allocation). The name is printed with '?' for anything JSON or a terminal
@@ -179,7 +180,8 @@ _Static_assert(KITE_OPTION_SHOW_STATS == (int)KITE_OPT_SHOW_STATS && KITE_OPTION
                KITE_OPTION_ABORT_ON_ERROR == (int)KITE_OPT_ABORT_ON_ERROR &&
                KITE_OPTION_PURGE_DELAY_MS == (int)KITE_OPT_PURGE_DELAY_MS &&
                KITE_OPTION_HUGEPAGES == (int)KITE_OPT_HUGEPAGES && KITE_OPTION_BACKGROUND == (int)KITE_OPT_BACKGROUND &&
-               KITE_OPTION_BACKGROUND + 1 == (int)KITE_OPT_COUNT,
+               KITE_OPTION_GUARDED_SAMPLE == (int)KITE_OPT_GUARDED_SAMPLE &&
+               KITE_OPTION_GUARDED_SAMPLE + 1 == (int)KITE_OPT_COUNT,
                "kite_option_t and kite_opt_t differ");
 
 KITE_API long kite_option_get(kite_option_t option) {
@@ -209,5 +211,6 @@ KITE_API int (kite_check)(void) {
   ok = _kite_heap_check_all() && ok;
   ok = _kite_huge_check() && ok;
   ok = _kite_arena_check() && ok;
+  ok = _kite_guarded_check() && ok; /* guarded.h */
   return ok;
 }

@@ -58,6 +58,11 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "a background thread runs the purge while something freed is still committed, so an idle process gives "
     "memory back; started by the first free that leaves memory to purge, exits when nothing is left (never in a "
     "program that never frees), started again in a forked child when needed"),
+  [KITE_OPT_GUARDED_SAMPLE] = {"KITE_GUARDED_SAMPLE", KITE_DEFAULT_GUARDED_SAMPLE, 0, INT32_MAX, KITE_OPT_NUMBER, NULL, NULL,
+    "one in N allocations of up to 16 KiB (on average: a random countdown per thread) goes to a slot of its own "
+    "with a guard page right after its end, kept inaccessible for a while once freed; a fault there prints the "
+    "kind (use after free, overflow, underflow), the block and the stacks that allocated and freed it, then "
+    "aborts (docs/security.md); 0: off"},
 };
 
 /* A build-time default outside its range is a build error (O1). */
@@ -68,24 +73,28 @@ _Static_assert(KITE_DEFAULT_PURGE_DELAY_MS >= INT32_MIN && KITE_DEFAULT_PURGE_DE
                "KITE_DEFAULT_PURGE_DELAY_MS: -2147483648..86400000");
 _Static_assert(KITE_DEFAULT_HUGEPAGES >= 0 && KITE_DEFAULT_HUGEPAGES <= 3, "KITE_DEFAULT_HUGEPAGES: 0..3");
 _Static_assert(KITE_DEFAULT_BACKGROUND >= 0 && KITE_DEFAULT_BACKGROUND <= 1, "KITE_DEFAULT_BACKGROUND: 0..1");
+_Static_assert(KITE_DEFAULT_GUARDED_SAMPLE >= 0 && KITE_DEFAULT_GUARDED_SAMPLE <= INT32_MAX, "KITE_DEFAULT_GUARDED_SAMPLE: 0..2^31-1");
 
 int64_t _kite_opt_value[KITE_OPT_COUNT] = {
   [KITE_OPT_SHOW_STATS] = KITE_DEFAULT_SHOW_STATS,     [KITE_OPT_VERBOSE] = KITE_DEFAULT_VERBOSE,
   [KITE_OPT_ABORT_ON_ERROR] = KITE_DEFAULT_ABORT_ON_ERROR, [KITE_OPT_PURGE_DELAY_MS] = KITE_DEFAULT_PURGE_DELAY_MS,
   [KITE_OPT_HUGEPAGES] = KITE_DEFAULT_HUGEPAGES,       [KITE_OPT_BACKGROUND] = KITE_DEFAULT_BACKGROUND,
+  [KITE_OPT_GUARDED_SAMPLE] = KITE_DEFAULT_GUARDED_SAMPLE,
 };
 static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_state is 2 */
 int _kite_options_state;
+size_t _kite_small_route; /* 0 until the options are read (options.h) */
 
 const char *const _kite_env_other[] = {
   "KITE_LAB_", "KITE_TRACE_", "KITE_TEST_", "KITE_BENCH_", "KITE_FUZZ_", /* tools, lab, test drivers */
   "KITE_REPLAY_CLOCK", "KITE_SOURCE_DIR", "KITE_MODEL_OPS", "KITE_MEMRET_TSAN", "KITE_STRESS_SIZE",
-  "KITE_THREADS_SCALE", "KITE_PROF", "KITE_PROF_SAMPLE", "KITE_GUARDED_SAMPLE", NULL,
+  "KITE_THREADS_SCALE", "KITE_PROF", "KITE_PROF_SAMPLE", NULL,
 };
 
 bool _kite_option_store(kite_opt_t o, int64_t v) {
   if ((unsigned)o >= KITE_OPT_COUNT || v < _kite_opt_desc[o].min || v > _kite_opt_desc[o].max) return false;
   __atomic_store_n(&_kite_opt_value[o], v, __ATOMIC_RELAXED);
+  if (o == KITE_OPT_GUARDED_SAMPLE) __atomic_store_n(&_kite_small_route, _kite_small_route_for(v), __ATOMIC_RELAXED);
   return true;
 }
 
@@ -227,6 +236,7 @@ void _kite_options_read(void) {
       if (text && *text && env_option((kite_opt_t)o, text, &v)) _kite_option_store((kite_opt_t)o, v);
       opt_initial[o] = _kite_opt((kite_opt_t)o);
     }
+    __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_opt(KITE_OPT_GUARDED_SAMPLE)), __ATOMIC_RELAXED);
     if (!getauxval(AT_SECURE)) check_unknown_names(); /* where secure_getenv read nothing */
     __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);
   } else {

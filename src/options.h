@@ -46,6 +46,10 @@
 /* Default for KITE_BACKGROUND: 1 starts the background purger with the first free. */
 #define KITE_DEFAULT_BACKGROUND 0
 #endif
+#ifndef KITE_DEFAULT_GUARDED_SAMPLE
+/* Default for KITE_GUARDED_SAMPLE: one in N allocations guarded (guarded.h); 0 off. */
+#define KITE_DEFAULT_GUARDED_SAMPLE 0
+#endif
 
 /* KITE_HUGEPAGES values: transparent huge pages advised on no arena memory (large blocks of
  * 2 MiB and more are advised either way), on whole arenas, on the 2 MiB granules the
@@ -64,6 +68,7 @@ typedef enum kite_opt_e {
   KITE_OPT_PURGE_DELAY_MS,
   KITE_OPT_HUGEPAGES,
   KITE_OPT_BACKGROUND,
+  KITE_OPT_GUARDED_SAMPLE,
   KITE_OPT_COUNT
 } kite_opt_t;
 
@@ -99,6 +104,22 @@ int64_t _kite_option_initial(kite_opt_t o);
  * (NULL-terminated; a name ending in '_' is a prefix): the start-up check of unknown KITE_*
  * names leaves them alone. */
 extern const char *const _kite_env_other[];
+
+/* Requests below this go by malloc's slow path to the plain small path: KITE_SMALL_MAX + 1,
+ * or 0 while KITE_GUARDED_SAMPLE is on, and before the options are read (then every small
+ * request, malloc(0) too, goes through guarded.h's sampler, which reads them first: the
+ * lists the fast path is given are counted from the first one on). A compare with it costs
+ * what a compare with the constant did: no instruction while off. Written with the option
+ * (options.c, kite_option_set). */
+extern size_t _kite_small_route KITE_HIDDEN;
+static inline size_t _kite_small_route_for(int64_t guarded_sample) {
+#if defined(KITE_SECURE) && KITE_SECURE
+  (void)guarded_sample;
+  return KITE_SMALL_MAX + 1; /* the secure build has guard pages of its own */
+#else
+  return guarded_sample > 0 ? 0 : KITE_SMALL_MAX + 1;
+#endif
+}
 
 /* 0: not read yet, 1: being read by one thread, 2: read. */
 extern int _kite_options_state;

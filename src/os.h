@@ -55,6 +55,13 @@ uint64_t _kite_os_now_ms(void);
 void _kite_os_yield(void);
 /* Terminate the process immediately (SIGABRT). */
 void _kite_os_abort(void) __attribute__((noreturn));
+/* Route SIGSEGV to fn(fault address) (installed once; later calls change nothing and return
+ * true). fn returns false for a fault that is not its own, which goes on to the handler
+ * installed before (or, if that was the default, kills the process as it would have). A
+ * fault fn owns does not return from fn. false if the kernel refused the handler. */
+bool _kite_os_catch_faults(bool (*fn)(void *addr));
+/* The calling thread's kernel id (gettid). */
+uint32_t _kite_os_thread_id(void);
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
 void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move);
 /* Move the mapping [p, p+old_size) to dest (a range of new_size bytes the caller mapped, which

@@ -15,7 +15,7 @@ bool _kite_pagemap_check(size_t *arenas, size_t *huge) {
     uint8_t v = __atomic_load_n(&_kite_pagemap[i], __ATOMIC_RELAXED);
     if (v == KITE_PM_ARENA) a++;
     else if (v == KITE_PM_HUGE) h++;
-    else if (v != KITE_PM_NONE) return _kite_check_failed("page map entry", i);
+    else if (v != KITE_PM_NONE && v != KITE_PM_GUARDED) return _kite_check_failed("page map entry", i);
   }
   if (arenas) *arenas = a;
   if (huge) *huge = h;

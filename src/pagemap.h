@@ -1,5 +1,6 @@
 /* src/pagemap.h -- the page map: one byte per 64 MiB of the 47-bit address space saying
- * whether that slot is an arena of kite's, (part of) a huge block of kite's, or not kite's.
+ * whether that slot is an arena of kite's, (part of) a huge block of kite's, the region of
+ * sampled guarded allocations (guarded.h), or not kite's.
  *
  * It answers "is this pointer ours?" without following the pointer, so foreign pointers
  * passed to free are recognised and never dereferenced. Entries are written with release
@@ -13,7 +14,7 @@
 #include "types.h"
 
 #define KITE_PAGEMAP_SIZE ((size_t)1 << (KITE_ADDR_BITS - KITE_ARENA_SHIFT))
-enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2 };
+enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2, KITE_PM_GUARDED = 3 /* guarded.c's region */ };
 
 extern uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE];
 
@@ -25,6 +26,6 @@ static inline unsigned _kite_pagemap_kind(uintptr_t u) {
 
 /* Mark every 64 MiB slot that [start, start+size) touches as v. */
 void _kite_pagemap_set(uintptr_t start, size_t size, uint8_t v);
-/* Every entry is NONE, ARENA or HUGE; counts of each in *arenas / *huge (may be NULL). */
+/* Every entry is NONE, ARENA, HUGE or GUARDED; counts of each in *arenas / *huge (may be NULL). */
 bool _kite_pagemap_check(size_t *arenas, size_t *huge);
 #endif

@@ -48,6 +48,7 @@ LAYERS = [
         "secret": ["secret.h", "secret.c"],
         "tool": ["tool.h"],  # memory-checker hooks (empty unless asked for)
         "secure_layout": ["secure_layout.h"],  # the secure build's constants, block format, layout hooks
+        "stack": ["stack.h", "stack.c"],  # call stacks (guarded allocations, heap profiles)
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
@@ -57,6 +58,7 @@ LAYERS = [
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
+    ("guarded", {"guarded": ["guarded.h", "guarded.c"]}),
     # the entry points: the public API (<kite.h> is its contract, so nothing below may include
     # it) and what the runtime calls (init.c: constructor, destructor, fork handlers; the first
     # kite_heap_new runs its start-up too)

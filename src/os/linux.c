@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -301,3 +302,48 @@ bool _kite_os_fd_identity(int fd, uint64_t id[2]) {
   if (ok) { id[0] = (uint64_t)st.st_dev; id[1] = (uint64_t)st.st_ino; }
   return ok;
 }
+
+/* ---- faults (SIGSEGV) ----
+ * One handler, installed by the first _kite_os_catch_faults; the handler that was there
+ * before is kept and receives every fault fault_fn does not claim. Async-signal-safe: it
+ * reads two variables written before the handler was installed. */
+static bool (*fault_fn)(void *addr);
+static struct sigaction fault_prev;
+static int fault_state; /* 0: not installed, 1: being installed, 2: installed, 3: refused */
+
+static void fault_handler(int sig, siginfo_t *si, void *ctx) {
+  if (fault_fn && fault_fn(si->si_addr)) return;
+  if (fault_prev.sa_flags & SA_SIGINFO) {
+    if (fault_prev.sa_sigaction) { fault_prev.sa_sigaction(sig, si, ctx); return; }
+  } else if (fault_prev.sa_handler != SIG_DFL && fault_prev.sa_handler != SIG_IGN) {
+    fault_prev.sa_handler(sig);
+    return;
+  }
+  /* the default action (a fault cannot be ignored): back to SIG_DFL; returning re-runs the
+   * faulting instruction, which now ends the process with SIGSEGV as it would have */
+  struct sigaction dfl;
+  sigemptyset(&dfl.sa_mask);
+  dfl.sa_flags = 0;
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGSEGV, &dfl, NULL);
+}
+
+bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
+  int st = 0;
+  if (!__atomic_compare_exchange_n(&fault_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    while (st == 1) st = __atomic_load_n(&fault_state, __ATOMIC_ACQUIRE);
+    return st == 2;
+  }
+  int saved = errno;
+  fault_fn = fn;
+  struct sigaction sa;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sa.sa_sigaction = fault_handler;
+  bool ok = sigaction(SIGSEGV, &sa, &fault_prev) == 0;
+  errno = saved;
+  __atomic_store_n(&fault_state, ok ? 2 : 3, __ATOMIC_RELEASE);
+  return ok;
+}
+
+uint32_t _kite_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }

@@ -89,6 +89,8 @@ pub const KITE_OPTION_PURGE_DELAY_MS: kite_option_t = 3;
 pub const KITE_OPTION_HUGEPAGES: kite_option_t = 4;
 /// Background purger thread for idle processes (bool).
 pub const KITE_OPTION_BACKGROUND: kite_option_t = 5;
+/// One in N allocations guarded (KITE_GUARDED_SAMPLE); 0 off.
+pub const KITE_OPTION_GUARDED_SAMPLE: kite_option_t = 6;
 
 extern "C" {
     /// `malloc`: NULL and `errno = ENOMEM` on failure.

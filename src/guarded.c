@@ -1,0 +1,440 @@
+/* src/guarded.c -- sampled guarded allocations (contract in guarded.h).
+ *
+ * The region: one reservation of KITE_ARENA_SIZE bytes aligned to its size, so that its
+ * page-map entry (KITE_PM_GUARDED) is its own and free() routes a pointer there by one
+ * look at the page map. It is PROT_NONE but for the pages of live blocks:
+ *   [guard][slot 0][guard][slot 1] ... [guard][slot SLOTS-1][never accessible]
+ * a guard is one page, a slot KITE_GUARDED_MAX bytes. A block of n bytes takes usable =
+ * max(n, 1) rounded up to 16 bytes at the END of its slot, so the byte after its usable
+ * end is the next guard page; only the pages it spans become read/write.
+ *
+ * Alignment against right alignment: malloc promises 16-byte alignment, so the block can
+ * end exactly at the guard only when n is a multiple of 16. An overflow of fewer than
+ * usable - n (at most 15) bytes stays in the block's padding and is not caught; it is also
+ * within what malloc_usable_size says the program may use. Every overflow past the usable
+ * end faults at its first byte. An underflow faults only once it leaves the block's first
+ * page (the bytes of that page before the block are accessible): at once for blocks that
+ * start on a page boundary, within up to 4 KiB - 16 bytes for the others.
+ *
+ * Invariants
+ *   G1 A slot at index >= fresh was never used. Every other slot is LIVE (handed out),
+ *      FREEING (a free is making it inaccessible: not on the queue yet) or FREED (on the
+ *      queue of freed slots exactly once); all three have block and size set.
+ *   G2 Only a LIVE slot's pages [page of block, slot end) are accessible; a slot becomes
+ *      FREED only after its pages were given back and made PROT_NONE.
+ *   G3 A slot is reused only once every never-used slot has been taken, and then the
+ *      oldest freed one first (a FIFO): a freed block stays inaccessible as long as possible.
+ *   G4 slot_lock guards fresh, the queue, the counters and every slot's state; it is a leaf
+ *      (nothing is called while it is held). The fault handler reads without it.
+ *
+ * Sampling, without a line in the malloc fast path: each thread keeps `left`, the eligible
+ * allocations (at most KITE_GUARDED_MAX bytes) to let pass before its next sampled one,
+ * drawn from the geometric distribution of parameter 1/N (every allocation sampled with
+ * probability 1/N, independently). A request reaches the sampler only when its page's
+ * allocation list is empty (the malloc fast path fails for sizes up to KITE_DIRECT_MAX;
+ * larger ones come here every time and are popped at once while their page has a block):
+ * the refill is counted whole (every block of the list is handed out before the class
+ * comes back), and when the sampled allocation falls inside the
+ * list, the list is cut after `left` blocks (the rest goes to the page's local free list,
+ * where the next refill finds it: page.h's lists stay whole), so the fast path fails
+ * exactly at the sampled allocation and brings it here. The one other way a list the fast
+ * path is using could grow, heap_reclaim's collect of another class's current page, is
+ * skipped while sampling is on (heap.c). The count runs ahead of
+ * the allocations by at most one list per size class. Not sampled: first-class heaps
+ * (kite_heap_malloc) and aligned requests above 16 bytes.
+ */
+#define _GNU_SOURCE
+#include "guarded.h"
+#include "heap.h"
+#include "page.h"
+#include "pagemap.h"
+#include "stack.h"
+#include "message.h"
+#include "os.h"
+#include <errno.h>
+#include <string.h>
+
+#define STRIDE (KITE_GUARDED_MAX + KITE_OS_PAGE)
+#define SLOTS ((uint32_t)((KITE_ARENA_SIZE - KITE_OS_PAGE) / STRIDE))
+#define NO_SLOT UINT32_MAX
+enum { SLOT_NEVER = 0, SLOT_LIVE = 1, SLOT_FREEING = 2, SLOT_FREED = 3 };
+
+typedef struct {
+  uintptr_t block;   /* the user pointer */
+  uint32_t size;     /* the request */
+  uint8_t state;     /* SLOT_* (G1) */
+  uint32_t next;     /* the queue of freed slots (NO_SLOT: last) */
+  kite_stack_t alloc, freed;
+} slot_t;
+
+static uint8_t *region;  /* set once, before region_state reads 2 */
+static slot_t *slots;    /* SLOTS entries, mapped with the region */
+static int region_state; /* 0: not made, 1: being made, 2: ready, 3: failed */
+static kite_lock_t slot_lock = KITE_LOCK_INIT;
+static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT;
+static uint64_t n_allocs, n_frees;
+
+static __thread int64_t left __attribute__((tls_model("initial-exec")));
+static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* 0: not seeded */
+
+static inline uintptr_t slot_end(uint32_t s) { return (uintptr_t)region + (uintptr_t)(s + 1) * STRIDE; }
+static inline size_t usable_of(size_t n) { return n == 0 ? 16 : (n + 15) & ~(size_t)15; }
+static inline uintptr_t page_down(uintptr_t u) { return u & ~(uintptr_t)(KITE_OS_PAGE - 1); }
+
+/* The slot whose data area holds u (not a guard page); false when there is none. */
+static bool slot_of(uintptr_t u, uint32_t *s) {
+  uintptr_t r = (uintptr_t)region;
+  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 || u < r) return false;
+  uint64_t off = u - r;
+  if (off / STRIDE >= SLOTS || off % STRIDE < KITE_OS_PAGE) return false;
+  *s = (uint32_t)(off / STRIDE);
+  return true;
+}
+
+/* ---- the random gap between samples ---- */
+
+/* Natural logarithm of x in (0, 1], without libm: x = m * 2^e with m in [sqrt(1/2),
+ * sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by its series (|s| < 0.18: six terms reach
+ * double precision's last digits, far below what a sampling gap needs). */
+static double ln_(double x) {
+  union { double d; uint64_t u; } v = {x};
+  int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+  v.u = (v.u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m = v.d;
+  if (m > 1.4142135623730951) { m *= 0.5; e++; }
+  double s = (m - 1) / (m + 1), s2 = s * s;
+  double t = s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
+  return e * 0.6931471805599453 + 2 * t;
+}
+
+static uint64_t rng_next(void) { /* xorshift64* */
+  uint64_t x = rng;
+  x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+  rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Allocations to let pass before the next sampled one: geometric, P(k) = (1-p)^k p. */
+static int64_t draw(int64_t n) {
+  if (n <= 1) return 0;
+  double u = (double)((rng_next() >> 11) + 1) * 0x1p-53; /* (0, 1] */
+  double g = ln_(u) / ln_(1.0 - 1.0 / (double)n);
+  return g < 1e15 ? (int64_t)g : (int64_t)1e15;
+}
+
+/* ---- the region ---- */
+
+static bool on_fault(void *addr);
+
+static KITE_COLD bool region_make(void) {
+  int st = 0;
+  if (!__atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    while (st == 1) { _kite_os_yield(); st = __atomic_load_n(&region_state, __ATOMIC_ACQUIRE); }
+    return st == 2;
+  }
+  size_t meta = ((size_t)SLOTS * sizeof(slot_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  uint8_t *r = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, NULL);
+  slot_t *m = r ? _kite_os_map_aligned(meta, KITE_OS_PAGE, NULL) : NULL;
+  bool ok = m && _kite_os_protect(r, KITE_ARENA_SIZE, false);
+  if (ok) {
+    slots = m;
+    region = r;
+    /* before the handler: a fault it sees in the region finds the slots */
+    ok = _kite_os_catch_faults(on_fault);
+  }
+  if (!ok) {
+    region = NULL;
+    slots = NULL;
+    if (m) _kite_os_unmap(m, meta);
+    if (r) _kite_os_unmap(r, KITE_ARENA_SIZE);
+    __atomic_store_n(&region_state, 3, __ATOMIC_RELEASE);
+    return false;
+  }
+  _kite_pagemap_set((uintptr_t)r, KITE_ARENA_SIZE, KITE_PM_GUARDED);
+  __atomic_store_n(&region_state, 2, __ATOMIC_RELEASE);
+  return true;
+}
+
+static KITE_NOINLINE void *guarded_alloc(size_t n) {
+  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 && !region_make()) return NULL;
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  size_t usable = usable_of(n);
+  uint32_t s = NO_SLOT;
+  _kite_lock(&slot_lock);
+  if (fresh < SLOTS) {
+    s = fresh++;
+  } else if (q_head != NO_SLOT) { /* G3: the oldest freed slot */
+    s = q_head;
+    q_head = slots[s].next;
+    if (q_head == NO_SLOT) q_tail = NO_SLOT;
+  }
+  uintptr_t b = 0;
+  if (s != NO_SLOT) {
+    slot_t *m = &slots[s];
+    b = slot_end(s) - usable;
+    __atomic_store_n(&m->block, b, __ATOMIC_RELAXED);
+    m->size = (uint32_t)n;
+    m->alloc = st;
+    m->freed.depth = 0;
+    __atomic_store_n(&m->state, (uint8_t)SLOT_LIVE, __ATOMIC_RELEASE);
+    n_allocs++;
+  }
+  _kite_unlock(&slot_lock);
+  if (s == NO_SLOT) return NULL; /* every slot live or waiting: not sampled */
+  if (unlikely(!_kite_os_protect((void *)page_down(b), slot_end(s) - page_down(b), true))) {
+    /* the kernel refused (its limit on mappings): the slot goes to the queue unused */
+    _kite_lock(&slot_lock);
+    __atomic_store_n(&slots[s].state, (uint8_t)SLOT_FREED, __ATOMIC_RELEASE);
+    slots[s].next = NO_SLOT;
+    if (q_tail != NO_SLOT) slots[q_tail].next = s; else q_head = s;
+    q_tail = s;
+    n_frees++;
+    _kite_unlock(&slot_lock);
+    return NULL;
+  }
+  return (void *)b;
+}
+
+/* The list just put on page pg (the current page of class cls of h, after the pop that
+ * served this allocation) is handed to the fast path: count it, and cut it where the
+ * sampled allocation falls (see the file comment). Owner only. */
+static void account_list(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = h->queue[cls].first;
+  if (!pg || pg->free == KITE_LINK_END) return;
+  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)(pg->used & ~KITE_PAGE_IN_FULL);
+  if (left >= k) {
+    left -= k;
+    return;
+  }
+  if (pg->local_free != KITE_LINK_END) { /* the rest cannot move there: sample at the next visit */
+    left = 0;
+    return;
+  }
+  uint16_t *l = pg->links;
+  if (left == 0) { /* the next allocation of this class is the sampled one */
+    pg->local_free = pg->free;
+    pg->free = KITE_LINK_END;
+    return;
+  }
+  uint32_t j = pg->free;
+  for (int64_t i = 1; i < left; i++) j = l[j]; /* left < |free|: stays on the list */
+  uint32_t rest = l[j];
+  if (rest != KITE_LINK_END) {
+    __atomic_store_n(&l[j], (uint16_t)KITE_LINK_END, __ATOMIC_RELAXED);
+    pg->local_free = (uint16_t)rest;
+  }
+  left = 0;
+}
+
+/* The sampled allocation, or the thread's first visit (its heap and its count). */
+static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
+  _kite_options_ensure(); /* the first requests come here before the options are read */
+#if defined(KITE_SECURE) && KITE_SECURE
+  int64_t rate = 0; /* the secure build has guard pages of its own (options.h) */
+#else
+  int64_t rate = _kite_opt(KITE_OPT_GUARDED_SAMPLE);
+#endif
+  if (unlikely(rate <= 0 || _kite_stack_busy())) return _kite_malloc_small_generic(h, n);
+  if (unlikely(h == &_kite_heap_empty)) { /* the thread's first allocation: its heap first */
+    kite_heap_t *made = _kite_heap_get();
+    if (!made) return _kite_malloc_small_generic(h, n);
+    h = made;
+  }
+  void *p;
+  if (unlikely(rng == 0)) { /* the thread's first visit: its first gap */
+    _kite_os_random(&rng, sizeof rng);
+    rng |= 1;
+    left = draw(rate);
+    if (left > 0) {
+      left--;
+      p = _kite_malloc_small_generic(h, n);
+      if (p) account_list(h, _kite_class_of(n));
+      return p;
+    }
+  }
+  left = draw(rate); /* this allocation is the sampled one */
+  p = guarded_alloc(n);
+  if (p) return p;
+  p = _kite_malloc_small_generic(h, n); /* no slot free: a plain block, its list counted */
+  if (p) account_list(h, _kite_class_of(n));
+  return p;
+}
+
+void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
+  if (n > KITE_DIRECT_MAX) {
+    /* these sizes come here every time: a block on the current list was counted with it */
+    kite_page_t *cur = h->queue[_kite_class_of(n)].first;
+    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
+  }
+  if (unlikely(left == 0)) return sample_or_start(h, n);
+  left--;
+  void *p = _kite_malloc_small_generic(h, n);
+  if (p) account_list(h, _kite_class_of(n));
+  return p;
+}
+
+void _kite_guarded_free(void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint32_t s;
+  if (!slot_of(u, &s)) {
+    _kite_report_invalid("free(): invalid pointer (a guard page of the guarded region)", p);
+    return;
+  }
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  slot_t *m = &slots[s];
+  _kite_lock(&slot_lock);
+  uint8_t state = m->state;
+  if (state != SLOT_LIVE || m->block != u) {
+    bool twice = state != SLOT_NEVER && m->block == u;
+    _kite_unlock(&slot_lock);
+    _kite_report_invalid(twice ? "free(): double free of a guarded block" : "free(): invalid pointer (not a guarded block's start)", p);
+    return;
+  }
+  m->freed = st;
+  __atomic_store_n(&m->state, (uint8_t)SLOT_FREEING, __ATOMIC_RELEASE);
+  n_frees++;
+  _kite_unlock(&slot_lock);
+  uintptr_t lo = page_down(u);
+  _kite_os_decommit((void *)lo, slot_end(s) - lo);
+  if (unlikely(!_kite_os_protect((void *)lo, slot_end(s) - lo, false))) {
+    /* cannot be made inaccessible: never reused either (it stays FREEING, off the queue) */
+    return;
+  }
+  _kite_lock(&slot_lock);
+  __atomic_store_n(&m->state, (uint8_t)SLOT_FREED, __ATOMIC_RELEASE);
+  m->next = NO_SLOT;
+  if (q_tail != NO_SLOT) slots[q_tail].next = s; else q_head = s;
+  q_tail = s;
+  _kite_unlock(&slot_lock);
+}
+
+size_t _kite_guarded_usable(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint32_t s;
+  if (!slot_of(u, &s)) return 0;
+  slot_t *m = &slots[s];
+  if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) != SLOT_LIVE || __atomic_load_n(&m->block, __ATOMIC_RELAXED) != u) return 0;
+  return usable_of(m->size);
+}
+
+void _kite_guarded_counts(uint64_t *allocs, uint64_t *frees) {
+  _kite_lock(&slot_lock);
+  *allocs = n_allocs;
+  *frees = n_frees;
+  _kite_unlock(&slot_lock);
+}
+
+/* ---- the fault report (async-signal-safe: no lock, no malloc, no stdio) ---- */
+
+static void out_signed(kite_out_t *o, int64_t v) {
+  _kite_out_str(o, v < 0 ? "-" : "+");
+  _kite_out_u64(o, v < 0 ? (uint64_t)-v : (uint64_t)v);
+}
+
+/* The slot a fault at a belongs to, and what it was: the slot whose data area holds a, or
+ * for a guard page the nearer of the block that ends at it (an overflow) and the block
+ * after it (an underflow). A freed block makes it a use after free. */
+static const char *classify(uintptr_t a, uint32_t *slot) {
+  uint64_t off = a - (uintptr_t)region;
+  uint32_t k = (uint32_t)(off / STRIDE);
+  *slot = NO_SLOT;
+  if (k < SLOTS && off % STRIDE >= KITE_OS_PAGE) {
+    slot_t *m = &slots[k];
+    uint8_t st = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
+    if (st == SLOT_NEVER) return "wild access";
+    *slot = k;
+    if (st != SLOT_LIVE) return "use after free";
+    return a < m->block ? "buffer underflow" : "wild access";
+  }
+  /* a guard page: before slot k, after slot k - 1 */
+  uint64_t d_over = UINT64_MAX, d_under = UINT64_MAX;
+  if (k >= 1 && k - 1 < SLOTS && __atomic_load_n(&slots[k - 1].state, __ATOMIC_ACQUIRE) != SLOT_NEVER)
+    d_over = a - slot_end(k - 1);
+  if (k < SLOTS && __atomic_load_n(&slots[k].state, __ATOMIC_ACQUIRE) != SLOT_NEVER)
+    d_under = slots[k].block - a;
+  if (d_over == UINT64_MAX && d_under == UINT64_MAX) return "wild access";
+  bool over = d_over <= d_under;
+  *slot = over ? k - 1 : k;
+  if (__atomic_load_n(&slots[*slot].state, __ATOMIC_ACQUIRE) != SLOT_LIVE) return "use after free";
+  return over ? "buffer overflow" : "buffer underflow";
+}
+
+static bool on_fault(void *addr) {
+  uintptr_t a = (uintptr_t)addr, r = (uintptr_t)region;
+  if (r == 0 || a < r || a - r >= KITE_ARENA_SIZE) return false;
+  uint32_t s;
+  const char *what = classify(a, &s);
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
+  _kite_out_str(&o, "kite: guarded allocation: ");
+  _kite_out_str(&o, what);
+  _kite_out_str(&o, "\n  fault address: ");
+  _kite_out_hex(&o, a);
+  _kite_out_str(&o, "\n");
+  if (s != NO_SLOT) {
+    const slot_t *m = &slots[s];
+    _kite_out_str(&o, "  block: ");
+    _kite_out_hex(&o, m->block);
+    _kite_out_str(&o, ", ");
+    _kite_out_u64(&o, m->size);
+    _kite_out_str(&o, " bytes (usable ");
+    _kite_out_u64(&o, usable_of(m->size));
+    _kite_out_str(&o, ")\n  offset from the block's start: ");
+    out_signed(&o, (int64_t)(a - m->block));
+    _kite_out_str(&o, "\n  allocated by thread ");
+    _kite_out_u64(&o, m->alloc.tid);
+    _kite_out_str(&o, ":\n");
+    _kite_stack_print(&o, &m->alloc);
+    if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) != SLOT_LIVE) {
+      _kite_out_str(&o, "  freed by thread ");
+      _kite_out_u64(&o, m->freed.tid);
+      _kite_out_str(&o, ":\n");
+      _kite_stack_print(&o, &m->freed);
+    }
+  }
+  _kite_out_str(&o, "kite: aborting\n");
+  _kite_out_flush(&o);
+  _kite_os_abort();
+}
+
+/* ---- validators and fork ---- */
+
+bool _kite_guarded_check(void) {
+  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2) return true;
+  if (_kite_pagemap_kind((uintptr_t)region) != KITE_PM_GUARDED) return _kite_check_failed("guarded: page-map entry of the region", (uintptr_t)region);
+  uint64_t seen[(SLOTS + 63) / 64] = {0};
+  bool ok = true;
+  _kite_lock(&slot_lock);
+  uint32_t queued = 0, live = 0, freeing = 0;
+  for (uint32_t s = q_head; ok && s != NO_SLOT; s = slots[s].next) {
+    if (s >= fresh) ok = _kite_check_failed("guarded: a never-used slot on the free queue", s);
+    else if ((seen[s >> 6] >> (s & 63)) & 1) ok = _kite_check_failed("guarded: a slot twice on the free queue", s);
+    else if (slots[s].state != SLOT_FREED) ok = _kite_check_failed("guarded: a slot on the free queue is not FREED", s);
+    else if (slots[s].next == NO_SLOT && s != q_tail) ok = _kite_check_failed("guarded: the queue's tail", s);
+    seen[s >> 6] |= (uint64_t)1 << (s & 63);
+    queued++;
+  }
+  for (uint32_t s = 0; ok && s < SLOTS; s++) {
+    const slot_t *m = &slots[s];
+    if (s >= fresh) {
+      if (m->state != SLOT_NEVER) ok = _kite_check_failed("guarded: a slot above fresh is in use", s);
+      continue;
+    }
+    if (m->state == SLOT_FREED && !((seen[s >> 6] >> (s & 63)) & 1)) ok = _kite_check_failed("guarded: a FREED slot off the queue", s);
+    else if (m->state == SLOT_NEVER) ok = _kite_check_failed("guarded: a slot below fresh was never used", s);
+    else if (m->size > KITE_GUARDED_MAX || m->block + usable_of(m->size) != slot_end(s))
+      ok = _kite_check_failed("guarded: block not at its slot's end", s);
+    live += m->state == SLOT_LIVE;
+    freeing += m->state == SLOT_FREEING;
+  }
+  if (ok && live != n_allocs - n_frees) ok = _kite_check_failed("guarded: live slots != allocations - frees", live);
+  if (ok && queued + freeing + live != fresh) ok = _kite_check_failed("guarded: slots unaccounted for", fresh);
+  _kite_unlock(&slot_lock);
+  return ok;
+}
+
+void _kite_guarded_fork_prepare(void) { _kite_lock(&slot_lock); }
+void _kite_guarded_fork_parent(void) { _kite_unlock(&slot_lock); }
+void _kite_guarded_fork_child(void) { _kite_lock_reinit(&slot_lock); }

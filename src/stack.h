@@ -1,0 +1,53 @@
+/* src/stack.h -- call stacks: capture the return addresses of the calling thread, and
+ * print them without allocating. For the sampled guarded allocations (guarded.c), and
+ * meant for any sampled record of where memory was allocated (a heap profile).
+ *
+ * Capture walks the unwind tables (.eh_frame) through libgcc's _Unwind_Backtrace, not the
+ * frame-pointer chain: gcc's -O2 omits frame pointers, so in code built the usual way
+ * (Debian's libraries, kite itself, the program) the chain skips callers or stops at once.
+ * The price is time: microseconds a capture, paid only by sampled allocations.
+ *
+ * Invariants
+ *   S1 Capture never calls malloc. The unwinder finds a frame's tables with glibc's
+ *      _dl_find_object (glibc 2.35 and later, gcc 12's libgcc and later: no lock, no
+ *      allocation); older pairs go through dl_iterate_phdr, which takes the loader's lock
+ *      (a capture in a thread that is inside dlopen then waits for it). Should anything in
+ *      the unwinder allocate all the same, the allocation that re-enters kite sees the
+ *      thread's capture flag: that allocation is not sampled, and the capture is counted in
+ *      _kite_stack_reentered (tests assert it stays 0).
+ *   S2 A capture holds no lock of kite's, so it is safe in a forked child and in a thread's
+ *      exit (its own frames end at the thread's start routine).
+ *   S3 Printing (_kite_stack_print) is async-signal-safe: write(2) from a stack buffer, and
+ *      each frame's module found with _dl_find_object (lock-free; without it, the raw
+ *      address alone).
+ *   S4 In a fully static program (no unwind tables that glibc can find) nothing is
+ *      captured: stacks are empty there.
+ * Layer: bottom (uses os and message only).
+ */
+#ifndef KITE_STACK_H
+#define KITE_STACK_H
+#include "types.h"
+#include "message.h"
+
+#define KITE_STACK_FRAMES 24 /* return addresses kept per stack */
+
+typedef struct kite_stack_s {
+  uint32_t depth;                   /* frames in pc[] */
+  uint32_t tid;                     /* the kernel id of the thread that captured it */
+  void *pc[KITE_STACK_FRAMES];      /* return addresses, innermost first */
+} kite_stack_t;
+
+/* Capture the caller's stack into st, leaving out the innermost `skip` frames of the caller
+ * (0: the caller of _kite_stack_capture is pc[0]). Returns the depth (0 when the thread is
+ * already capturing: S1). Any thread, any time but a signal handler. */
+uint32_t _kite_stack_capture(kite_stack_t *st, uint32_t skip);
+/* Print st, one frame a line: "    #I 0xADDR MODULE+0xOFFSET\n" with MODULE the object's path
+ * (the program: its argv[0]) and OFFSET the address less the object's load bias, the
+ * address `nm` and `addr2line -e MODULE` use. Return addresses point after their call.
+ * Async-signal-safe (S3). */
+void _kite_stack_print(kite_out_t *o, const kite_stack_t *st);
+/* Captures that re-entered malloc (S1): 0 unless the unwinder allocates. */
+extern uint64_t _kite_stack_reentered;
+/* Is the calling thread inside a capture? (an allocation it makes must not capture) */
+bool _kite_stack_busy(void);
+#endif

@@ -1,0 +1,533 @@
+/* tests/integration/test_guarded.c -- sampled guarded allocations (src/guarded.h) and the
+ * stack capture they use (src/stack.h), through the kite_* API of the internals build.
+ *
+ * The fault reports are checked in child processes (this program run again with "child
+ * MODE" and KITE_GUARDED_SAMPLE=1): the kind of error, the offset, the block, that the
+ * allocating and freeing stacks hold the test's own allocating and freeing functions
+ * (their addresses, which the child prints before it faults, and the module+offset form of
+ * the same frames), and that the child died of SIGABRT. The rest runs in this process with
+ * the option set through kite_option_set: the sampling rate against a binomial bound,
+ * content, calloc, realloc across guarded and plain blocks, aligned blocks, usable sizes,
+ * kite_owns, misuse, threads, fork, thread exit, and kite_check after each.
+ */
+#define _GNU_SOURCE
+#include "test.h"
+#include <kite.h>
+#include "guarded.h"
+#include "stack.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static volatile char sink;
+/* kite_check(): stack.h's message.h defines an assertion macro of that name */
+static int check_all(void) { return (kite_check)(); }
+static char *self_path;
+
+/* The allocating and freeing sites the reports must name: a store after each call keeps
+ * the call from becoming a jump, so its return address lies inside the function. */
+__attribute__((noinline, used)) char *site_alloc(size_t n) {
+  char *p = kite_malloc(n);
+  sink = 0;
+  return p;
+}
+__attribute__((noinline, used)) void site_free(void *p) {
+  kite_free(p);
+  sink = 0;
+}
+
+static uint64_t guarded_allocs(void) {
+  uint64_t a, f;
+  _kite_guarded_counts(&a, &f);
+  return a;
+}
+static uint64_t guarded_frees(void) {
+  uint64_t a, f;
+  _kite_guarded_counts(&a, &f);
+  return f;
+}
+
+/* ---- children: one fault each ---- */
+
+static void child_print_sites(void) {
+  Dl_info di;
+  void *bias = dladdr((void *)site_alloc, &di) ? di.dli_fbase : NULL;
+  printf("site_alloc=%p site_free=%p bias=%p\n", (void *)site_alloc, (void *)site_free, bias);
+  fflush(stdout);
+}
+
+static void *child_thread_alloc(void *arg) { return site_alloc((size_t)(uintptr_t)arg); }
+static void *child_thread_free(void *arg) { site_free(arg); return NULL; }
+
+static int child(const char *mode) {
+  child_print_sites();
+  if (strcmp(mode, "uaf") == 0) {
+    char *p = site_alloc(100);
+    memset(p, 7, 100);
+    site_free(p);
+    sink = ((volatile char *)p)[3];
+  } else if (strcmp(mode, "overflow") == 0) {
+    char *p = site_alloc(100);
+    ((volatile char *)p)[112] = 1; /* the first byte past the usable size */
+  } else if (strcmp(mode, "underflow") == 0) {
+    char *p = site_alloc(100);
+    ((volatile char *)p)[-4000] = 1; /* past the start of the block's page */
+  } else if (strcmp(mode, "threads") == 0) {
+    /* allocated by one thread, freed by another, used by a third (the main one) */
+    pthread_t a, b;
+    void *p;
+    pthread_create(&a, NULL, child_thread_alloc, (void *)(uintptr_t)200);
+    pthread_join(a, &p);
+    pthread_create(&b, NULL, child_thread_free, p);
+    pthread_join(b, NULL);
+    sink = ((volatile char *)p)[0];
+  } else if (strcmp(mode, "every") == 0) {
+    /* KITE_GUARDED_SAMPLE=1 from the start: every request of at most KITE_GUARDED_MAX bytes
+     * is guarded, malloc(0), calloc and the very first one included; larger ones are not */
+    enum { LIVE = 64 };
+    char *live[LIVE] = {0};
+    int plain = 0, big_guarded = 0;
+    for (int i = 0; i < 3000; i++) {
+      int k = i % LIVE;
+      kite_free(live[k]);
+      size_t n = i % 7 == 0 ? 0 : i % 5 == 0 ? 1025 + (size_t)(i * 131) % (KITE_GUARDED_MAX - 1024) : (size_t)(i * 37) % 1025;
+      live[k] = i % 3 == 0 ? kite_calloc(1, n) : kite_malloc(n);
+      plain += _kite_guarded_usable(live[k]) == 0;
+      if (i % 100 == 0) {
+        char *big = kite_malloc(KITE_GUARDED_MAX + 1 + (size_t)i);
+        big_guarded += _kite_guarded_usable(big) != 0;
+        kite_free(big);
+      }
+    }
+    for (int k = 0; k < LIVE; k++) kite_free(live[k]);
+    printf("plain %d big_guarded %d\n", plain, big_guarded);
+    return plain == 0 && big_guarded == 0 && check_all() ? 0 : 1;
+  } else if (strcmp(mode, "fork") == 0) {
+    char *q = site_alloc(64);
+    memset(q, 9, 64);
+    pid_t pid = fork();
+    if (pid == 0) {
+      /* the grandchild: the inherited guarded block, new ones, then a use after free */
+      for (int i = 0; i < 64; i++) if (q[i] != 9) _exit(3);
+      kite_free(q);
+      for (int i = 0; i < 100; i++) {
+        char *r = kite_malloc(1 + i * 37);
+        memset(r, i, 1 + i * 37);
+        kite_free(r);
+      }
+      if (!check_all()) _exit(4);
+      char *p = site_alloc(100);
+      site_free(p);
+      sink = ((volatile char *)p)[3];
+      _exit(5);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT ? 42 : 1;
+  }
+  return 0; /* not reached when the fault is caught */
+}
+
+/* ---- the parent's side ---- */
+
+typedef struct { char out[4096], err[16384]; int status; } child_run_t;
+
+static void read_all(int fd, char *buf, size_t cap) {
+  size_t n = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r <= 0) break;
+    n += (size_t)r;
+    if (n == cap - 1) break;
+  }
+  buf[n] = 0;
+  close(fd);
+}
+
+static void run_child(const char *mode, child_run_t *r) {
+  int po[2], pe[2];
+  if (pipe(po) || pipe(pe)) abort();
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    close(po[0]); close(pe[0]); close(po[1]); close(pe[1]);
+    setenv("KITE_GUARDED_SAMPLE", "1", 1);
+    execl(self_path, self_path, "child", mode, (char *)NULL);
+    _exit(127);
+  }
+  close(po[1]);
+  close(pe[1]);
+  read_all(po[0], r->out, sizeof r->out);
+  read_all(pe[0], r->err, sizeof r->err);
+  waitpid(pid, &r->status, 0);
+}
+
+/* Does the stack printed after the line starting with `title` hold a frame inside the
+ * function at fn (within win bytes of it)? Its module+offset must agree with the bias. */
+static bool stack_has(const char *err, const char *title, uintptr_t fn, uintptr_t win, uintptr_t bias, unsigned *tid) {
+  const char *s = strstr(err, title);
+  if (!s) return false;
+  if (tid) *tid = (unsigned)strtoul(s + strlen(title), NULL, 10);
+  s = strchr(s, '\n');
+  bool found = false;
+  while (s && strncmp(s + 1, "    #", 5) == 0) {
+    unsigned long pc = 0, off = 0;
+    const char *line = s + 1;
+    const char *hex = strstr(line, " 0x");
+    if (hex) pc = strtoul(hex + 1, NULL, 16);
+    const char *plus = strstr(line, "+0x");
+    const char *eol = strchr(line, '\n');
+    if (plus && (!eol || plus < eol)) off = strtoul(plus + 1, NULL, 16);
+    if (pc > fn && pc < fn + win) {
+      found = true;
+      if (off != pc - bias) { fprintf(stderr, "frame %lx: module offset %lx, expected %lx\n", pc, off, pc - bias); return false; }
+    }
+    s = strchr(line, '\n');
+  }
+  return found;
+}
+
+static void check_fault(const char *mode, const char *kind, const char *offset, bool freed, int want_exit) {
+  child_run_t r;
+  run_child(mode, &r);
+  if (want_exit) {
+    expect_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == want_exit);
+  } else {
+    expect_true(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT);
+  }
+  void *sa = NULL, *sf = NULL, *bias = NULL;
+  expect_int_eq(sscanf(r.out, "site_alloc=%p site_free=%p bias=%p", &sa, &sf, &bias), 3);
+  char want[128];
+  snprintf(want, sizeof want, "kite: guarded allocation: %s\n  fault address: 0x", kind);
+  expect_true(strstr(r.err, want) != NULL);
+  snprintf(want, sizeof want, "  offset from the block's start: %s\n", offset);
+  expect_true(strstr(r.err, want) != NULL);
+  expect_true(strstr(r.err, "kite: aborting\n") != NULL);
+  uintptr_t a = (uintptr_t)sa, f = (uintptr_t)sf;
+  uintptr_t win = a > f ? a - f : f - a;
+  if (win > 64) win = 64;
+  unsigned ta = 0, tf = 0;
+  expect_true(stack_has(r.err, "  allocated by thread ", a, win, (uintptr_t)bias, &ta));
+  expect_true(!stack_has(r.err, "  allocated by thread ", f, win, (uintptr_t)bias, NULL));
+  if (freed) {
+    expect_true(stack_has(r.err, "  freed by thread ", f, win, (uintptr_t)bias, &tf));
+  } else {
+    expect_true(strstr(r.err, "freed by thread") == NULL);
+  }
+  if (strcmp(mode, "threads") == 0) expect_true(ta != 0 && tf != 0 && ta != tf);
+  if (test_current_failed) fprintf(stderr, "--- child %s stdout:\n%s--- stderr:\n%s---\n", mode, r.out, r.err);
+}
+
+TEST(use_after_free) { check_fault("uaf", "use after free", "+3", true, 0); }
+TEST(overflow) { check_fault("overflow", "buffer overflow", "+112", false, 0); }
+TEST(underflow) { check_fault("underflow", "buffer underflow", "-4000", false, 0); }
+TEST(freed_by_another_thread) { check_fault("threads", "use after free", "+0", true, 0); }
+TEST(forked_child) { check_fault("fork", "use after free", "+3", true, 42); }
+
+/* With the option set from the start, every eligible request is guarded (and nothing
+ * else): the sampler sees each one (the lists it hands the fast path are counted from the
+ * process's first request, before the options are read). */
+TEST(every_one_at_1) {
+  child_run_t r;
+  run_child("every", &r);
+  expect_true(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+  expect_true(strstr(r.out, "plain 0 big_guarded 0\n") != NULL);
+  if (test_current_failed) fprintf(stderr, "--- child every stdout:\n%s--- stderr:\n%s---\n", r.out, r.err);
+}
+
+/* ---- in this process ---- */
+
+/* With N = 100 over 100000 allocations the guarded count is Binomial(100000, 1/100)
+ * (mean 1000): Chernoff's bounds put it outside [780, 1220] with probability below 4e-10.
+ * The sizes mix the direct classes (counted by the lists the fast path is given) with
+ * larger ones up to KITE_GUARDED_MAX (counted one by one, and their fresh pages make the
+ * heap reclaim other classes' pages), and blocks are freed in random order. */
+TEST(sampling_rate) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 100);
+  enum { LIVE = 200, OPS = 100000 };
+  void *live[LIVE] = {0};
+  size_t sz[LIVE] = {0};
+  uint64_t before = guarded_allocs();
+  for (int i = 0; i < OPS; i++) {
+    int k = (int)test_rng_below(LIVE);
+    if (live[k]) {
+      if (!test_verify(live[k], sz[k], (uint64_t)k)) { expect_true(!"content"); break; }
+      kite_free(live[k]);
+    }
+    sz[k] = test_rng_below(8) ? test_rng_below(300) : test_rng_below(KITE_GUARDED_MAX + 1);
+    live[k] = kite_malloc(sz[k]);
+    test_fill(live[k], sz[k], (uint64_t)k);
+  }
+  uint64_t got = guarded_allocs() - before;
+  for (int k = 0; k < LIVE; k++) kite_free(live[k]);
+  fprintf(stderr, "  %llu guarded of %d allocations at 1 in 100\n", (unsigned long long)got, OPS);
+  expect_true(got >= 780 && got <= 1220);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* Off: no allocation is guarded. */
+TEST(off_means_none) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+  uint64_t before = guarded_allocs();
+  for (int i = 0; i < 20000; i++) kite_free(kite_malloc(1 + (size_t)(i % 5000)));
+  expect_uint_eq(guarded_allocs(), before);
+}
+
+typedef struct { char *p; size_t n; uint64_t tag; } blk_t;
+
+/* Every operation of the malloc family with one in 3 allocations guarded: content, zeroes,
+ * realloc in both directions between guarded and plain blocks, alignment, usable sizes. */
+TEST(normal_operation) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 3);
+  enum { LIVE = 200, OPS = 30000 };
+  blk_t b[LIVE] = {{0}};
+  uint64_t before = guarded_allocs(), tag = 1;
+  unsigned g2p = 0, p2g = 0, aligned = 0;
+  for (int i = 0; i < OPS; i++) {
+    int k = (int)test_rng_below(LIVE);
+    blk_t *x = &b[k];
+    if (x->p && !test_verify(x->p, x->n, x->tag)) { expect_true(!"content kept"); break; }
+    unsigned op = (unsigned)test_rng_below(6);
+    size_t n = test_rng_below(8) == 0 ? test_rng_below(20000) : test_rng_below(300);
+    if (x->p && op == 0) {
+      bool was = _kite_guarded_usable(x->p) != 0;
+      char *q = kite_realloc(x->p, n + 1);
+      assert_true(q != NULL);
+      size_t keep = x->n < n + 1 ? x->n : n + 1;
+      if (!test_verify(q, keep, x->tag)) { expect_true(!"realloc keeps content"); break; }
+      bool is = _kite_guarded_usable(q) != 0;
+      g2p += was && !is;
+      p2g += !was && is;
+      x->p = q;
+      x->n = n + 1;
+      test_fill(q, x->n, x->tag);
+      continue;
+    }
+    if (x->p) kite_free(x->p);
+    x->tag = ++tag;
+    if (op == 1) {
+      x->p = kite_calloc(1, n);
+      assert_true(x->p != NULL);
+      for (size_t j = 0; j < n; j++) if (x->p[j]) { expect_true(!"calloc zeroed"); return; }
+    } else if (op == 2) {
+      size_t al = (size_t)1 << (4 + test_rng_below(9));
+      x->p = kite_aligned_alloc(al, n ? n : 1);
+      assert_true(x->p != NULL);
+      expect_uint_eq((uintptr_t)x->p % al, 0);
+      aligned++;
+    } else {
+      x->p = kite_malloc(n);
+      assert_true(x->p != NULL);
+      expect_uint_eq((uintptr_t)x->p % 16, 0);
+    }
+    size_t u = kite_malloc_usable_size(x->p);
+    expect_true(u >= n);
+    expect_true(kite_owns(x->p));
+    if (_kite_guarded_usable(x->p)) expect_uint_eq(u, n ? (n + 15) & ~(size_t)15 : 16);
+    x->n = u; /* the whole usable size is the program's */
+    test_fill(x->p, x->n, x->tag);
+    if (i % 3000 == 0) expect_true(check_all());
+  }
+  for (int k = 0; k < LIVE; k++) {
+    if (b[k].p && !test_verify(b[k].p, b[k].n, b[k].tag)) expect_true(!"content at the end");
+    kite_free(b[k].p);
+  }
+  uint64_t got = guarded_allocs() - before;
+  fprintf(stderr, "  %llu guarded; realloc guarded->plain %u, plain->guarded %u\n", (unsigned long long)got, g2p, p2g);
+  expect_true(got > 1000);
+  expect_true(g2p > 0 && p2g > 0 && aligned > 0);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* A guarded block of n bytes (sampling at 1 in 1: at most the thread's count left from an
+ * earlier rate goes by first). */
+static char *guarded_malloc(size_t n) {
+  for (int i = 0; i < 10000; i++) {
+    char *p = kite_malloc(n);
+    if (_kite_guarded_usable(p)) return p;
+    kite_free(p);
+  }
+  return NULL;
+}
+
+/* realloc of a guarded block to a huge size and back keeps the content. */
+TEST(realloc_to_huge) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  char *p = guarded_malloc(1000);
+  assert_true(p != NULL);
+  test_fill(p, 1000, 77);
+  char *q = kite_realloc(p, (size_t)20 << 20);
+  assert_true(q != NULL && _kite_guarded_usable(q) == 0);
+  expect_true(test_verify(q, 1000, 77));
+  q[(20 << 20) - 1] = 1;
+  char *r = kite_realloc(q, 500);
+  assert_true(r != NULL);
+  expect_true(test_verify(r, 500, 77));
+  kite_free(r);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* Misuse of guarded blocks is reported and counted like other misuse; nothing changes. */
+TEST(misuse) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  kite_stats_t s0, s1;
+  char *p = guarded_malloc(100), *q = guarded_malloc(40);
+  assert_true(_kite_guarded_usable(p) == 112 && _kite_guarded_usable(q) == 48);
+  kite_stats_get(&s0);
+  kite_free(p);
+  expect_true(!kite_owns(p));
+  kite_free(p);      /* double free */
+  kite_free(q + 16); /* not a block start */
+  errno = 0;
+  expect_true(kite_realloc(p, 10) == NULL);
+  expect_int_eq(errno, EINVAL);
+  kite_stats_get(&s1);
+  /* the double free and the interior free: invalid_frees counts free's reports, not realloc's */
+  expect_uint_eq(s1.invalid_frees - s0.invalid_frees, 2);
+  expect_uint_eq(kite_malloc_usable_size(q), 48);
+  memset(q, 1, 48);
+  kite_free(q);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* 4 threads, one in 3 allocations guarded, every block freed by another thread. */
+enum { TQ = 4096 };
+static struct { pthread_mutex_t lock; blk_t q[TQ]; unsigned n; } xq = {PTHREAD_MUTEX_INITIALIZER, {{0}}, 0};
+static int xq_bad;
+static void *churn(void *arg) {
+  uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15ull + 1;
+  for (int i = 0; i < 6000; i++) {
+    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+    size_t n = 1 + seed % 3000;
+    char *p = kite_malloc(n);
+    test_fill(p, n, seed);
+    blk_t got = {0};
+    pthread_mutex_lock(&xq.lock);
+    if (xq.n == TQ || (xq.n > 0 && (seed & 1))) got = xq.q[--xq.n];
+    if (xq.n < TQ) xq.q[xq.n++] = (blk_t){p, n, seed};
+    else { got.p = NULL; }
+    pthread_mutex_unlock(&xq.lock);
+    if (got.p) {
+      if (!test_verify(got.p, got.n, got.tag)) __atomic_store_n(&xq_bad, 1, __ATOMIC_RELAXED);
+      kite_free(got.p);
+    }
+  }
+  return NULL;
+}
+TEST(threads) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 3);
+  uint64_t a0 = guarded_allocs(), f0 = guarded_frees();
+  pthread_t t[4];
+  for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn, (void *)(i + 1));
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  for (unsigned i = 0; i < xq.n; i++) {
+    if (!test_verify(xq.q[i].p, xq.q[i].n, xq.q[i].tag)) xq_bad = 1;
+    kite_free(xq.q[i].p);
+  }
+  xq.n = 0;
+  expect_int_eq(xq_bad, 0);
+  uint64_t a = guarded_allocs() - a0, f = guarded_frees() - f0;
+  expect_true(a > 1000);
+  expect_uint_eq(f, a);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* A thread's exit: a TLS destructor allocates and frees a guarded block (both capture a
+ * stack while the thread is being torn down). */
+static pthread_key_t exit_key;
+static void exit_dtor(void *v) {
+  (void)v;
+  char *p = kite_malloc(77);
+  memset(p, 3, 77);
+  kite_free(p);
+}
+static void *exiting(void *arg) { pthread_setspecific(exit_key, arg); return NULL; }
+TEST(thread_exit) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  pthread_key_create(&exit_key, exit_dtor);
+  uint64_t a0 = guarded_allocs(), f0 = guarded_frees();
+  pthread_t t;
+  pthread_create(&t, NULL, exiting, (void *)1);
+  pthread_join(t, NULL);
+  expect_true(guarded_allocs() > a0);
+  expect_uint_eq(guarded_frees() - f0, guarded_allocs() - a0);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* The stack module alone: a capture holds its caller, never re-enters malloc, and works in
+ * the forked child of a process whose other thread was capturing during the fork. */
+__attribute__((noinline)) static uint32_t capture_here(kite_stack_t *st) {
+  uint32_t d = _kite_stack_capture(st, 0);
+  sink = 0;
+  return d;
+}
+static volatile int capturing_stop;
+static void *capture_loop(void *arg) {
+  (void)arg;
+  kite_stack_t st;
+  while (!__atomic_load_n(&capturing_stop, __ATOMIC_RELAXED)) _kite_stack_capture(&st, 0);
+  return NULL;
+}
+TEST(stack_capture) {
+  kite_stack_t st;
+  assert_true(capture_here(&st) >= 2);
+  uintptr_t f = (uintptr_t)capture_here;
+  expect_true((uintptr_t)st.pc[0] > f && (uintptr_t)st.pc[0] < f + 64);
+  expect_uint_eq(st.tid, (uint32_t)gettid());
+  pthread_t t;
+  pthread_create(&t, NULL, capture_loop, NULL);
+  for (int i = 0; i < 20; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20); /* a deadlock ends as SIGALRM, not as a hung test */
+      kite_stack_t c;
+      _exit(capture_here(&c) >= 2 ? 0 : 1);
+    }
+    int s = 0;
+    waitpid(pid, &s, 0);
+    expect_true(WIFEXITED(s) && WEXITSTATUS(s) == 0);
+  }
+  __atomic_store_n(&capturing_stop, 1, __ATOMIC_RELAXED);
+  pthread_join(t, NULL);
+  expect_uint_eq(_kite_stack_reentered, 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "child") == 0) return child(argv[2]);
+  self_path = realpath("/proc/self/exe", NULL);
+  test_rng_init(20261126);
+  /* KITE_GUARDED_TEST_INPROCESS=1: the TSan build's run (its runtime takes the children's
+   * SIGSEGV and abort over, so they do not die of SIGABRT there); the normal build runs all */
+  const char *inprocess = getenv("KITE_GUARDED_TEST_INPROCESS");
+  if (!inprocess || strcmp(inprocess, "1") != 0) {
+    RUN(use_after_free);
+    RUN(overflow);
+    RUN(underflow);
+    RUN(freed_by_another_thread);
+    RUN(forked_child);
+    RUN(every_one_at_1);
+  }
+  RUN(off_means_none);
+  RUN(sampling_rate);
+  RUN(normal_operation);
+  RUN(realloc_to_huge);
+  RUN(misuse);
+  RUN(threads);
+  RUN(thread_exit);
+  RUN(stack_capture);
+  expect_uint_eq(_kite_stack_reentered, 0);
+  free(self_path);
+  return test_main_end();
+}
