@@ -112,9 +112,11 @@ def find_scudo():
     return None
 
 
-def allocators(build_dir):
+def allocators(build_dir, build_peers=True):
     """[(name, preload path or None)]: kite, kite-secure (if built), glibc and the peers
-    bench/run.py finds, plus scudo."""
+    bench/run.py finds, with kite-secure's hardened peers (scudo; hardened_malloc, which
+    tools/peer-hardened-malloc builds outside the tree when it can), plus scudo when
+    kite-secure is not built."""
     out = []
     for name, so in (("kite", "libkite.so"), ("kite-secure", "libkite-secure.so")):
         p = os.path.join(build_dir, so)
@@ -122,15 +124,15 @@ def allocators(build_dir):
             out.append((name, p))
     try:
         import run as bench_run  # bench/run.py: one discovery of the installed peers
-        for a in bench_run.discover_allocators(build_dir, [], False):
+        for a in bench_run.discover_allocators(build_dir, [], False, build_peers):
             if a["name"] in ("kite", "kite-secure") or a["status"] != "ok":
                 continue
             out.append((a["name"], a["path"]))
     except Exception as e:  # noqa: BLE001 -- the matrix still runs for kite and glibc
         print(f"security_matrix: peer discovery failed ({e}); kite and glibc only", file=sys.stderr)
         out.append(("glibc", None))
-    sc = find_scudo()
-    if sc:
+    sc = find_scudo()  # bench/run.py lists it beside kite-secure only
+    if sc and not any(n == "scudo" for n, _ in out):
         out.append(("scudo", sc))
     return out
 
@@ -240,7 +242,8 @@ def main(argv=None):
     ap.add_argument("-v", "--verbose", action="store_true", help="print each run's stderr tail")
     a = ap.parse_args(argv)
     bd = os.path.abspath(a.build_dir)
-    allocs = allocators(bd)
+    # a check (CTest) or a run without hardened_malloc never fetches or builds a peer
+    allocs = allocators(bd, not a.check and (not a.allocs or "hardened_malloc" in a.allocs))
     if a.allocs:
         want = a.allocs.split(",")
         allocs = [x for x in allocs if x[0] in want]
