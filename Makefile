@@ -14,7 +14,7 @@
 #                   (docs/benchmarks.md's RSS sections)
 #   make bench-hugepages  KITE_HUGEPAGES=0/1 on a random pointer chase over 1 GiB (same page)
 #   make peers   build the secure build's peer hardened_malloc outside the tree
-#                (tools/peer-hardened-malloc; make bench and make security do it when absent)
+#                (tools/peer-hardened-malloc; make bench and make security run it first)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -53,7 +53,7 @@ test-tsan:
 
 test: test-main test-asan test-tsan
 
-bench: build venv
+bench: build venv peers
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
 
@@ -81,11 +81,12 @@ clean:
 	rm -rf build build-asan build-tsan build-deb
 
 # GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
-# its sources, built into ~/.cache/kite-peers; says why and goes on when it cannot
+# its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot
+# (no cargo, no network): the runners then list it as skipped
 peers:
 	-tools/peer-hardened-malloc
 
 # the security matrix: every misuse case of tests/security/ under kite and each installed
 # allocator (scudo from libclang-rt-14-dev and hardened_malloc included) -> docs/security.md
-security: build venv
+security: build venv peers
 	$(PY) tools/security_matrix.py --docs

@@ -19,7 +19,8 @@ What it does
     cmeel-mimalloc wheel in .venv, which `make venv` installs); and the hardened peers of
     kite-secure: scudo (LLVM's scudo standalone, from Debian's libclang-rt-*-dev) and
     hardened_malloc (GrapheneOS's, built outside the tree by tools/peer-hardened-malloc
-    from the crates.io package that ships its sources, when cargo has it or can fetch it).
+    from the crates.io package that ships its sources; `make peers`, which `make bench`
+    runs, builds it when cargo has the package or can fetch it; the runner only finds it).
     --install-peers apt-get installs the missing Debian ones; --alloc NAME=PATH adds any other preloadable .so. A
     missing allocator is listed as skipped, with the reason.
   * Each repetition runs every case with every allocator, round robin over the allocators
@@ -237,7 +238,7 @@ SECURE_PEERS = {
     "scudo": ("/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.scudo_standalone-x86_64.so",
               "Debian package libclang-rt-14-dev"),
     "hardened_malloc": ("tools/peer-hardened-malloc", "crates.io package hardened-malloc-sys, "
-                        "built by tools/peer-hardened-malloc (needs cargo or its cache)"),
+                        "built by `make peers` (tools/peer-hardened-malloc)"),
 }
 # name -> library in the build directory: kite and its hardened build, measured as kite
 KITE_BUILDS = {"kite": "libkite.so", "kite-secure": "libkite-secure.so"}
@@ -269,27 +270,25 @@ def find_scudo():
     return hits[-1] if hits else None
 
 
-def find_hardened_malloc(build=True):
-    """(path, version, reason): GrapheneOS's hardened_malloc built outside the tree by
-    tools/peer-hardened-malloc (which fetches and builds it when it is absent and `build`);
-    path None and the script's own line as the reason when it cannot."""
+def find_hardened_malloc():
+    """(path, version, reason): GrapheneOS's hardened_malloc as tools/peer-hardened-malloc
+    built it outside the tree (`make peers`); path None and the reason when it is not
+    built. Never fetches or builds (a test or a run without network stays one)."""
     script = os.path.join(ROOT, SECURE_PEERS["hardened_malloc"][0])
     try:
-        q = subprocess.run([script] + ([] if build else ["--print"]), capture_output=True,
-                           text=True, timeout=900)
+        q = subprocess.run([script, "--print"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
         return None, "", f"{script}: {e}"
     path = q.stdout.strip().splitlines()[-1] if q.stdout.strip() else ""
     if q.returncode == 0 and os.path.exists(path):
         m = re.search(r"hardened_malloc-([^/]+)-(\w+)/", path)
         return path, (f"{m.group(1)} ({m.group(2)} config)" if m else ""), ""
-    why = (q.stderr.strip().splitlines() or ["not built"])[-1]
-    return None, "", why
+    return None, "", ("not built (`make peers` builds it: tools/peer-hardened-malloc, from the "
+                      "crates.io package hardened-malloc-sys)")
 
 
-def secure_peer_allocs(build=True):
-    """kite-secure's peers as allocator entries (skipped ones with the reason); hardened_malloc
-    is fetched and built only when `build` (else only found when already built)."""
+def secure_peer_allocs():
+    """kite-secure's peers as allocator entries (skipped ones with the reason)."""
     out = []
     sc = find_scudo()
     if sc:
@@ -300,7 +299,7 @@ def secure_peer_allocs(build=True):
         out.append(dict(name="scudo", path=None, status="skipped",
                         reason="libclang_rt.scudo_standalone-x86_64.so not found "
                                "(Debian package libclang-rt-14-dev)"))
-    hm, ver, why = find_hardened_malloc(build)
+    hm, ver, why = find_hardened_malloc()
     if hm:
         out.append(dict(name="hardened_malloc", path=hm, status="ok", reason="", version=ver))
     else:
@@ -355,11 +354,9 @@ def install_peers(missing_pkgs):
     return ok
 
 
-def discover_allocators(build_dir, extra, want_install, build_peers=True):
+def discover_allocators(build_dir, extra, want_install):
     """Returns [dict(name, path, status, reason)] in report order: kite, glibc, peers,
-    extras. status is 'ok' or 'skipped'; path None means no preload (glibc). build_peers:
-    a hardened peer that must be fetched and built (hardened_malloc) is, else it is listed
-    only when already built."""
+    extras. status is 'ok' or 'skipped'; path None means no preload (glibc)."""
     allocs = []
     for name, lib in KITE_BUILDS.items():
         kite = os.path.join(build_dir, lib)
@@ -393,7 +390,7 @@ def discover_allocators(build_dir, extra, want_install, build_peers=True):
                                reason=f"{pattern} not found (pip package {dist}: `make venv` "
                                       "installs it)"))
     if any(a["name"] == "kite-secure" for a in allocs):  # only beside the secure build
-        allocs += secure_peer_allocs(build_peers)
+        allocs += secure_peer_allocs()
     for spec in extra:
         if "=" not in spec:
             raise SystemExit(f"--alloc wants NAME=PATH, got {spec!r}")
@@ -1311,8 +1308,7 @@ def main(argv=None):
         ap.error("--short-ms must be >= 0")
     SHORT_S = args.short_ms / 1000
 
-    allocs = discover_allocators(build_dir, args.alloc, args.install_peers,
-                                 args.allocs == "all" or "hardened_malloc" in args.allocs)
+    allocs = discover_allocators(build_dir, args.alloc, args.install_peers)
     if args.allocs != "all":
         want = [a.strip() for a in args.allocs.split(",") if a.strip()]
         known = {a["name"] for a in allocs}

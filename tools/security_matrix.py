@@ -112,11 +112,11 @@ def find_scudo():
     return None
 
 
-def allocators(build_dir, build_peers=True):
+def allocators(build_dir):
     """[(name, preload path or None)]: kite, kite-secure (if built), glibc and the peers
-    bench/run.py finds, with kite-secure's hardened peers (scudo; hardened_malloc, which
-    tools/peer-hardened-malloc builds outside the tree when it can), plus scudo when
-    kite-secure is not built."""
+    bench/run.py finds, with kite-secure's hardened peers (scudo; hardened_malloc when
+    `make peers` has built it outside the tree), plus scudo when kite-secure is not
+    built."""
     out = []
     for name, so in (("kite", "libkite.so"), ("kite-secure", "libkite-secure.so")):
         p = os.path.join(build_dir, so)
@@ -124,7 +124,7 @@ def allocators(build_dir, build_peers=True):
             out.append((name, p))
     try:
         import run as bench_run  # bench/run.py: one discovery of the installed peers
-        for a in bench_run.discover_allocators(build_dir, [], False, build_peers):
+        for a in bench_run.discover_allocators(build_dir, [], False):
             if a["name"] in ("kite", "kite-secure") or a["status"] != "ok":
                 continue
             out.append((a["name"], a["path"]))
@@ -242,8 +242,7 @@ def main(argv=None):
     ap.add_argument("-v", "--verbose", action="store_true", help="print each run's stderr tail")
     a = ap.parse_args(argv)
     bd = os.path.abspath(a.build_dir)
-    # a check (CTest) or a run without hardened_malloc never fetches or builds a peer
-    allocs = allocators(bd, not a.check and (not a.allocs or "hardened_malloc" in a.allocs))
+    allocs = allocators(bd)
     if a.allocs:
         want = a.allocs.split(",")
         allocs = [x for x in allocs if x[0] in want]
