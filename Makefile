@@ -13,13 +13,15 @@
 #   make bench-rss  resident memory over time per allocator, and after 32 threads exit
 #                   (docs/benchmarks.md's RSS sections)
 #   make bench-hugepages  KITE_HUGEPAGES=0/1 on a random pointer chase over 1 GiB (same page)
+#   make peers   build the secure build's peer hardened_malloc outside the tree
+#                (tools/peer-hardened-malloc; make bench and make security run it first)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv clean install deb
+.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -51,7 +53,7 @@ test-tsan:
 
 test: test-main test-asan test-tsan
 
-bench: build venv
+bench: build venv peers
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
 
@@ -78,7 +80,13 @@ deb:
 clean:
 	rm -rf build build-asan build-tsan build-deb
 
+# GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
+# its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot
+# (no cargo, no network): the runners then list it as skipped
+peers:
+	-tools/peer-hardened-malloc
+
 # the security matrix: every misuse case of tests/security/ under kite and each installed
-# allocator (scudo from libclang-rt-14-dev included) -> docs/security.md
-security: build venv
+# allocator (scudo from libclang-rt-14-dev and hardened_malloc included) -> docs/security.md
+security: build venv peers
 	$(PY) tools/security_matrix.py --docs

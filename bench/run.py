@@ -16,8 +16,12 @@ What it does
   * Allocators: kite (<build>/libkite.so), kite-secure (<build>/libkite-secure.so, only
     when built), glibc (no preload), each peer found on the machine by its Debian soname:
     jemalloc, tcmalloc, mimalloc, tbbmalloc (its malloc proxy), and mimalloc3 (the
-    cmeel-mimalloc wheel in .venv, which `make venv` installs). --install-peers apt-get
-    installs the missing Debian ones; --alloc NAME=PATH adds any other preloadable .so. A
+    cmeel-mimalloc wheel in .venv, which `make venv` installs); and the hardened peers of
+    kite-secure: scudo (LLVM's scudo standalone, from Debian's libclang-rt-*-dev) and
+    hardened_malloc (GrapheneOS's, built outside the tree by tools/peer-hardened-malloc
+    from the crates.io package that ships its sources; `make peers`, which `make bench`
+    runs, builds it when cargo has the package or can fetch it; the runner only finds it).
+    --install-peers apt-get installs the missing Debian ones; --alloc NAME=PATH adds any other preloadable .so. A
     missing allocator is listed as skipped, with the reason.
   * Each repetition runs every case with every allocator, round robin over the allocators
     (so slow drifts of the machine hit all of them alike), the order rotated by one
@@ -32,7 +36,8 @@ What it does
   * Reported per pair: median wall time with its spread (min, max, quartiles), median
     user+sys CPU time, median peak RSS, and the ratios of the median wall time to glibc's
     and to the best peer's (the fastest of the allocators that are neither glibc nor a
-    build of kite). Cases whose fastest median is under 100 ms are start-up dominated:
+    build of kite, nor a hardened peer: those are kite-secure's peers, its ratio to the
+    fastest of them is reported too). Cases whose fastest median is under 100 ms are start-up dominated:
     shown, marked †, left out of the geometric means.
   * Output, in --out (default bench/results/<UTC timestamp>/): results.json, results.csv
     (first line: the exact command), results.md (tables), and, unless --no-charts, PNG
@@ -54,6 +59,7 @@ import json
 import math
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -223,9 +229,20 @@ VENV_PEERS = {
     "mimalloc3": (".venv/lib/python3*/site-packages/cmeel.prefix/lib/libmimalloc.so.3",
                   "cmeel-mimalloc"),
 }
+# Hardened peers: allocators built to catch heap misuse, compared with kite-secure (not with
+# kite: they are left out of "best peer"). name -> (how it is found, where it comes from).
+# scudo: LLVM's standalone scudo, shipped by Debian's libclang-rt-<N>-dev. hardened_malloc:
+# GrapheneOS's, in its default configuration, built by tools/peer-hardened-malloc into
+# ~/.cache/kite-peers (its sources come in the crates.io package hardened-malloc-sys).
+SECURE_PEERS = {
+    "scudo": ("/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.scudo_standalone-x86_64.so",
+              "Debian package libclang-rt-14-dev"),
+    "hardened_malloc": ("tools/peer-hardened-malloc", "crates.io package hardened-malloc-sys, "
+                        "built by `make peers` (tools/peer-hardened-malloc)"),
+}
 # name -> library in the build directory: kite and its hardened build, measured as kite
 KITE_BUILDS = {"kite": "libkite.so", "kite-secure": "libkite-secure.so"}
-NOT_PEERS = ("glibc",) + tuple(KITE_BUILDS)
+NOT_PEERS = ("glibc",) + tuple(KITE_BUILDS) + tuple(SECURE_PEERS)
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib",
             "/usr/local/lib", "/usr/lib/aarch64-linux-gnu"]
 WRONG_EXIT = 3
@@ -246,6 +263,48 @@ def find_peer(sonames):
 def find_venv_peer(pattern):
     hits = sorted(glob.glob(os.path.join(ROOT, pattern)))
     return hits[-1] if hits else None
+
+
+def find_scudo():
+    hits = sorted(glob.glob(SECURE_PEERS["scudo"][0]))
+    return hits[-1] if hits else None
+
+
+def find_hardened_malloc():
+    """(path, version, reason): GrapheneOS's hardened_malloc as tools/peer-hardened-malloc
+    built it outside the tree (`make peers`); path None and the reason when it is not
+    built. Never fetches or builds (a test or a run without network stays one)."""
+    script = os.path.join(ROOT, SECURE_PEERS["hardened_malloc"][0])
+    try:
+        q = subprocess.run([script, "--print"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, "", f"{script}: {e}"
+    path = q.stdout.strip().splitlines()[-1] if q.stdout.strip() else ""
+    if q.returncode == 0 and os.path.exists(path):
+        m = re.search(r"hardened_malloc-([^/]+)-(\w+)/", path)
+        return path, (f"{m.group(1)} ({m.group(2)} config)" if m else ""), ""
+    return None, "", ("not built (`make peers` builds it: tools/peer-hardened-malloc, from the "
+                      "crates.io package hardened-malloc-sys)")
+
+
+def secure_peer_allocs():
+    """kite-secure's peers as allocator entries (skipped ones with the reason)."""
+    out = []
+    sc = find_scudo()
+    if sc:
+        m = re.search(r"llvm-(\d+)", sc)
+        out.append(dict(name="scudo", path=sc, status="ok", reason="",
+                        version=package_version(f"libclang-rt-{m.group(1)}-dev") if m else ""))
+    else:
+        out.append(dict(name="scudo", path=None, status="skipped",
+                        reason="libclang_rt.scudo_standalone-x86_64.so not found "
+                               "(Debian package libclang-rt-14-dev)"))
+    hm, ver, why = find_hardened_malloc()
+    if hm:
+        out.append(dict(name="hardened_malloc", path=hm, status="ok", reason="", version=ver))
+    else:
+        out.append(dict(name="hardened_malloc", path=None, status="skipped", reason=why))
+    return out
 
 
 def pip_version(dist, lib):
@@ -330,6 +389,8 @@ def discover_allocators(build_dir, extra, want_install):
             allocs.append(dict(name=name, path=None, status="skipped",
                                reason=f"{pattern} not found (pip package {dist}: `make venv` "
                                       "installs it)"))
+    if any(a["name"] == "kite-secure" for a in allocs):  # only beside the secure build
+        allocs += secure_peer_allocs()
     for spec in extra:
         if "=" not in spec:
             raise SystemExit(f"--alloc wants NAME=PATH, got {spec!r}")
@@ -760,6 +821,13 @@ def geomeans(rows, names, cases):
     if "kite-secure" in names:
         res["kite_secure_best_peer"] = gmean([by[(l, "kite-secure")]["ratio_best_peer"]
                                               for l in common])
+        hard = [n for n in names if n in SECURE_PEERS]
+        if hard:  # kite-secure against the fastest hardened peer of each case
+            res["kite_secure_best_hardened"] = gmean(
+                [by[(l, "kite-secure")]["wall_s"] / min(by[(l, n)]["wall_s"] for n in hard)
+                 for l in common])
+            res["kite_secure_kite"] = gmean([by[(l, "kite-secure")]["wall_s"] / by[(l, "kite")]["wall_s"]
+                                             for l in common]) if "kite" in names else None
     return res
 
 
@@ -844,6 +912,13 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
                    "are shown but left out of it. Last column: kite's ratio to the best peer "
                    "(the fastest allocator that is neither glibc nor a build of kite) of each "
                    "case, and its geometric mean over the same cases.")
+        if gm.get("kite_secure_best_hardened"):
+            out.append("")
+            out.append("kite-secure against its hardened peers (scudo, hardened_malloc), the "
+                       "geometric mean over the same cases of its median wall time divided by "
+                       f"the fastest hardened peer's: {gm['kite_secure_best_hardened']:.2f}x"
+                       + (f"; divided by kite's: {gm['kite_secure_kite']:.2f}x"
+                          if gm.get("kite_secure_kite") else "") + ".")
     out.append("")
     out.append("### Peak RSS (MiB, median)")
     out.append("")
@@ -1061,7 +1136,8 @@ def write_docs(meta, md, files, outdir, args, cases, rows):
              "whiskers. Cases whose fastest median is under "
              f"{SHORT_S * 1000:.0f} ms are start-up dominated: marked †, left out of the "
              "geometric means. \"Best peer\" is the fastest allocator that is neither glibc "
-             "nor a build of kite (kite, kite-secure). Wall and CPU time and peak RSS are those of the workload "
+             "nor a build of kite (kite, kite-secure) nor a hardened peer (scudo, "
+             "hardened_malloc: they are kite-secure's peers). Wall and CPU time and peak RSS are those of the workload "
              "process alone (`build/kite-bench-exec` forks it and reads `wait4`'s resource "
              "usage). A run that crashes, fails or whose self-check fails is shown as such "
              "(`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. Raw results, with the "

@@ -63,14 +63,26 @@ _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
 void (*_kite_secure_error_hook)(const char *kind, const void *p);
 #endif
 
-static KITE_COLD void secure_error(const char *kind, const void *p);
+/* secure_error never returns in a release build (it aborts), and gcc, seeing that, calls it
+ * as a no-return function: never as the last jump of its caller, whose fast path then keeps a
+ * stack frame for that call. Hiding that it never returns (noipa) lets the callers below
+ * (free, release) end in a jump to it, with no frame. */
+#if defined(__has_attribute)
+#if __has_attribute(noipa)
+#define NO_IPA __attribute__((noipa))
+#endif
+#endif
+#ifndef NO_IPA
+#define NO_IPA
+#endif
+static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p);
 /* What the core finds (e.g. the loser of two racing frees of a large block) is a secure
  * error too: reported with its kind, then abort. */
 __attribute__((constructor)) static void secure_report_hook(void) {
   __atomic_store_n(&_kite_report_invalid_hook, secure_error, __ATOMIC_RELEASE);
 }
 
-static KITE_COLD void secure_error(const char *kind, const void *p) {
+static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
 #ifdef KITE_TEST_HOOKS
   if (_kite_secure_error_hook) { _kite_secure_error_hook(kind, p); return; }
 #endif
@@ -142,16 +154,27 @@ static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const 
   return "buffer overflow (canary overwritten)";
 }
 
-/* Small block p (size bs) about to be handed out: check it (free_block_ok; else a write
- * after free: reported, false, and the block is kept out of use); write its canary. */
-static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t bs) {
+/* free(p) of small block p found holding seen, not its canary: reported. Out of line, called
+ * last, so the free's fast path needs no stack frame of its own. */
+static KITE_COLD NO_IPA void free_refused(void *p, uint64_t seen) {
+  secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
+}
+
+/* Small block p (size bs) about to be handed out: if it is as a free block must be
+ * (free_block_ok), its canary is written and true returned; else false, nothing written. */
+static inline __attribute__((always_inline)) bool block_take(void *p, uint32_t bs) {
   uint64_t c = canary_of(p);
-  if (unlikely(!free_block_ok(p, bs, ~c))) {
-    secure_error("write after free (a freed block changed before reuse)", p);
-    return false;
-  }
+  if (unlikely(!free_block_ok(p, bs, ~c))) return false;
   __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
   return true;
+}
+
+#define WRITE_AFTER_FREE "write after free (a freed block changed before reuse)"
+/* block_take, the refusal reported (a write after free: the block is kept out of use). */
+static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t bs) {
+  if (likely(block_take(p, bs))) return true;
+  secure_error(WRITE_AFTER_FREE, p);
+  return false;
 }
 
 /* A core small block about to be handed out: check it is a carved block of a small page
@@ -305,7 +328,7 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
 #if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
   seen = *canary_slot(p, bs);
   if (unlikely(seen != c)) {
-    secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
+    free_refused(p, seen);
     return;
   }
   *canary_slot(p, bs) = ~c;
@@ -316,7 +339,7 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   /* the claim: exactly one free of a live block wins, whatever the threads do */
   if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
-    secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
+    free_refused(p, seen);
     return;
   }
   zero_free_block(p, bs);
@@ -375,13 +398,22 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
   return large_alloc(n, 0, false);
 }
 
+/* Block b, just popped for malloc(n), was written after free: reported (the block is kept
+ * out of use), and malloc goes on with another block. Called last (no stack frame for it on
+ * malloc's fast path). */
+static KITE_COLD NO_IPA void *malloc_refused(void *b, size_t n) {
+  secure_error(WRITE_AFTER_FREE, b);
+  return malloc_generic(n);
+}
+
 /* The core's pop (page.h), inlined: the block's page is at hand for the check. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX - KITE_SECURE_CANARY)) {
     kite_page_t *pg = _kite_heap_tls->direct[n + KITE_SECURE_CANARY];
     if (likely(pg->free != KITE_LINK_END)) {
       void *b = _kite_page_pop(pg);
-      if (likely(block_ready(b, pg->block_size))) return b;
+      if (likely(block_take(b, pg->block_size))) return b;
+      return malloc_refused(b, n);
     }
   }
   return malloc_generic(n);

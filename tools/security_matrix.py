@@ -133,7 +133,9 @@ def find_scudo():
 
 def allocators(build_dir):
     """[(name, preload path or None)]: kite, kite-secure (if built), glibc and the peers
-    bench/run.py finds, plus scudo."""
+    bench/run.py finds, with kite-secure's hardened peers (scudo; hardened_malloc when
+    `make peers` has built it outside the tree), plus scudo when kite-secure is not
+    built."""
     out = []
     for name, so in (("kite", "libkite.so"), ("kite-secure", "libkite-secure.so")):
         p = os.path.join(build_dir, so)
@@ -148,8 +150,8 @@ def allocators(build_dir):
     except Exception as e:  # noqa: BLE001 -- the matrix still runs for kite and glibc
         print(f"security_matrix: peer discovery failed ({e}); kite and glibc only", file=sys.stderr)
         out.append(("glibc", None))
-    sc = find_scudo()
-    if sc:
+    sc = find_scudo()  # bench/run.py lists it beside kite-secure only
+    if sc and not any(n == "scudo" for n, _ in out):
         out.append(("scudo", sc))
     return out
 
