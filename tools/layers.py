@@ -38,11 +38,12 @@ LAYERS = [
     ("huge", {"huge": ["huge.h", "huge.c"]}),
     ("purger", {"purger": ["purger.h", "purger.c"]}),
     ("links", {"links": ["links.h", "links.c"]}),
-    ("page", {"page": ["page.h", "page.c"]}),
+    ("page", {"page": ["page.h", "page.c", "remote.h", "remote.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
     # the public entry points; <kite.h> is their contract, so nothing below may include it
     ("entry", {
         "api": ["<kite.h>"],
+        "classify": ["classify.h"],  # what a pointer is (page map, descriptor, block)
         "alloc": ["alloc.h", "alloc.c"],
         "entry": ["entry.h"],
         "free": ["free.c"],
