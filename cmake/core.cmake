@@ -71,12 +71,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_smoke.c)
   set_tests_properties(core_option_saturates_neg PROPERTIES LABELS "core;unit"
                        ENVIRONMENT "KITE_PURGE_DELAY_MS=-99999999999999999999999999999999")
 endif()
-# Cases of the core only its test hooks reach (tests/unit/test_core_internals.c).
-if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
-  kite_test(test_core_internals SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c
-            LIBS kite-noover-debug LABELS core unit)
-  target_include_directories(test_core_internals PRIVATE ${_kc})
-endif()
+# kite_internals_test(NAME SOURCE): a unit test of the core's internals, one CTest test of
+# that name, linking the internals build (kite-noover-debug) and seeing src/'s headers.
+function(kite_internals_test name source)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/${source})
+    kite_test(${name} SOURCES ${PROJECT_SOURCE_DIR}/${source} LIBS kite-noover-debug LABELS core unit)
+    target_include_directories(${name} PRIVATE ${_kc})
+  endif()
+endfunction()
+
+# Cases of the core only its test hooks reach.
+kite_internals_test(test_core_internals tests/unit/test_core_internals.c)
 
 # Unit tests of internals no public call reaches alone (links.c, heap.c's steal pacing):
 # one CTest test a name (core_<name>), each in a process of its own, so each starts from
@@ -94,11 +99,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_links.c)
 endif()
 
 # One 8-byte write into a page descriptor: malloc stays inside the page or stops.
-if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_meta_write.c)
-  kite_test(core_meta_write SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_meta_write.c
-            LIBS kite-noover-debug LABELS core unit)
-  target_include_directories(core_meta_write PRIVATE ${_kc})
-endif()
+kite_internals_test(core_meta_write tests/unit/test_meta_write.c)
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "smaps.h"
 
 static char self[4096];
 
@@ -33,26 +34,7 @@ static char self[4096];
 #define BLOCK 512
 
 /* Does the mapping that holds p carry the "hg" flag (MADV_HUGEPAGE)? -1: not found. */
-static int advised(const void *p) {
-  FILE *f = fopen("/proc/self/smaps", "r");
-  if (!f) return -1;
-  char line[1024];
-  int inside = 0, r = -1;
-  uintptr_t a = (uintptr_t)p;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-      inside = a >= lo && a < hi;
-      continue;
-    }
-    if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-      r = strstr(line, " hg") != NULL;
-      break;
-    }
-  }
-  fclose(f);
-  return r;
-}
+static int advised(const void *p) { return smaps_vma_flag(p, "hg", NULL); }
 
 /* Does this kernel show VmFlags in smaps at all (a sandbox may hide them)? */
 static int smaps_has_flags(void) {

@@ -9,6 +9,7 @@
  *                                 runs it with KITE_VERBOSE=1 and reads its stderr) */
 #define _GNU_SOURCE
 #include "test.h"
+#include "smaps.h"
 #include <kite.h>
 #include <errno.h>
 #include <pthread.h>
@@ -281,30 +282,6 @@ TEST(fork_while_arena_grows) {
 
 /* ---- huge-page advice of freed runs ---- */
 
-/* In /proc/self/smaps, the mapping that holds p: does its VmFlags line have `flag` (1/0),
- * and its AnonHugePages (KiB) in *ahp; -1 if p is in no mapping or there is no VmFlags. */
-static int vma_flag(const void *p, const char *flag, long *ahp) {
-  FILE *f = fopen("/proc/self/smaps", "r");
-  if (!f) return -1;
-  char line[1024], want[16];
-  snprintf(want, sizeof want, " %s", flag);
-  int inside = 0, r = -1;
-  uintptr_t a = (uintptr_t)p;
-  while (fgets(line, sizeof line, f)) {
-    unsigned long lo, hi;
-    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-      inside = a >= lo && a < hi;
-      continue;
-    }
-    if (inside && ahp && strncmp(line, "AnonHugePages:", 14) == 0) *ahp = atol(line + 14);
-    if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-      r = strstr(line, want) != NULL;
-      break;
-    }
-  }
-  fclose(f);
-  return r;
-}
 
 /* A freed run of 2 MiB that was advised MADV_HUGEPAGE, then carved for a small page: the
  * granule's advice is taken back (arena.c's record, and the kernel's VmFlags where the
@@ -321,7 +298,7 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
   uint8_t *lo = _kite_page_start(big), *hi = lo + ((size_t)2 << 20);
   _kite_arena_advise_run(big, (size_t)2 << 20);
   expect_true(_kite_test_arena_unit_huge(big)); /* the control: advised */
-  if (thp) expect_int_eq(vma_flag(lo, "hg", NULL), 1);
+  if (thp) expect_int_eq(smaps_vma_flag(lo, "hg", NULL), 1);
   _kite_arena_free_run(big);
   enum { MAXR = 2048 };
   static kite_page_t *runs[MAXR];
@@ -340,8 +317,8 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
     long ahp = -1;
     volatile uint8_t *b = _kite_page_start(inside);
     b[0] = 1;
-    expect_int_eq(vma_flag((const void *)b, "hg", NULL), 0);
-    expect_int_eq(vma_flag((const void *)b, "nh", &ahp), 1);
+    expect_int_eq(smaps_vma_flag((const void *)b, "hg", NULL), 0);
+    expect_int_eq(smaps_vma_flag((const void *)b, "nh", &ahp), 1);
     expect_int_eq(ahp, 0);
   }
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
