@@ -6,6 +6,7 @@
 #   kite-bench-exec           the runner's launcher (wall, CPU, peak RSS of one child)
 #   libkite-bench-crash.so    test-only preload: malloc raises SIGSEGV after N calls
 #   libkite-bench-wrong.so    test-only preload: corrupts a live block now and then
+#   libkite-bench-slow.so     test-only preload: glibc's malloc made slow (the --ab test)
 #   kite-bench-workloads      builds all of the above
 # Tests (normal build only; workloads are measured, not sanitized, and the runner tests
 # use LD_PRELOAD): bench-workloads (each workload at tiny size verifies itself, -h, bad
@@ -19,7 +20,8 @@ endif()
 
 set(KITE_BENCH_WORKLOADS
     collatz-ivec collatz-list rnbench larson xmalloc cache-thrash cache-scratch
-    realloc large graph thread-churn churn xfer thread-rounds phases replay exit-rss tlb)
+    realloc large graph thread-churn churn xfer thread-rounds phases replay exit-rss tlb
+    mstress glibc-thread rptest)
 set(_kite_bench_targets "")
 foreach(w ${KITE_BENCH_WORKLOADS})
   if(EXISTS ${PROJECT_SOURCE_DIR}/bench/workloads/${w}.c)
@@ -36,7 +38,7 @@ endif()
 add_executable(kite-bench-exec ${PROJECT_SOURCE_DIR}/bench/workloads/exec.c)
 list(APPEND _kite_bench_targets kite-bench-exec)
 
-foreach(kind crash wrong)
+foreach(kind crash wrong slow)
   string(TOUPPER ${kind} _k)
   add_library(kite-bench-${kind} SHARED ${PROJECT_SOURCE_DIR}/tests/bench/fault_malloc.c)
   target_compile_definitions(kite-bench-${kind} PRIVATE KITE_FAULT_${_k})

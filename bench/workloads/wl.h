@@ -115,6 +115,39 @@ static inline int wl_stamp_ok(const void *p, size_t n, uint64_t tag) {
   return n <= head || b[n - 1] == (unsigned char)(tag ^ 0x5a);
 }
 
+/* Self-describing blocks, for workloads that pass blocks between threads with nothing but
+ * the pointer. A block of n bytes (WL_SB_MIN <= n <= WL_SB_MAX) carries tag =
+ * (serial << 24) | n in its first 8 bytes and ~tag in the next 8; one byte at every 4 KiB
+ * page past the head (but its last byte), so a large block's pages are really touched; and a tag byte at its
+ * end. wl_sb_check reads the size back from the block and returns it, or 0 when any of
+ * those stamps is wrong (a flipped bit anywhere in the head changes tag or ~tag). */
+#define WL_SB_MIN 16
+#define WL_SB_MAX ((1u << 24) - 1)
+#define WL_SB_PAGE 4096
+
+static inline void wl_sb_fill(void *p, size_t n, uint64_t serial) {
+  unsigned char *b = (unsigned char *)p;
+  uint64_t tag = (serial << 24) | (uint64_t)n, inv = ~tag;
+  memcpy(b, &tag, 8);
+  memcpy(b + 8, &inv, 8);
+  for (size_t off = WL_SB_PAGE; off + 1 < n; off += WL_SB_PAGE)
+    b[off] = (unsigned char)(serial + off / WL_SB_PAGE);
+  if (n > 16) b[n - 1] = (unsigned char)(tag ^ 0x5a);
+}
+static inline size_t wl_sb_check(const void *p) {
+  const unsigned char *b = (const unsigned char *)p;
+  uint64_t tag, inv;
+  memcpy(&tag, b, 8);
+  memcpy(&inv, b + 8, 8);
+  size_t n = (size_t)(tag & WL_SB_MAX);
+  uint64_t serial = tag >> 24;
+  if (inv != ~tag || n < WL_SB_MIN) return 0;
+  for (size_t off = WL_SB_PAGE; off + 1 < n; off += WL_SB_PAGE)
+    if (b[off] != (unsigned char)(serial + off / WL_SB_PAGE)) return 0;
+  if (n > 16 && b[n - 1] != (unsigned char)(tag ^ 0x5a)) return 0;
+  return n;
+}
+
 /* Fold a value into a running checksum (order-dependent; use per thread, then combine with
  * wl_mix in thread-index order or with + when the order is not deterministic). */
 static inline uint64_t wl_mix(uint64_t h, uint64_t v) {

@@ -11,6 +11,9 @@
  *     ("WRONG", exit 3) while the process itself stays healthy. Real programs, whose
  *     output is all that is checked, are run with a small N: one flip in 1000 mallocs can
  *     land in a block whose contents never reach the output.
+ *   libkite-bench-slow.so (KITE_FAULT_SLOW): a healthy but slow allocator: every malloc
+ *     first spins KITE_BENCH_SLOW_SPIN (default 2000) rounds of arithmetic, so the runner's
+ *     --ab mode has a pair of allocators whose verdict is known (glibc faster).
  * Only malloc and free are interposed; calloc, realloc and the rest stay glibc's, which is
  * consistent because the blocks are glibc's too.
  */
@@ -57,4 +60,20 @@ void free(void *p) {
   if (p && p == t_last) t_last = NULL;
   __libc_free(p);
 }
+#endif
+
+#ifdef KITE_FAULT_SLOW
+static unsigned long g_spin;
+
+void *malloc(size_t n) {
+  if (!g_spin) {
+    const char *s = getenv("KITE_BENCH_SLOW_SPIN");
+    unsigned long v = s ? strtoul(s, NULL, 10) : 2000;
+    __atomic_store_n(&g_spin, v ? v : 1, __ATOMIC_RELAXED);
+  }
+  volatile unsigned long x = n;
+  for (unsigned long i = 0; i < g_spin; i++) x = x * 2654435761ul + i;
+  return __libc_malloc(n);
+}
+void free(void *p) { __libc_free(p); }
 #endif

@@ -3,7 +3,9 @@
  * Runs the kite-wl-* executables from $KITE_BENCH_BIN (the build directory) through
  * /bin/sh and checks: exit 0 and a `checksum: <hex> ok` line for each workload at a tiny
  * size (and at several thread counts where threads matter); the exact collatz answers for
- * TOP = 100, 1000, 10000; identical checksums for identical seeds and different ones for
+ * TOP = 100, 1000, 10000; the exact first lines and checksums of the workloads that pass
+ * blocks between threads (mstress, glibc-thread, rptest), which must not depend on the
+ * scheduling; identical checksums for identical seeds and different ones for
  * different seeds; -h and bad options; and that the self-checks really fail (exit 3,
  * `WRONG:`) under libkite-bench-wrong.so, which corrupts live blocks, and that
  * libkite-bench-crash.so really kills a workload with SIGSEGV (the runner tests rely on
@@ -89,6 +91,10 @@ static const char *const k_tiny[] = {
     "./kite-wl-phases -n 4 -t 4 -i 10",
     "./kite-wl-exit-rss -t 4 -n 20 -b 50 -k 100 -i 1",
     "./kite-wl-tlb -n 4 -r 1",
+    "./kite-wl-mstress -t 8 -n 5 -r 2",
+    "./kite-wl-glibc-thread -t 8 -n 5000",
+    "./kite-wl-rptest -t 8 -n 5 -o 200",
+    "./kite-wl-rptest -t 1 -n 5 -o 200",
 };
 
 /* The checksums of the new workloads at fixed options: they depend only on the options and
@@ -108,7 +114,42 @@ static const struct { const char *cmd, *sum; } k_known[] = {
     {"./kite-wl-tlb -n 4 -r 1", "9e377ba40038c195"},
     {"./kite-wl-replay -l 1 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "961be508da10b59b"},
     {"./kite-wl-replay -l 3 \"$KITE_BENCH_SRC/tests/data/traces/sort.trace\"", "3d3091665e1ab1f6"},
+    /* the losing shapes: blocks passed between threads and rounds (mstress), per-thread
+     * working sets (glibc-thread), remote frees through inboxes (rptest): scheduling decides
+     * who frees what, never the checksum */
+    {"./kite-wl-mstress -t 2 -n 5 -r 2", "fa563d52fa818dac"},
+    {"./kite-wl-mstress -t 8 -n 5 -r 2", "de9f112a53213f53"},
+    {"./kite-wl-glibc-thread -t 2 -n 5000", "ba09ddbfa3e1add2"},
+    {"./kite-wl-glibc-thread -t 8 -n 5000", "37aec62611320bc1"},
+    {"./kite-wl-rptest -t 4 -n 5 -o 200", "5a569a0e4cd7b631"},
+    {"./kite-wl-rptest -t 8 -n 5 -o 200", "ea60590334f59c2b"},
+    {"./kite-wl-rptest -t 1 -n 5 -o 200", "0853805ba57553a1"},
 };
+
+/* The new workloads' first output line, exactly: what they ran and, for mstress, the bytes
+ * they allocated (a function of the options and the seed only). */
+static const struct { const char *cmd, *line; } k_lines[] = {
+    {"./kite-wl-mstress -t 2 -n 5 -r 2",
+     "mstress: 2 threads x 2 rounds, 500 steps each; 4236915 bytes allocated\n"},
+    {"./kite-wl-mstress -t 8 -n 5 -r 2",
+     "mstress: 8 threads x 2 rounds, 500 steps each; 10604836 bytes allocated\n"},
+    {"./kite-wl-glibc-thread -t 8 -n 5000", "glibc-thread: 8 threads x 5000 steps, working set 1024\n"},
+    {"./kite-wl-rptest -t 8 -n 5 -o 200",
+     "rptest: 8 threads x 5 passes over 200 slots, 32..16000 bytes, 1 in 8 remote\n"},
+    /* below 32 bytes the inbox link and the stamps do not fit: the minimum is raised */
+    {"./kite-wl-rptest -t 2 -n 2 -o 50 -a 8 -m 64",
+     "rptest: 2 threads x 2 passes over 50 slots, 32..64 bytes, 1 in 8 remote\n"},
+};
+
+TEST(losing_shapes_exact_output) {
+  for (size_t i = 0; i < sizeof k_lines / sizeof k_lines[0]; i++) {
+    expect_ok(k_lines[i].cmd, run("%s", k_lines[i].cmd));
+    if (strncmp(g_out, k_lines[i].line, strlen(k_lines[i].line)))
+      fprintf(stderr, "%s:\n%s\n", k_lines[i].cmd, g_out);
+    expect_true(strncmp(g_out, k_lines[i].line, strlen(k_lines[i].line)) == 0);
+    expect_true(strstr(g_out, "time: ") == g_out + strlen(k_lines[i].line));
+  }
+}
 
 TEST(new_workloads_known_checksums) {
   char ck[32];
@@ -210,7 +251,8 @@ TEST(help_and_bad_options) {
   static const char *const names[] = {"collatz-ivec", "collatz-list", "rnbench", "larson",
                                       "xmalloc", "cache-thrash", "cache-scratch", "realloc",
                                       "large", "graph", "thread-churn", "churn", "xfer",
-                                      "thread-rounds", "phases", "replay", "exit-rss", "tlb"};
+                                      "thread-rounds", "phases", "replay", "exit-rss", "tlb",
+                                      "mstress", "glibc-thread", "rptest"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int st = run("./kite-wl-%s -h", names[i]);
     expect_true(exited(st, 0));
@@ -236,6 +278,9 @@ TEST(self_checks_catch_a_corrupting_allocator) {
       "./kite-wl-phases -n 2 -t 2 -i 1",
       "./kite-wl-exit-rss -t 4 -n 20 -b 50 -k 100 -i 1",
       "./kite-wl-tlb -n 4 -r 1",
+      "./kite-wl-mstress -t 2 -n 20 -r 2",
+      "./kite-wl-glibc-thread -t 2 -n 20000",
+      "./kite-wl-rptest -t 2 -n 10",
       "./kite-wl-replay -l 20 \"$KITE_BENCH_SRC/tests/data/traces/sqlite3.trace\"",
   };
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -258,6 +303,7 @@ int main(void) {
   test_rng_init(1);
   RUN(tiny_runs_verify_themselves);
   RUN(new_workloads_known_checksums);
+  RUN(losing_shapes_exact_output);
   RUN(collatz_known_answers);
   RUN(seeded_and_deterministic);
   RUN(help_and_bad_options);
