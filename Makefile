@@ -1,8 +1,15 @@
 # The README's commands. CMake does the building; this file only names the jobs.
 #   make         build everything into build/
 #   make test    every test: the normal build, then the ASan+UBSan and TSan builds
-#   make bench   build, then compare kite with glibc and the installed peers (short size),
-#                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
+#   make bench   build, then compare kite with glibc and the installed peers on the quick
+#                set (one case of each shape; at most 3 minutes on 2 idle cores)
+#   make bench-full  (or make bench BENCH=full) every case with every allocator found, the
+#                secure build and its hardened peers included, then the seeds' HWX/SYS/OPT
+#                collatz tables (about 1 s per reference run)
+#                BENCH_FLAGS adds runner options (make bench BENCH_FLAGS=--docs writes
+#                docs/benchmarks.md and the README's table)
+#   make bench-syscalls  futex and madvise calls per run of the 8-thread rows, every allocator
+#                (strace -c -f; docs/benchmarks.md's section)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 #   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
 #                build/lab-traces/, which make lab then replays too
@@ -21,7 +28,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build test test-main test-asan test-tsan bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -53,9 +60,21 @@ test-tsan:
 
 test: test-main test-asan test-tsan
 
+BENCH ?= quick
+BENCH_FLAGS ?=
 bench: build venv peers
-	$(PY) bench/run.py
+ifeq ($(BENCH),full)
+	$(PY) bench/run.py $(BENCH_FLAGS)
 	$(PY) bench/seed_tables.py --build-dir build
+else
+	$(PY) bench/run.py --quick $(BENCH_FLAGS)
+endif
+
+bench-full:
+	$(MAKE) bench BENCH=full
+
+bench-syscalls: build venv
+	$(PY) bench/run.py --syscalls --docs
 
 bench-rss: build venv
 	$(PY) bench/rss_timeline.py --docs --reps 3

@@ -1,9 +1,29 @@
 #!/usr/bin/env python3
 """bench/run.py -- kite's benchmark runner: kite against glibc and every peer found.
 
-    make bench                     # build, then this script at the default (small) size
+    make bench                     # build, then `bench/run.py --quick`
+    make bench-full                # build, then `bench/run.py` (every case), seed tables
     bench/run.py -h                # every option
     bench/run.py --size tiny --workloads churn,larson --allocs glibc,jemalloc --reps 1
+
+Modes
+  suite (the default)  every case x every allocator, --reps interleaved repetitions: the
+                       tables, charts and raw results described below. --quick narrows it
+                       to QUICK (one case of each shape) and leaves out the secure build and
+                       its hardened peers: make bench's default, within 3 minutes on 2 idle
+                       cores. Every report gives the load average against the cores before
+                       and after, and the CPU share other processes took during the run; a
+                       loaded machine is said to make the ratios less certain.
+  --ab ROW --vs B      one row, allocator --a (default kite) against B (a peer, or another
+                       kite build added with --alloc NAME=PATH): at least 11 interleaved
+                       pairs (order swapped at every pair); the CPU-time ratio of each pair
+                       with its min/median/max, medians of wall time, page faults, context
+                       switches and peak RSS, then one `strace -c -f` run of each side for
+                       futex, madvise and all system calls; "level" within 5%. ab.md/ab.json.
+  --syscalls           one `strace -c -f` run of every row with 8 threads under every
+                       allocator: futex / madvise calls per run (--docs: into
+                       docs/benchmarks.md's syscalls section).
+  --list               the workloads and the allocators found.
 
 What it does
   * Workloads are the self-checking C programs in bench/workloads/ (built as
@@ -185,6 +205,25 @@ WORKLOADS = {
               "medium": "-n 3000000 -k 4096 -m 16000", "large": "-n 8000000 -k 8192 -m 16000"},
         thread_args={"small": {8: "-n 120000"}, "medium": {8: "-n 600000"}},
         threads=[2, 8]),
+    "mstress": dict(
+        desc="pools of random blocks (16 B..1 MiB) replaced at random by threads re-created "
+             "every round, 10% of the steps passing a block to another thread through a "
+             "shared transfer array (mstress-like)",
+        args={"tiny": "-n 5 -r 2", "small": "-n 100 -r 25", "medium": "-n 200 -r 50",
+              "large": "-n 400 -r 100"},
+        threads=[2, 8]),
+    "glibc-thread": dict(
+        desc="glibc's thread test shape: per-thread working set of 1024 blocks of 4..32768 "
+             "bytes (probability ~ 1/size), random replacements, no block leaves its thread",
+        args={"tiny": "-n 5000", "small": "-n 250000", "medium": "-n 1000000",
+              "large": "-n 4000000"},
+        threads=[8]),
+    "rptest": dict(
+        desc="rpmalloc's benchmark shape: per-thread passes over 1000 slots of 32..16000 "
+             "bytes, one old block in 8 freed by the next thread",
+        args={"tiny": "-n 5 -o 200", "small": "-n 100", "medium": "-n 400",
+              "large": "-n 1500"},
+        threads=[8]),
     "replay": dict(
         desc="the largest trace in tests/data/traces/ replayed LOOPS times in-process, every "
              "block stamped (kite-wl-replay -l LOOPS TRACE; no per-op timing)",
@@ -210,6 +249,21 @@ WORKLOADS = {
         args={"tiny": "1", "small": "3", "medium": "16", "large": "64"},
         threads=None, real=True),
 }
+
+# make bench's default (--quick): one case of each shape, the losing shapes among them, so
+# that the run stays within 3 minutes on 2 idle cores: workload -> thread counts (None: a
+# single-threaded workload). `make bench-full` runs every case of WORKLOADS.
+QUICK = {
+    "rnbench": [2], "larson": [2], "xmalloc": [4], "xfer": [8], "cache-scratch": [2],
+    "realloc": [2], "large-5-25m": None, "graph": None, "graph-teardown": None,
+    "thread-rounds": [8], "churn": [8], "mstress": [8], "glibc-thread": [8], "rptest": [8],
+    "replay": None, "sqlite3": None,
+}
+# --quick leaves out the secure build and its hardened peers (`make bench-full` and `make
+# security` measure those): they would double the default run's time.
+QUICK_SKIP_ALLOCS = ("kite-secure", "scudo", "hardened_malloc")
+AB_LEVEL = 0.05  # --ab: a median CPU-time ratio within 5% of 1 is "level"
+AB_MIN_PAIRS = 11
 
 # Peers: name -> (sonames tried in order, Debian package). tbbmalloc needs its proxy to
 # replace malloc; libtbbmalloc.so alone only exports scalable_malloc. mimalloc3 (the current
@@ -409,10 +463,58 @@ def discover_allocators(build_dir, extra, want_install):
 # --------------------------------------------------------------------------------------
 # Running one process
 # --------------------------------------------------------------------------------------
+def spawn_wait(cmd, env, timeout, out_fd):
+    """Spawns cmd in a session of its own with stdout and stderr on out_fd and waits for
+    it, killing its process group after `timeout` s. Returns (status, rusage, wall, timed
+    out)."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(cmd[0], cmd, env, setsid=True,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
+                                           (os.POSIX_SPAWN_DUP2, out_fd, 1),
+                                           (os.POSIX_SPAWN_DUP2, out_fd, 2)])
+    finally:
+        os.close(devnull)
+    timed_out = threading.Event()
+
+    def kill():
+        timed_out.set()
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        _, st, ru = os.wait4(pid, 0)
+    finally:
+        timer.cancel()
+    return st, ru, time.perf_counter() - t0, timed_out.is_set()
+
+
+def launcher_verdict(res, rep, st):
+    """Fills res from kite-bench-exec's report line `rep`; returns the child's exit code,
+    or None when res["status"] is already set (a crash, or the launcher failed)."""
+    f = dict(kv.split("=", 1) for kv in rep.split() if "=" in kv)
+    if os.WIFSIGNALED(st) or os.WEXITSTATUS(st) != 0 or "wall" not in f:
+        res["status"] = "FAIL launcher" if not os.WIFSIGNALED(st) else \
+            f"CRASH sig {os.WTERMSIG(st)}"
+        return None
+    res.update(wall_s=float(f["wall"]), user_s=float(f["user"]), sys_s=float(f["sys"]),
+               maxrss_kib=int(f["maxrss_kib"]))
+    res.update({k: int(f[k]) for k in ("minflt", "majflt", "nvcsw", "nivcsw") if k in f})
+    if "signaled" in f:
+        res["status"] = f"CRASH sig {f['signaled']}"
+        return None
+    return int(f["exited"])
+
+
 def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=WRONG_EXIT):
     """Runs argv (argv[0] a path) with LD_PRELOAD=preload (None: no preload). Returns a
     dict: status ('ok', 'CRASH sig N', 'FAIL rc=N', 'WRONG', 'TIMEOUT'), wall_s, user_s,
-    sys_s, maxrss_kib, rc, output (the last 4000 characters).
+    sys_s, maxrss_kib, minflt, majflt, nvcsw, nivcsw (page faults and voluntary/involuntary
+    context switches), rc, output (the last 4000 characters).
 
     With `helper` (<build>/kite-bench-exec) the child is forked by that small launcher,
     which reports its wall time, rusage and status: ru_maxrss survives exec, so a child
@@ -428,54 +530,22 @@ def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=
             cmd = list(argv)
             if preload:
                 env["LD_PRELOAD"] = preload
-        fd = out.fileno()
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        try:
-            t0 = time.perf_counter()
-            pid = os.posix_spawn(cmd[0], cmd, env, setsid=True,
-                                 file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0),
-                                               (os.POSIX_SPAWN_DUP2, fd, 1),
-                                               (os.POSIX_SPAWN_DUP2, fd, 2)])
-        finally:
-            os.close(devnull)
-        timed_out = threading.Event()
-
-        def kill():
-            timed_out.set()
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _, st, ru = os.wait4(pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - t0
+        st, ru, wall, timed_out = spawn_wait(cmd, env, timeout, out.fileno())
         out.seek(0)
         raw = out.read()
         text = raw.decode("utf-8", "replace")
         rep = resf.read() if helper else ""
     res = dict(wall_s=wall, user_s=ru.ru_utime, sys_s=ru.ru_stime, maxrss_kib=ru.ru_maxrss,
-               rc=None, output=text[-4000:], out_sha=hashlib.sha256(raw).hexdigest(),
-               out_bytes=len(raw))
-    if timed_out.is_set():
+               minflt=ru.ru_minflt, majflt=ru.ru_majflt, nvcsw=ru.ru_nvcsw,
+               nivcsw=ru.ru_nivcsw, rc=None, output=text[-4000:],
+               out_sha=hashlib.sha256(raw).hexdigest(), out_bytes=len(raw))
+    if timed_out:
         res["status"] = "TIMEOUT"
         return res
     if helper:
-        f = dict(kv.split("=", 1) for kv in rep.split() if "=" in kv)
-        if os.WIFSIGNALED(st) or os.WEXITSTATUS(st) != 0 or "wall" not in f:
-            res["status"] = "FAIL launcher" if not os.WIFSIGNALED(st) else \
-                f"CRASH sig {os.WTERMSIG(st)}"
+        rc = launcher_verdict(res, rep, st)
+        if rc is None:
             return res
-        res.update(wall_s=float(f["wall"]), user_s=float(f["user"]), sys_s=float(f["sys"]),
-                   maxrss_kib=int(f["maxrss_kib"]))
-        if "signaled" in f:
-            res["status"] = f"CRASH sig {f['signaled']}"
-            return res
-        rc = int(f["exited"])
     elif os.WIFSIGNALED(st):
         res["status"] = f"CRASH sig {os.WTERMSIG(st)}"
         return res
@@ -517,7 +587,8 @@ def build_cases(args, build_dir):
     Real programs get their input generated (once, under <build>/bench-programs/) and their
     reference output made here, under glibc; a program that is missing, or that fails
     under glibc, is skipped with the reason."""
-    names = list(WORKLOADS) if args.workloads == "all" else \
+    quick = getattr(args, "quick", False)
+    names = (list(QUICK) if quick else list(WORKLOADS)) if args.workloads == "all" else \
         [w.strip() for w in args.workloads.split(",") if w.strip()]
     cases, skipped = [], []
     for w in names:
@@ -546,7 +617,7 @@ def build_cases(args, build_dir):
             cases.append(dict(workload=w, threads=None, label=w, checksum=True,
                               wrong_rc=WRONG_EXIT, argv=base))
             continue
-        tl = args.threads_list or spec["threads"]
+        tl = args.threads_list or (quick and QUICK.get(w)) or spec["threads"]
         extra = spec.get("thread_args", {}).get(args.size, {})
         for t in tl:
             # per thread count, options appended after the base ones (getopt: last wins)
@@ -743,6 +814,7 @@ def summarize(runs):
     for r in runs:
         if r["status"] != "ok":
             return dict(status=r["status"], wall_s=None, cpu_s=None, maxrss_kib=None,
+                        minflt=None,
                         wall_min_s=None, wall_max_s=None, wall_q1_s=None, wall_q3_s=None,
                         detail=r["output"][-600:])
     walls = [r["wall_s"] for r in runs]
@@ -751,6 +823,7 @@ def summarize(runs):
                 wall_s=median(walls),
                 cpu_s=median(r["user_s"] + r["sys_s"] for r in runs),
                 maxrss_kib=median(r["maxrss_kib"] for r in runs),
+                minflt=median(r.get("minflt") for r in runs),
                 wall_min_s=min(walls), wall_max_s=max(walls), wall_q1_s=q1, wall_q3_s=q3,
                 detail="")
 
@@ -879,6 +952,20 @@ def wall_table(rows, names, cases, spread=True):
     return "\n".join(out)
 
 
+def metric_table(title, by, names, cases, cell):
+    """A table of one figure per (case, allocator): cell(row) for a clean pair, the
+    failure in bold otherwise."""
+    out = ["", f"### {title}", "", "| workload | threads | " + " | ".join(names) + " |",
+           "|" + "|".join(["---"] * 2 + ["---:"] * len(names)) + "|"]
+    for c in cases:
+        cells = [c["workload"], str(c["threads"] or 1)]
+        for n in names:
+            r = by[(c["label"], n)]
+            cells.append(cell(r) if r["status"] == "ok" else f"**{r['status']}**")
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
 def markdown(meta, rows, allocs, skipped_wl, cases):
     names = [a["name"] for a in allocs if a["status"] == "ok"]
     by = {(r["label"], r["allocator"]): r for r in rows}
@@ -887,16 +974,19 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
     out.append(f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores, "
                f"Linux {meta['machine']['kernel']}, {meta['machine']['libc']}; "
                f"{meta['date']}  ")
-    out.append(f"Load average before the run: {meta['machine']['load_at_start']}; kite at "
-               f"`{meta.get('kite_commit') or '?'}`  ")
+    out.append(f"kite at `{meta.get('kite_commit') or '?'}`  ")
     out.append("Allocators: " + "; ".join(
         f"{a['name']} " + (f"{a['version']} " if a.get("version") else "")
         + (f"(`{a['path']}`)" if a["path"] else "(no preload)")
         for a in allocs if a["status"] == "ok") + "  ")
     out.append(f"Size `{meta['size']}`, {meta['reps']} repetitions per pair (median shown), "
                "allocators interleaved round robin, their order rotated by one at every "
-               "repetition.")
+               "repetition." + (" The quick set (`make bench`'s default; `make bench-full` "
+                                "runs every case)." if meta.get("quick") else ""))
     out.append("")
+    if meta.get("load"):
+        out.append(load_note(meta["load"]))
+        out.append("")
     out.append("### Wall time (median ± half the min-max range; in parentheses: ratio to "
                "glibc, lower is better)")
     out.append("")
@@ -919,30 +1009,12 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
                        f"the fastest hardened peer's: {gm['kite_secure_best_hardened']:.2f}x"
                        + (f"; divided by kite's: {gm['kite_secure_kite']:.2f}x"
                           if gm.get("kite_secure_kite") else "") + ".")
-    out.append("")
-    out.append("### Peak RSS (MiB, median)")
-    out.append("")
-    head = ["workload", "threads"] + names
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "|".join(["---"] * 2 + ["---:"] * len(names)) + "|")
-    for c in cases:
-        cells = [c["workload"], str(c["threads"] or 1)]
-        for n in names:
-            r = by[(c["label"], n)]
-            cells.append(f"{r['maxrss_kib'] / 1024:.1f}" if r["status"] == "ok"
-                         else f"**{r['status']}**")
-        out.append("| " + " | ".join(cells) + " |")
-    out.append("")
-    out.append("### CPU time (user+sys, s, median)")
-    out.append("")
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "|".join(["---"] * 2 + ["---:"] * len(names)) + "|")
-    for c in cases:
-        cells = [c["workload"], str(c["threads"] or 1)]
-        for n in names:
-            r = by[(c["label"], n)]
-            cells.append(f"{r['cpu_s']:.3f}" if r["status"] == "ok" else f"**{r['status']}**")
-        out.append("| " + " | ".join(cells) + " |")
+    out += metric_table("Peak RSS (MiB, median)", by, names, cases,
+                        lambda r: f"{r['maxrss_kib'] / 1024:.1f}")
+    out += metric_table("CPU time (user+sys, s, median)", by, names, cases,
+                        lambda r: f"{r['cpu_s']:.3f}")
+    out += metric_table("Minor page faults (median)", by, names, cases,
+                        lambda r: "-" if r.get("minflt") is None else f"{r['minflt']:.0f}")
     skipped = [a for a in allocs if a["status"] != "ok"]
     if skipped or skipped_wl:
         out.append("")
@@ -994,70 +1066,83 @@ def charts(outdir, rows, allocs, cases, size=None):
               "mimalloc3": "#8c564b", "kite-secure": "#e377c2"}
     palette = ["#17becf", "#bcbd22", "#393b79", "#637939"]
     col = {n: colors.get(n) or palette[i % len(palette)] for i, n in enumerate(names)}
-    files = []
-    width = 0.8 / max(1, len(names))
-
-    def grouped(metric, ylabel, title, fname, log, ref=None, err=None):
-        per_row = 17  # cases per panel: a long suite gets several panels, one above the other
-        chunks = [labels[k:k + per_row] for k in range(0, len(labels), per_row)] or [[]]
-        fig, axes = plt.subplots(len(chunks), 1, squeeze=False, figsize=(
-            max(8, 0.9 * min(len(labels), per_row) + 3), 4.6 * len(chunks) + 0.4))
-        for ax, chunk in zip(axes[:, 0], chunks):
-            for i, n in enumerate(names):
-                xs, ys, lo, hi = [], [], [], []
-                for j, lab in enumerate(chunk):
-                    r = by[(lab, n)]
-                    x = j + (i - (len(names) - 1) / 2) * width
-                    v = metric(r)
-                    if r["status"] != "ok":
-                        ax.text(x, ref if ref is not None else (1 if log else 0), "X",
-                                ha="center", va="bottom", color=col[n], fontsize=9,
-                                fontweight="bold")
-                    elif v is not None:
-                        xs.append(x)
-                        ys.append(v)
-                        a, b = err(r) if err else (v, v)
-                        lo.append(max(0.0, v - a))
-                        hi.append(max(0.0, b - v))
-                if ref is not None:  # bars grow up or down from the reference (ratio 1)
-                    ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
-                else:
-                    ax.bar(xs, ys, width, label=n, color=col[n])
-                if err and xs:  # the min..max of the repetitions
-                    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black",
-                                elinewidth=0.7, capsize=1.5)
-            if ref is not None:
-                ax.axhline(ref, color="black", lw=0.8, ls="--")
-            if log:
-                ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(
-                    matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-                # label only the 2s and 5s between the decades: enough to read, not a smear
-                ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
-                    lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
-            ax.set_xticks(range(len(chunk)))
-            ax.set_xticklabels(chunk, rotation=30, ha="right")
-            ax.set_xlim(-0.6, max(len(chunk), per_row if len(chunks) > 1 else 0) - 0.4)
-            ax.set_ylabel(ylabel)
-            ax.grid(axis="y", alpha=0.3, which="both")
-        axes[0, 0].set_title(title)
-        axes[0, 0].legend(ncol=min(8, len(names)), fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(outdir, fname)
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        files.append(p)
+    ctx = dict(plt=plt, matplotlib=matplotlib, names=names, by=by, labels=labels, col=col,
+               width=0.8 / max(1, len(names)), outdir=outdir, files=[])
 
     def ratio_err(r):
         k = r["ratio_glibc"] / r["wall_s"]
         return r["wall_min_s"] * k, r["wall_max_s"] * k
-    grouped(lambda r: r["ratio_glibc"], "wall time / glibc's median (log scale; lower is better)",
-            "Wall time relative to glibc, whiskers: min..max of the repetitions "
-            "(X = crashed or wrong)", "time_ratio.png", True, 1.0, ratio_err)
-    grouped(lambda r: r["maxrss_kib"] / 1024 if r["maxrss_kib"] else None,
-            "peak RSS, MiB (log scale)", "Peak resident memory (X = crashed or wrong)",
-            "peak_rss.png", True)
+    grouped_chart(ctx, lambda r: r["ratio_glibc"],
+                  "wall time / glibc's median (log scale; lower is better)",
+                  "Wall time relative to glibc, whiskers: min..max of the repetitions "
+                  "(X = crashed or wrong)", "time_ratio.png", True, 1.0, ratio_err)
+    grouped_chart(ctx, lambda r: r["maxrss_kib"] / 1024 if r["maxrss_kib"] else None,
+                  "peak RSS, MiB (log scale)", "Peak resident memory (X = crashed or wrong)",
+                  "peak_rss.png", True)
 
+    scaling_chart(ctx, cases, size)
+    return ctx["files"]
+
+
+def grouped_chart(ctx, metric, ylabel, title, fname, log, ref=None, err=None):
+    """One bar chart of metric(row) per case and allocator (whiskers: err(row)), in
+    panels of 17 cases; appended to ctx["files"]."""
+    plt, matplotlib, names, by, labels, col, width = (ctx[k] for k in (
+        "plt", "matplotlib", "names", "by", "labels", "col", "width"))
+    per_row = 17  # cases per panel: a long suite gets several panels, one above the other
+    chunks = [labels[k:k + per_row] for k in range(0, len(labels), per_row)] or [[]]
+    fig, axes = plt.subplots(len(chunks), 1, squeeze=False, figsize=(
+        max(8, 0.9 * min(len(labels), per_row) + 3), 4.6 * len(chunks) + 0.4))
+    for ax, chunk in zip(axes[:, 0], chunks):
+        for i, n in enumerate(names):
+            xs, ys, lo, hi = [], [], [], []
+            for j, lab in enumerate(chunk):
+                r = by[(lab, n)]
+                x = j + (i - (len(names) - 1) / 2) * width
+                v = metric(r)
+                if r["status"] != "ok":
+                    ax.text(x, ref if ref is not None else (1 if log else 0), "X",
+                            ha="center", va="bottom", color=col[n], fontsize=9,
+                            fontweight="bold")
+                elif v is not None:
+                    xs.append(x)
+                    ys.append(v)
+                    a, b = err(r) if err else (v, v)
+                    lo.append(max(0.0, v - a))
+                    hi.append(max(0.0, b - v))
+            if ref is not None:  # bars grow up or down from the reference (ratio 1)
+                ax.bar(xs, [y - ref for y in ys], width, bottom=ref, label=n, color=col[n])
+            else:
+                ax.bar(xs, ys, width, label=n, color=col[n])
+            if err and xs:  # the min..max of the repetitions
+                ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black",
+                            elinewidth=0.7, capsize=1.5)
+        if ref is not None:
+            ax.axhline(ref, color="black", lw=0.8, ls="--")
+        if log:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(
+                matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            # label only the 2s and 5s between the decades: enough to read, not a smear
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+                lambda v, _: f"{v:g}" if f"{v:.1e}"[0] in "25" else ""))
+        ax.set_xticks(range(len(chunk)))
+        ax.set_xticklabels(chunk, rotation=30, ha="right")
+        ax.set_xlim(-0.6, max(len(chunk), per_row if len(chunks) > 1 else 0) - 0.4)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3, which="both")
+    axes[0, 0].set_title(title)
+    axes[0, 0].legend(ncol=min(8, len(names)), fontsize=8)
+    fig.tight_layout()
+    p = os.path.join(ctx["outdir"], fname)
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    ctx["files"].append(p)
+
+
+def scaling_chart(ctx, cases, size):
+    """Wall time against threads for the workloads run at several thread counts."""
+    plt, names, by, col = (ctx[k] for k in ("plt", "names", "by", "col"))
     multi = {}
     for c in cases:
         if c["threads"] is not None:
@@ -1094,85 +1179,81 @@ def charts(outdir, rows, allocs, cases, size=None):
         fig.suptitle(f"Scaling with threads: the same work per thread, so the ideal is flat "
                      f"up to {os.cpu_count()} threads (this machine's cores), linear beyond")
         fig.tight_layout()
-        p = os.path.join(outdir, "scaling.png")
+        p = os.path.join(ctx["outdir"], "scaling.png")
         fig.savefig(p, dpi=110)
         plt.close(fig)
-        files.append(p)
-    return files
+        ctx["files"].append(p)
 
 
-def write_docs(meta, md, files, outdir, args, cases, rows):
-    """docs/benchmarks.md: how the run was made, the workloads, the tables, the charts.
-    A hand-written section between the NOTES markers of an existing page is kept."""
-    page = os.path.join(ROOT, "docs", "benchmarks.md")
-    kept = {}  # sections other tools write (or people): kept as they are
-    if os.path.exists(page):
-        with open(page) as f:
-            old = f.read()
-        for tag in KEPT_SECTIONS:
-            a, b = old.find(f"<!-- {tag} -->"), old.find(f"<!-- /{tag} -->")
-            if a >= 0 and b > a:
-                kept[tag] = old[a:b + len(f"<!-- /{tag} -->")]
-    notes = kept.get("notes", "")
-    rel = lambda p: os.path.relpath(p, os.path.dirname(page))
-    w = []
-    w.append("# kite benchmarks")
-    w.append("")
-    w.append("Produced by `make bench`'s runner, `bench/run.py`, on the machine described "
-             "below; regenerate with")
-    w.append("")
-    w.append("```sh")
-    w.append(f"make && make venv && .venv/bin/python bench/run.py --docs --reps {meta['reps']}"
-             + ("" if meta["size"] == "small" else f" --size {meta['size']}"))
-    w.append("```")
-    w.append("")
-    w.append("How it runs: every workload is a small self-checking C program "
-             "(`bench/workloads/`, built as `build/kite-wl-<name>`) started once per run with "
-             "the allocator under test in `LD_PRELOAD` (glibc: no preload). Within each "
-             "repetition every workload runs with every allocator in turn (round robin), so "
-             "drifts of the machine hit all allocators alike, and the allocator order rotates "
-             "by one at every repetition; the tables give the median over the repetitions "
-             "with half its min-max range (±, in percent), the charts the min..max as "
-             "whiskers. Cases whose fastest median is under "
-             f"{SHORT_S * 1000:.0f} ms are start-up dominated: marked †, left out of the "
-             "geometric means. \"Best peer\" is the fastest allocator that is neither glibc "
-             "nor a build of kite (kite, kite-secure) nor a hardened peer (scudo, "
-             "hardened_malloc: they are kite-secure's peers). Wall and CPU time and peak RSS are those of the workload "
-             "process alone (`build/kite-bench-exec` forks it and reads `wait4`'s resource "
-             "usage). A run that crashes, fails or whose self-check fails is shown as such "
-             "(`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. Raw results, with the "
-             f"exact command on their first line: `{os.path.relpath(outdir, ROOT)}/results.csv` "
-             "and `results.json`.")
-    w.append("")
-    if notes:
-        w.append(notes)
-        w.append("")
-    w.append("## Results")
-    w.append("")
-    w.append(md.rstrip("\n"))
-    w.append("")
-    w.append("## Charts")
-    w.append("")
-    for p in files:
-        w.append(f"![{os.path.basename(p)}]({rel(p)})")
-        w.append("")
-    w.append("## Instructions per malloc+free (fast path)")
-    w.append("")
-    w.append(kept.get("fastpath-table", "<!-- fastpath-table -->\n(run `bench/fastpath.sh "
-                      "--docs`)\n<!-- /fastpath-table -->"))
-    w.append("")
-    w.append("## Resident memory over time")
-    w.append("")
-    w.append(kept.get("rss-timeline", "<!-- rss-timeline -->\n(run `make bench-rss`)\n"
-                      "<!-- /rss-timeline -->"))
-    w.append("")
-    w.append("## Workloads")
-    w.append("")
-    w.append(f"Arguments at size `{meta['size']}` (each program's `-h` explains them; "
-             "`-t` is the thread count).")
-    w.append("")
-    w.append("| workload | program | arguments | threads | what it stresses |")
-    w.append("|---|---|---|---|---|")
+def docs_intro(meta, outdir):
+    """docs/benchmarks.md's opening: how to regenerate it and how a run is made."""
+    cmd = ("bench/run.py --quick --docs" if meta.get("quick") else
+           f"bench/run.py --docs --reps {meta['reps']}"
+           + ("" if meta["size"] == "small" else f" --size {meta['size']}"))
+    return ["# kite benchmarks", "",
+            "Produced by `make bench`'s runner, `bench/run.py`, on the machine described "
+            "below; regenerate with", "", "```sh",
+            f"make && make venv && .venv/bin/python {cmd}", "```", "",
+            "How it runs: every workload is a small self-checking C program "
+            "(`bench/workloads/`, built as `build/kite-wl-<name>`) started once per run with "
+            "the allocator under test in `LD_PRELOAD` (glibc: no preload). Within each "
+            "repetition every workload runs with every allocator in turn (round robin), so "
+            "drifts of the machine hit all allocators alike, and the allocator order rotates "
+            "by one at every repetition; the tables give the median over the repetitions "
+            "with half its min-max range (±, in percent), the charts the min..max as "
+            "whiskers. Cases whose fastest median is under "
+            f"{SHORT_S * 1000:.0f} ms are start-up dominated: marked †, left out of the "
+            "geometric means. \"Best peer\" is the fastest allocator that is neither glibc "
+            "nor a build of kite (kite, kite-secure) nor a hardened peer (scudo, "
+            "hardened_malloc: they are kite-secure's peers). Wall and CPU time and peak RSS "
+            "are those of the workload process alone (`build/kite-bench-exec` forks it and "
+            "reads `wait4`'s resource usage). A run that crashes, fails or whose self-check "
+            "fails is shown as such (`CRASH sig N`, `FAIL rc=N`, `WRONG`), never as a time. "
+            "Raw results, with the exact command on their first line: "
+            f"`{os.path.relpath(outdir, ROOT)}/results.csv` and `results.json`.", "",
+            "`make bench` runs the quick set (`--quick`: one case of each shape, kite against "
+            "glibc and the speed peers, 3 repetitions: at most 3 minutes on 2 idle cores); "
+            "`make bench-full` (or `make bench BENCH=full`) runs every case with every "
+            "allocator found, the secure build and its hardened peers included, then the "
+            "seeds' tables. Every report states the load average against the cores before and "
+            "after the run and the share of the CPU other processes took while it ran; on a "
+            "loaded machine it says that its ratios are less certain.", ""]
+
+
+def docs_ab_method():
+    """The section on how a claim about one row is measured (--ab and --syscalls)."""
+    return ["## One row, two allocators: `--ab`", "",
+            "A whole-suite table on a shared 2-core machine moves by 10-30% from run to run. "
+            "A claim about one row (\"kite is level with mimalloc3 on mstress t8\", \"this "
+            "change makes churn faster\") is measured with",
+            "", "```sh", ".venv/bin/python bench/run.py --ab 'mstress t8' --vs mimalloc3",
+            ".venv/bin/python bench/run.py --ab churn:8 --alloc before=/tmp/before/libkite.so "
+            "--vs before", "```", "",
+            f"It runs the row {AB_MIN_PAIRS} times (at least) as pairs, one run under each "
+            "allocator back to back, the order swapped at every pair, and reports the ratio "
+            "of CPU time (user+sys of the workload process: less disturbed by other work than "
+            "wall time) of every pair with its min, median and max; the medians of wall time, "
+            "minor page faults, context switches and peak RSS of each side; and, from one "
+            "separate run of each side under `strace -c -f` (strace slows every system call, "
+            "so those runs are not timed), the futex, madvise and total system calls. The "
+            f"verdict is \"level\" when the median CPU ratio is within {AB_LEVEL * 100:.0f}% "
+            "of 1, else the faster side with how many pairs agree. The report (`ab.md`, "
+            "`ab.json`) states the load as the suite's does.", "",
+            "## System calls per run of the 8-thread rows", "",
+            "`.venv/bin/python bench/run.py --syscalls --docs` (or `make bench-syscalls`) runs "
+            "each row with 8 threads once per allocator under `strace -c -f` and writes the "
+            "table below.", ""]
+
+
+def docs_workloads(meta):
+    """The table of the workloads with their arguments at the run's size."""
+    w = ["## Workloads", "",
+         f"Arguments at size `{meta['size']}` (each program's `-h` explains them; "
+         "`-t` is the thread count). The quick set (`make bench`) runs: "
+         + ", ".join(f"{n}" + ("" if t is None else " t" + ",".join(map(str, t)))
+                     for n, t in QUICK.items()) + ".", "",
+         "| workload | program | arguments | threads | what it stresses |",
+         "|---|---|---|---|---|"]
     for name, spec in WORKLOADS.items():
         th = "1" if spec["threads"] is None else ", ".join(map(str, spec["threads"]))
         a = spec["args"][meta["size"]]
@@ -1183,16 +1264,52 @@ def write_docs(meta, md, files, outdir, args, cases, rows):
             if spec.get("trace"):
                 a += " TRACE"
         w.append(f"| {name} | `{prog}` | `{a}` | {th} | {spec['desc']} |")
-    w.append("")
-    w.append("Real programs (`sqlite3`, `python3`, `gcc`, `xz`): Debian's binaries run under "
-             "`LD_PRELOAD` on inputs the runner generates into `build/bench-programs/` (the "
-             "size is the row count of the SQL script, the dict size of the Python script, the "
-             "number of generated C functions, the MiB of text); their output (or, for gcc, "
-             "the object file) must be byte-identical to the one made under glibc in the same "
-             "invocation, else the run is `WRONG`. `replay` replays the trace LOOPS times "
-             "in one process (`bench/workloads/replay.c`), so the allocator's calls, not the "
-             "trace parsing or per-op timing, dominate.")
-    w.append("")
+    w += ["", "Real programs (`sqlite3`, `python3`, `gcc`, `xz`): Debian's binaries run under "
+          "`LD_PRELOAD` on inputs the runner generates into `build/bench-programs/` (the "
+          "size is the row count of the SQL script, the dict size of the Python script, the "
+          "number of generated C functions, the MiB of text); their output (or, for gcc, "
+          "the object file) must be byte-identical to the one made under glibc in the same "
+          "invocation, else the run is `WRONG`. `replay` replays the trace LOOPS times "
+          "in one process (`bench/workloads/replay.c`), so the allocator's calls, not the "
+          "trace parsing or per-op timing, dominate.", ""]
+    return w
+
+
+def kept_sections(page):
+    """The sections of an existing page that other tools (or people) write: kept as is."""
+    kept = {}
+    if os.path.exists(page):
+        with open(page) as f:
+            old = f.read()
+        for tag in KEPT_SECTIONS:
+            a, b = old.find(f"<!-- {tag} -->"), old.find(f"<!-- /{tag} -->")
+            if a >= 0 and b > a:
+                kept[tag] = old[a:b + len(f"<!-- /{tag} -->")]
+    return kept
+
+
+def write_docs(meta, md, files, outdir, args, cases, rows):
+    """docs/benchmarks.md: how the run was made, the tables, the charts, the workloads.
+    The sections between the markers of KEPT_SECTIONS of an existing page are kept."""
+    page = os.path.join(ROOT, "docs", "benchmarks.md")
+    kept = kept_sections(page)
+    rel = lambda p: os.path.relpath(p, os.path.dirname(page))
+    w = docs_intro(meta, outdir)
+    if kept.get("notes"):
+        w += [kept["notes"], ""]
+    w += ["## Results", "", md.rstrip("\n"), "", "## Charts", ""]
+    for p in files:
+        w += [f"![{os.path.basename(p)}]({rel(p)})", ""]
+    w += docs_ab_method()
+    w += [kept.get("syscalls", "<!-- syscalls -->\n(run `make bench-syscalls`)\n"
+                               "<!-- /syscalls -->"), ""]
+    w += ["## Instructions per malloc+free (fast path)", "",
+          kept.get("fastpath-table", "<!-- fastpath-table -->\n(run `bench/fastpath.sh "
+                   "--docs`)\n<!-- /fastpath-table -->"), "",
+          "## Resident memory over time", "",
+          kept.get("rss-timeline", "<!-- rss-timeline -->\n(run `make bench-rss`)\n"
+                   "<!-- /rss-timeline -->"), ""]
+    w += docs_workloads(meta)
     with open(page, "w") as f:
         f.write("\n".join(w))
     write_readme_table(meta, rows, [a["name"] for a in args.allocs_ok], cases)
@@ -1212,17 +1329,18 @@ def write_readme_table(meta, rows, names, cases):
     m = meta["machine"]
     block = ("<!-- bench-table -->\n"
              f"Wall time, median of {meta['reps']} interleaved runs at size `{meta['size']}`"
-             + (" (`make bench`'s default)" if meta["size"] == "small" else "")
+             + (" (`make bench`'s default, the quick set)" if meta.get("quick") else "")
              + ", ratio to glibc in parentheses, lower is better; "
              f"{m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, {m['libc']}; "
              f"{meta['date']}; kite at `{meta.get('kite_commit') or '?'}`; † start-up "
              "dominated, left out of the geometric mean:\n\n"
-             + wall_table(rows, names, cases, spread=False) + "\n")
+             + wall_table(rows, names, cases, spread=False) + "\n"
+             + ("\n" + load_note(meta["load"]) + "\n" if meta.get("load") else ""))
     with open(path, "w") as f:
         f.write(text[:a] + block + text[b:])
 
 
-KEPT_SECTIONS = ("notes", "fastpath-table", "rss-timeline")
+KEPT_SECTIONS = ("notes", "fastpath-table", "rss-timeline", "syscalls")
 
 
 def ensure_built(build_dir, no_build):
@@ -1239,23 +1357,329 @@ def ensure_built(build_dir, no_build):
     subprocess.call(["cmake", "--build", build_dir, "-j", jobs])
 
 
-def main(argv=None):
-    global SHORT_S
-    ap = argparse.ArgumentParser(
-        prog="bench/run.py",
-        description="Compare kite with glibc and the installed peers on kite's workloads.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  bench/run.py --size tiny --reps 1                 # a quick look\n"
-               "  bench/run.py --workloads churn,larson --threads 1,2,4,8\n"
-               "  bench/run.py --alloc mine=/path/libmine.so --allocs glibc,mine\n"
-               "  bench/run.py --docs --reps 5                      # docs/benchmarks.md\n"
-               "verdicts: CRASH sig N (killed by a signal), FAIL rc=N (non-zero exit),\n"
-               "WRONG (the workload's self-check failed), TIMEOUT (past --timeout).")
+# --------------------------------------------------------------------------------------
+# The machine's load: the report says when other work shared the machine
+# --------------------------------------------------------------------------------------
+def cpu_jiffies():
+    """(busy, total) CPU time of the whole machine from /proc/stat, in clock ticks; None
+    where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def load_figures(before, jiffies0, wall_s, own_cpu_s):
+    """The load part of a run's meta: load averages before and after (the 'after' one
+    counts the benchmark's own threads too), and the share of the machine's CPU that other
+    processes took while it ran (busy time in /proc/stat minus the runs' own CPU time), which
+    is what tells a loaded machine apart."""
+    cores = os.cpu_count() or 1
+    try:
+        after = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        after = "?"
+    j1 = cpu_jiffies()
+    other = None
+    if jiffies0 and j1 and wall_s > 0:
+        hz = os.sysconf("SC_CLK_TCK")
+        busy = (j1[0] - jiffies0[0]) / hz
+        other = max(0.0, (busy - own_cpu_s) / (wall_s * cores))
+    try:
+        l1 = float(before.split()[0])
+    except (ValueError, IndexError):
+        l1 = 0.0
+    loaded = l1 >= cores / 2 or (other is not None and other >= 0.10)
+    return dict(cores=cores, load_before=before, load_after=after,
+                other_cpu_share=None if other is None else round(other, 3), loaded=loaded)
+
+
+def load_note(load, ab=False):
+    """One paragraph for the reports: the load before and after, and what it means (for
+    an --ab report: that its pairs share the load alike, its spread shows what is left)."""
+    if not load:
+        return ""
+    other = load.get("other_cpu_share")
+    t = (f"Load average (1, 5, 15 min) before the run: {load['load_before']}, after: "
+         f"{load['load_after']} (the benchmark's own threads included), on "
+         f"{load['cores']} cores"
+         + (f"; other processes used {other * 100:.0f}% of the machine's CPU while it ran"
+            if other is not None else "") + ". ")
+    if load["loaded"] and ab:
+        return t + ("**The machine was loaded**: both runs of a pair share it alike, and "
+                    "the min..max of the pairs' ratios shows how much it still moved them.")
+    if load["loaded"]:
+        return t + ("**The machine was loaded** (1-minute load before the run at least half "
+                    "the cores, or other processes at 10% of the CPU or more): the times and "
+                    "ratios are less certain than on an idle machine; for a verdict on one "
+                    "row use `bench/run.py --ab ROW --vs PEER`.")
+    return t + "The machine was otherwise idle."
+
+
+def replace_block(path, tag, block):
+    """Replaces the text between <!-- tag --> and <!-- /tag --> of file `path` (markers
+    kept) by block; returns False when the file or the markers are missing."""
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        text = f.read()
+    a, b = text.find(f"<!-- {tag} -->"), text.find(f"<!-- /{tag} -->")
+    if a < 0 or b < a:
+        return False
+    with open(path, "w") as f:
+        f.write(text[:a] + f"<!-- {tag} -->\n" + block.rstrip("\n") + "\n" + text[b:])
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# System calls of one run (strace -c -f): futex and madvise counts
+# --------------------------------------------------------------------------------------
+def parse_strace_c(text):
+    """{syscall: calls} from `strace -c` output, with 'total' for the sum."""
+    calls = {}
+    for line in text.splitlines():
+        t = line.split()
+        if len(t) < 5 or not t[0].replace(".", "", 1).isdigit():
+            continue
+        try:
+            calls[t[-1]] = int(t[3])
+        except ValueError:
+            continue
+    return calls
+
+
+def strace_counts(c, preload, timeout):
+    """One run of case c under `preload` traced by `strace -c -f`: (calls dict, status).
+    The trace is a separate run: strace slows every system call, so its times are not
+    the measured ones."""
+    if not shutil.which("strace"):
+        return None, "strace not installed (Debian package strace)"
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as tf:
+        cmd = ["strace", "-f", "-c", "-o", tf.name]
+        if preload:
+            cmd += ["-E", f"LD_PRELOAD={preload}"]
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        try:
+            argv = [a.replace("{out}", os.devnull) for a in c["argv"]]
+            q = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True,
+                               timeout=timeout * 4, env=env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return None, "TIMEOUT"
+        st = classify_exit(q.returncode, q.stdout + q.stderr, c["checksum"],
+                           c["wrong_rc"] if c["wrong_rc"] is not None else -1)
+        return (parse_strace_c(tf.read()) if st == "ok" else None), st
+
+
+# --------------------------------------------------------------------------------------
+# --ab ROW: one row, two allocators, interleaved pairs: a verdict for a 2-core machine
+# --------------------------------------------------------------------------------------
+def ab_case(ap, args, build_dir):
+    """The one case named by --ab: 'WORKLOAD', 'WORKLOAD tN' or 'WORKLOAD:N'."""
+    row = args.ab.strip()
+    m = re.fullmatch(r"(\S+?)(?:\s+t|:)(\d+)", row)
+    name, threads = (m.group(1), int(m.group(2))) if m else (row, None)
+    if name not in WORKLOADS:
+        ap.error(f"--ab: unknown workload {name!r}; --list shows them")
+    if threads and WORKLOADS[name]["threads"] is None:
+        ap.error(f"--ab: {name} is single-threaded; name it without a thread count")
+    args.workloads, args.quick = name, False
+    args.threads_list = [threads] if threads else args.threads_list
+    cases, skipped = build_cases(args, build_dir)
+    if skipped:
+        ap.error(f"--ab: {name}: {skipped[0][1]}")
+    if len(cases) != 1:
+        ap.error(f"--ab: {name} runs at several thread counts; name one: "
+                 + ", ".join(repr(c["label"]) for c in cases))
+    return cases[0]
+
+
+def run_pairs(c, a, b, pairs, timeout, helper, progress=True):
+    """`pairs` pairs of runs of case c, one under allocator a and one under b, back to
+    back, the order swapped at every pair (a b, b a, ...) so neither always runs first.
+    Returns (list of (run_a, run_b), failure or None); the first failed run stops it."""
+    out = []
+    for i in range(pairs):
+        order = (a, b) if i % 2 == 0 else (b, a)
+        got = {}
+        for x in order:
+            if progress:
+                print(f"[pair {i + 1}/{pairs}] {c['label']} [{x['name']}]", file=sys.stderr,
+                      flush=True)
+            r = run_case(c, x["path"], timeout, helper)
+            if r["status"] != "ok":
+                return out, f"{x['name']}: {r['status']}: {r['output'][-300:]}"
+            got[x["name"]] = r
+        out.append((got[a["name"]], got[b["name"]]))
+    return out, None
+
+
+def cpu_s(r):
+    return r["user_s"] + r["sys_s"]
+
+
+def ab_summary(pairs, level=AB_LEVEL):
+    """The verdict on the pairs: per-pair ratios a/b of CPU time (user+sys) and of wall
+    time, with min, median and max, the medians of each side's faults and context switches,
+    and the verdict: 'level' when the median CPU ratio is within `level` of 1, else which
+    side is faster, with how many pairs agree."""
+    cpu = sorted(cpu_s(x) / max(cpu_s(y), 1e-9) for x, y in pairs)
+    wall = sorted(x["wall_s"] / max(y["wall_s"], 1e-9) for x, y in pairs)
+    med = median(cpu)
+
+    def side(k, f):
+        return median(f(p[k]) for p in pairs)
+    res = dict(pairs=len(pairs), cpu_ratio=dict(min=cpu[0], median=med, max=cpu[-1]),
+               wall_ratio=dict(min=wall[0], median=median(wall), max=wall[-1]))
+    for k, who in ((0, "a"), (1, "b")):
+        res[who] = dict(cpu_s=side(k, cpu_s), wall_s=side(k, lambda r: r["wall_s"]),
+                        maxrss_kib=side(k, lambda r: r["maxrss_kib"]),
+                        minflt=side(k, lambda r: r.get("minflt", 0)),
+                        csw=side(k, lambda r: r.get("nvcsw", 0) + r.get("nivcsw", 0)))
+    if abs(med - 1) <= level:
+        res["verdict"] = "level"
+    else:
+        agree = sum(1 for x in cpu if (x < 1) == (med < 1))
+        res["verdict"] = ("a faster" if med < 1 else "b faster") + \
+            f" ({agree} of {len(cpu)} pairs agree)"
+    return res
+
+
+def ab_markdown(c, a, b, sm, calls, meta):
+    """The --ab report: a table of both sides and the verdict."""
+    an, bn = a["name"], b["name"]
+    verdict = sm["verdict"].replace("a faster", f"{an} faster").replace("b faster",
+                                                                        f"{bn} faster")
+    r = sm["cpu_ratio"]
+    w = sm["wall_ratio"]
+    ca, cb = calls.get(an) or {}, calls.get(bn) or {}
+
+    def ratio(x, y):
+        return f"{x / y:.2f}" if x and y else "-"
+    lines = [f"A/B on `{c['label']}` (`{' '.join(map(shlex.quote, c['argv']))}`), size "
+             f"`{meta['size']}`: {an} against {bn}, {sm['pairs']} interleaved pairs (order "
+             "swapped at every pair); CPU time is user+sys of the workload process.", "",
+             f"| | {an} | {bn} | {an} / {bn} |", "|---|---:|---:|---:|",
+             f"| CPU time, median | {sm['a']['cpu_s']:.3f} s | {sm['b']['cpu_s']:.3f} s | "
+             f"{r['median']:.3f} (pairs: min {r['min']:.3f}, max {r['max']:.3f}) |",
+             f"| wall time, median | {sm['a']['wall_s']:.3f} s | {sm['b']['wall_s']:.3f} s | "
+             f"{w['median']:.3f} (min {w['min']:.3f}, max {w['max']:.3f}) |",
+             f"| minor page faults, median | {sm['a']['minflt']:.0f} | {sm['b']['minflt']:.0f}"
+             f" | {ratio(sm['a']['minflt'], sm['b']['minflt'])} |",
+             f"| context switches, median | {sm['a']['csw']:.0f} | {sm['b']['csw']:.0f} | "
+             f"{ratio(sm['a']['csw'], sm['b']['csw'])} |",
+             f"| peak RSS, median | {sm['a']['maxrss_kib'] / 1024:.1f} MiB | "
+             f"{sm['b']['maxrss_kib'] / 1024:.1f} MiB | "
+             f"{ratio(sm['a']['maxrss_kib'], sm['b']['maxrss_kib'])} |"]
+    for sc in ("futex", "madvise", "total"):
+        name = "system calls, all" if sc == "total" else f"{sc} calls"
+        lines.append(f"| {name} (strace -c -f, one run) | {ca.get(sc, 0) if ca else '-'} | "
+                     f"{cb.get(sc, 0) if cb else '-'} | {ratio(ca.get(sc), cb.get(sc))} |")
+    lines += ["", f"**Verdict: {verdict}** (median CPU-time ratio {r['median']:.3f}; "
+              f"\"level\" is within {AB_LEVEL * 100:.0f}% of 1).", "",
+              load_note(meta.get("load"), ab=True), ""]
+    return "\n".join(lines)
+
+
+def ab_mode(ap, args, allocs, build_dir, helper, command):
+    """--ab ROW --vs B [--a A]: the pairs, then one strace run of each side, the report
+    printed and written (ab.md, ab.json) into --out. Exit 1 when a run failed."""
+    c = ab_case(ap, args, build_dir)
+    by = {x["name"]: x for x in allocs}
+    sides = []
+    for n in (args.a, args.vs):
+        if n not in by or by[n]["status"] != "ok":
+            ap.error(f"--ab: allocator {n!r} is not available"
+                     + (f" ({by[n]['reason']})" if n in by else "; add it with --alloc NAME=PATH"))
+        sides.append(by[n])
+    a, b = sides
+    out = os.path.abspath(args.out or os.path.join(
+        ROOT, "bench", "results", "ab-" + _dt.datetime.now(_dt.timezone.utc).strftime(
+            "%Y%m%d-%H%M%S")))
+    os.makedirs(out, exist_ok=True)
+    machine, j0, t0 = machine_info(), cpu_jiffies(), time.time()
+    pairs, failed = run_pairs(c, a, b, args.pairs, args.timeout, helper,
+                              not args.no_progress)
+    own = sum(cpu_s(x) + cpu_s(y) for x, y in pairs)
+    load = load_figures(machine["load_at_start"], j0, time.time() - t0, own)
+    if failed:
+        print(f"--ab {c['label']}: a run failed, no verdict: {failed}", file=sys.stderr)
+        return 1
+    calls, why = {}, {}
+    for x in (a, b):
+        calls[x["name"]], why[x["name"]] = strace_counts(c, x["path"], args.timeout)
+    meta = dict(command=command, size=args.size, machine=machine, load=load,
+                kite_commit=git_describe())
+    sm = ab_summary(pairs)
+    md = ab_markdown(c, a, b, sm, calls, meta)
+    for n, w in why.items():
+        if w != "ok":
+            md += f"\nstrace run of {n}: {w}\n"
+    with open(os.path.join(out, "ab.md"), "w") as f:
+        f.write(f"Command: `{command}`\n\n" + md)
+    with open(os.path.join(out, "ab.json"), "w") as f:
+        json.dump(dict(command=command, meta=meta, row=c["label"], argv=c["argv"],
+                       a=a["name"], b=b["name"], summary=sm, syscalls=calls,
+                       pairs=[[{k: v for k, v in r.items() if k != "output"} for r in p]
+                              for p in pairs]), f, indent=1)
+    print(md)
+    print(f"results in {os.path.relpath(out)}/ab.md and ab.json")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# --syscalls: futex and madvise calls per run of the 8-thread rows, every allocator
+# --------------------------------------------------------------------------------------
+def syscalls_mode(args, cases, active):
+    """One `strace -c -f` run per (case, allocator) of the cases with 8 or more threads:
+    the table of futex and madvise calls per run, printed, and with --docs written into
+    docs/benchmarks.md's syscalls section. Exit 1 when strace is missing."""
+    cases = [c for c in cases if (c["threads"] or 1) >= 8]
+    if not shutil.which("strace"):
+        print("--syscalls: strace not installed (Debian package strace)", file=sys.stderr)
+        return 1
+    names = [a["name"] for a in active]
+    lines = ["| workload | threads | " + " | ".join(names) + " |",
+             "|---|---|" + "---:|" * len(names)]
+    machine = machine_info()
+    for c in cases:
+        cells = []
+        for a in active:
+            if not args.no_progress:
+                print(f"strace {c['label']} [{a['name']}]", file=sys.stderr, flush=True)
+            calls, st = strace_counts(c, a["path"], args.timeout)
+            cells.append(f"{calls.get('futex', 0)} / {calls.get('madvise', 0)}" if calls
+                         else f"**{st}**")
+        lines.append(f"| {c['workload']} | {c['threads']} | " + " | ".join(cells) + " |")
+    block = (f"futex / madvise calls in one run of each {args.size}-size row with 8 threads "
+             "(`strace -c -f`, every thread of the workload process; "
+             f"`bench/run.py --syscalls{'' if args.size == 'small' else ' --size ' + args.size}`"
+             f"; {machine['cpu']}, {machine['cores']} cores, kite at `{git_describe()}`). "
+             "A futex call is a lock or condition wait that went to the kernel (the workloads' "
+             "own barriers and queues make some under every allocator); madvise is memory "
+             "given back.\n\n" + "\n".join(lines) + "\n")
+    print(block)
+    if args.docs and not replace_block(os.path.join(ROOT, "docs", "benchmarks.md"),
+                                       "syscalls", block):
+        print("docs/benchmarks.md has no <!-- syscalls --> block; not written", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Command line and the suite
+# --------------------------------------------------------------------------------------
+def add_suite_arguments(ap):
+    ap.add_argument("--quick", action="store_true",
+                    help="make bench's default: one case of each shape (QUICK), kite against "
+                         "glibc and the speed peers, within 3 minutes on 2 idle cores")
     ap.add_argument("--size", choices=SIZES, default="small",
-                    help="problem size of every workload (default: small, a few minutes)")
+                    help="problem size of every workload (default: small)")
     ap.add_argument("--workloads", default="all",
-                    help="comma-separated workloads (default: all; --list shows them)")
+                    help="comma-separated workloads (default: all, or QUICK's with --quick; "
+                         "--list shows them)")
     ap.add_argument("--allocs", default="all",
                     help="comma-separated allocators to run (default: every one found)")
     ap.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH",
@@ -1285,15 +1709,49 @@ def main(argv=None):
     ap.add_argument("--docs", action="store_true",
                     help="also write docs/benchmarks.md, with the charts in docs/bench/ and the "
                          "raw results in bench/results/docs-run/ (unless --out/--charts-dir say "
-                         "otherwise)")
+                         "otherwise); with --syscalls, only its section")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--install-peers", action="store_true",
                     help="apt-get install the missing peers (jemalloc, tcmalloc, mimalloc, tbbmalloc)")
     ap.add_argument("--list", action="store_true", help="list workloads and allocators, then exit")
+
+
+def add_mode_arguments(ap):
+    ap.add_argument("--ab", metavar="ROW",
+                    help="A/B mode: one row ('WORKLOAD', 'WORKLOAD tN' or 'WORKLOAD:N'), "
+                         "allocator --a against --vs over --pairs interleaved pairs: CPU-time "
+                         "ratio with its spread, faults, context switches, futex and madvise "
+                         "calls (one strace run each), and a verdict")
+    ap.add_argument("--vs", default=None, metavar="NAME",
+                    help="--ab: the allocator to compare with (a peer, or another kite build "
+                         "given by --alloc NAME=PATH)")
+    ap.add_argument("--a", default="kite", metavar="NAME",
+                    help="--ab: the allocator measured (default kite)")
+    ap.add_argument("--pairs", type=int, default=AB_MIN_PAIRS,
+                    help=f"--ab: interleaved pairs (default and minimum {AB_MIN_PAIRS})")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="futex and madvise calls per run (strace -c -f) of the rows with 8 "
+                         "threads, every allocator; with --docs into docs/benchmarks.md")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py",
+        description="Compare kite with glibc and the installed peers on kite's workloads.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  bench/run.py --quick                              # make bench\n"
+               "  bench/run.py --size tiny --reps 1                 # a quick look\n"
+               "  bench/run.py --workloads churn,larson --threads 1,2,4,8\n"
+               "  bench/run.py --alloc mine=/path/libmine.so --allocs glibc,mine\n"
+               "  bench/run.py --ab 'mstress t8' --vs mimalloc3     # one row, a verdict\n"
+               "  bench/run.py --ab churn:8 --alloc old=/tmp/old/libkite.so --vs old\n"
+               "  bench/run.py --docs --reps 5                      # docs/benchmarks.md\n"
+               "verdicts: CRASH sig N (killed by a signal), FAIL rc=N (non-zero exit),\n"
+               "WRONG (the workload's self-check failed), TIMEOUT (past --timeout).")
+    add_suite_arguments(ap)
+    add_mode_arguments(ap)
     args = ap.parse_args(argv)
-    command = " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None
-                                                                  else sys.argv[1:]))
-    build_dir = os.path.abspath(args.build_dir)
     args.threads_list = None
     if args.threads:
         try:
@@ -1306,8 +1764,15 @@ def main(argv=None):
         ap.error("--reps must be >= 1")
     if args.short_ms < 0:
         ap.error("--short-ms must be >= 0")
-    SHORT_S = args.short_ms / 1000
+    if args.ab and not args.vs:
+        ap.error("--ab wants --vs NAME, the allocator to compare with")
+    if args.ab and args.pairs < AB_MIN_PAIRS:
+        ap.error(f"--pairs must be at least {AB_MIN_PAIRS}: fewer pairs give no verdict "
+                 "worth the name on a shared 2-core machine")
+    return ap, args
 
+
+def select_allocators(ap, args, build_dir):
     allocs = discover_allocators(build_dir, args.alloc, args.install_peers)
     if args.allocs != "all":
         want = [a.strip() for a in args.allocs.split(",") if a.strip()]
@@ -1317,43 +1782,28 @@ def main(argv=None):
                 ap.error(f"unknown allocator {w!r} (known: {', '.join(sorted(known))}; "
                          "add others with --alloc NAME=PATH)")
         allocs = [a for a in allocs if a["name"] in want]
+    elif args.quick:
+        allocs = [a for a in allocs if a["name"] not in QUICK_SKIP_ALLOCS]
+    return allocs
 
-    if args.list:
-        print("workloads:")
-        for w, s in WORKLOADS.items():
-            th = "1" if s["threads"] is None else ",".join(map(str, s["threads"]))
-            print(f"  {w:14s} threads {th:6s} {s['desc']}")
-        print("allocators:")
-        for a in allocs:
-            where = a["path"] or "(no preload)"
-            print(f"  {a['name']:14s} {a['status']:8s} {where if a['status'] == 'ok' else a['reason']}")
-        return 0
 
-    ensure_built(build_dir, args.no_build)
-    cases, skipped_wl = build_cases(args, build_dir)
-    active = [a for a in allocs if a["status"] == "ok"]
-    helper = os.path.join(build_dir, "kite-bench-exec")
-    if not os.path.exists(helper):
-        print(f"{os.path.relpath(helper, ROOT)} not built: peak RSS will include the "
-              "runner's own (an upper bound)", file=sys.stderr)
-        helper = None
+def list_mode(allocs):
+    print("workloads:")
+    for w, s in WORKLOADS.items():
+        th = "1" if s["threads"] is None else ",".join(map(str, s["threads"]))
+        print(f"  {w:14s} threads {th:6s} {s['desc']}")
+    print("allocators:")
     for a in allocs:
-        if a["status"] != "ok":
-            print(f"skipped allocator {a['name']}: {a['reason']}", file=sys.stderr)
-    for w, why in skipped_wl:
-        print(f"workload {w}: {why}", file=sys.stderr)
-    if not cases or not active:
-        print("nothing to run", file=sys.stderr)
-        return 1
+        where = a["path"] or "(no preload)"
+        print(f"  {a['name']:14s} {a['status']:8s} {where if a['status'] == 'ok' else a['reason']}")
+    return 0
 
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    if args.docs:
-        args.out = args.out or os.path.join(ROOT, "bench", "results", "docs-run")
-        args.charts_dir = args.charts_dir or os.path.join(ROOT, "docs", "bench")
-    outdir = os.path.abspath(args.out or os.path.join(ROOT, "bench", "results", stamp))
-    os.makedirs(outdir, exist_ok=True)
 
-    machine = machine_info()  # before the runs: the load average is the machine's own
+def run_suite(args, cases, active, helper):
+    """Every repetition runs every case with every allocator, round robin, the allocator
+    order rotated by one at each repetition (so that no allocator always runs right after
+    the same one: caches, page cache, frequency). A pair that failed is not run again.
+    Returns {(label, allocator): [run, ...]}."""
     total = args.reps * len(cases) * len(active)
     bar = None
     if not args.no_progress:
@@ -1364,54 +1814,49 @@ def main(argv=None):
             bar = None
     runs = {(c["label"], a["name"]): [] for c in cases for a in active}
     done = 0
-    t_start = time.time()
     for rep in range(args.reps):
-        # the allocator order rotates by one at every repetition, so that no allocator
-        # always runs right after the same one (caches, page cache, frequency)
         k = rep % len(active)
         order = active[k:] + active[:k]
         for c in cases:
             for a in order:
                 key = (c["label"], a["name"])
+                done += 1
+                if bar:
+                    bar.update(1)
                 if any(x["status"] != "ok" for x in runs[key]):
-                    # already a failure: that is the pair's verdict; do not spend a timeout
-                    # or a crash on it again
-                    done += 1
-                    if bar:
-                        bar.update(1)
-                    continue
+                    continue  # already a failure: that is the pair's verdict
                 desc = f"rep {rep + 1}/{args.reps} {c['label']} [{a['name']}]"
                 if bar:
                     bar.set_description(desc)
                 elif not args.no_progress:
-                    print(f"[{done + 1}/{total}] {desc}", file=sys.stderr, flush=True)
+                    print(f"[{done}/{total}] {desc}", file=sys.stderr, flush=True)
                 r = run_case(c, a["path"], args.timeout, helper)
                 r["order"] = order.index(a)
                 runs[key].append(r)
-                done += 1
-                if bar:
-                    bar.update(1)
     if bar:
         bar.close()
-    elapsed = time.time() - t_start
+    return runs
 
+
+def make_rows(cases, active, runs):
     rows = []
     for c in cases:
         for a in active:
             rr = runs[(c["label"], a["name"])]
-            s = summarize(rr)
             rows.append(dict(workload=c["workload"], threads=c["threads"], label=c["label"],
                              allocator=a["name"], command=" ".join(map(shlex.quote, c["argv"])),
                              runs=[{k: v for k, v in x.items() if k != "output"} for x in rr],
-                             **s))
+                             **summarize(rr)))
     add_ratios(rows, [a["name"] for a in active])
+    return rows
 
-    meta = dict(command=command, date=_dt.datetime.now(_dt.timezone.utc).isoformat(
-        timespec="seconds"), size=args.size, reps=args.reps, elapsed_s=round(elapsed, 1),
-        machine=machine, build_dir=build_dir, kite_commit=git_describe())
+
+def write_results(args, meta, allocs, skipped_wl, cases, rows, outdir):
+    """results.json, results.csv, results.md and the charts into outdir (and the docs with
+    --docs). Returns (markdown, chart files)."""
+    active = [a for a in allocs if a["status"] == "ok"]
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump(dict(command=command, meta=meta,
-                       allocators=allocs,
+        json.dump(dict(command=meta["command"], meta=meta, allocators=allocs,
                        workloads={w: dict(desc=s["desc"], args=s["args"][args.size],
                                           threads=s["threads"])
                                   for w, s in WORKLOADS.items()},
@@ -1434,7 +1879,31 @@ def main(argv=None):
     if args.docs:
         args.allocs_ok = active
         write_docs(meta, md, files, outdir, args, cases, rows)
+    return md, files
+
+
+def suite_mode(args, allocs, cases, skipped_wl, helper, command):
+    active = [a for a in allocs if a["status"] == "ok"]
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if args.docs:
+        args.out = args.out or os.path.join(ROOT, "bench", "results", "docs-run")
+        args.charts_dir = args.charts_dir or os.path.join(ROOT, "docs", "bench")
+    outdir = os.path.abspath(args.out or os.path.join(ROOT, "bench", "results", stamp))
+    os.makedirs(outdir, exist_ok=True)
+    machine, j0 = machine_info(), cpu_jiffies()  # before the runs: the machine's own load
+    t_start = time.time()
+    runs = run_suite(args, cases, active, helper)
+    elapsed = time.time() - t_start
+    own = sum(cpu_s(r) for rr in runs.values() for r in rr)
+    rows = make_rows(cases, active, runs)
+    meta = dict(command=command, date=_dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds"), size=args.size, reps=args.reps, quick=bool(args.quick),
+        elapsed_s=round(elapsed, 1), machine=machine, build_dir=os.path.abspath(args.build_dir),
+        kite_commit=git_describe(),
+        load=load_figures(machine["load_at_start"], j0, elapsed, own))
+    md, files = write_results(args, meta, allocs, skipped_wl, cases, rows, outdir)
     print(md)
+    total = sum(len(rr) for rr in runs.values())
     print(f"{total} runs in {elapsed:.0f} s; results in {os.path.relpath(outdir)}/"
           + (f"; charts: {', '.join(os.path.relpath(p) for p in files)}" if files else ""))
     bad = [r for r in rows if r["status"] != "ok"]
@@ -1442,6 +1911,39 @@ def main(argv=None):
         print(f"{len(bad)} pair(s) failed: " + ", ".join(
             f"{r['label']} [{r['allocator']}] {r['status']}" for r in bad), file=sys.stderr)
     return 0
+
+
+def main(argv=None):
+    global SHORT_S
+    ap, args = parse_args(argv)
+    command = " ".join(shlex.quote(a) for a in [sys.argv[0]] + (argv if argv is not None
+                                                                  else sys.argv[1:]))
+    build_dir = os.path.abspath(args.build_dir)
+    SHORT_S = args.short_ms / 1000
+    allocs = select_allocators(ap, args, build_dir)
+    if args.list:
+        return list_mode(allocs)
+    ensure_built(build_dir, args.no_build)
+    helper = os.path.join(build_dir, "kite-bench-exec")
+    if not os.path.exists(helper):
+        print(f"{os.path.relpath(helper, ROOT)} not built: peak RSS will include the "
+              "runner's own (an upper bound)", file=sys.stderr)
+        helper = None
+    if args.ab:
+        return ab_mode(ap, args, allocs, build_dir, helper, command)
+    cases, skipped_wl = build_cases(args, build_dir)
+    active = [a for a in allocs if a["status"] == "ok"]
+    for a in allocs:
+        if a["status"] != "ok":
+            print(f"skipped allocator {a['name']}: {a['reason']}", file=sys.stderr)
+    for w, why in skipped_wl:
+        print(f"workload {w}: {why}", file=sys.stderr)
+    if not cases or not active:
+        print("nothing to run", file=sys.stderr)
+        return 1
+    if args.syscalls:
+        return syscalls_mode(args, cases, active)
+    return suite_mode(args, allocs, cases, skipped_wl, helper, command)
 
 
 if __name__ == "__main__":

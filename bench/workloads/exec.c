@@ -5,7 +5,9 @@
  *
  * Forks, execs PROGRAM with LD_PRELOAD=PRELOAD in its environment (no LD_PRELOAD at all
  * when PRELOAD is empty), waits for it with wait4 and writes one line to RESULT_FILE:
- *   wall=<s> user=<s> sys=<s> maxrss_kib=<n> exited=<rc>      or  ... signaled=<sig>
+ *   wall=<s> user=<s> sys=<s> maxrss_kib=<n> minflt=<n> majflt=<n> nvcsw=<n> nivcsw=<n>
+ *   exited=<rc>          (or signaled=<sig> in place of exited=)
+ * (page faults, voluntary and involuntary context switches: the child's own, from wait4)
  * then exits 0 (126/127 when it cannot start the program, with a message on stderr; 2 with
  * the usage on stderr for a bad option or missing arguments).
  *
@@ -98,8 +100,9 @@ int main(int argc, char **argv) {
     perror("kite-bench-exec: result file");
     return 126;
   }
-  fprintf(f, "wall=%.6f user=%.6f sys=%.6f maxrss_kib=%ld ", wall, tv(ru.ru_utime),
-          tv(ru.ru_stime), ru.ru_maxrss);
+  fprintf(f, "wall=%.6f user=%.6f sys=%.6f maxrss_kib=%ld minflt=%ld majflt=%ld nvcsw=%ld "
+          "nivcsw=%ld ", wall, tv(ru.ru_utime), tv(ru.ru_stime), ru.ru_maxrss, ru.ru_minflt,
+          ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw);
   if (WIFSIGNALED(st))
     fprintf(f, "signaled=%d\n", WTERMSIG(st));
   else

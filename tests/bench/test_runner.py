@@ -15,7 +15,10 @@ cases kept out of the geometric means; the kite-secure column (a copy of libkite
 stand-in build directory) never counted as a peer; mimalloc3 found in .venv; the replay row
 (kite-wl-replay -l N TRACE); and the real-program rows: under glibc their output check
 passes, a forged reference makes them WRONG, and the corrupting and crashing preloads are
-reported as failures. Charts are checked too when matplotlib is importable (PNG signature),
+reported as failures; the load before and after in the report; the quick set; and the
+--ab mode (its verdicts on made-up pairs, then end to end on a tiny row with glibc against
+libkite-bench-slow.so: 11 pairs, order swapped, the verdict, the strace counts) and its
+errors. Charts are checked too when matplotlib is importable (PNG signature),
 else run with --no-charts.
 Prints one line per test and the harness's "N passed, N failed" line.
 """
@@ -23,6 +26,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,7 +183,7 @@ def main():
         for x in state["allocs"]:
             check(x in head, f"md column {x}")
         body = [l for l in lines if l.startswith("| churn ") or l.startswith("| collatz-list ")]
-        check(len(body) == 6, f"three tables of two rows: {len(body)}")
+        check(len(body) == 8, f"four tables of two rows: {len(body)}")
         ci = head.index("crash")
         wi = head.index("wrong")
         for l in body:
@@ -231,7 +235,7 @@ def main():
                   "cache-thrash", "cache-scratch", "realloc", "large", "graph",
                   "thread-churn", "churn", "replay", "glibc", "xfer", "thread-rounds",
                   "rnbench-seed", "churn-16k", "large-5-25m", "graph-teardown", "sqlite3",
-                  "python3", "gcc", "xz"):
+                  "python3", "gcc", "xz", "mstress", "glibc-thread", "rptest"):
             check(f"  {w} " in q.stdout, f"--list names {w}")
         q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--workloads", "nope",
                             "--no-progress", "--no-charts", "--out", os.path.join(tmp, "x")],
@@ -393,10 +397,143 @@ def main():
               and "| **geometric mean** |" in readme and " ±" not in readme,
               f"README block: {readme}")
 
+    def load_reported():
+        """The report states the load before and after against the cores, and says when
+        the machine was loaded that its ratios are less certain."""
+        import run
+        with open(os.path.join(out, "results.md")) as f:
+            md = f.read()
+        check("Load average (1, 5, 15 min) before the run: " in md and ", after: " in md
+              and f"on {os.cpu_count()} cores" in md, "load in the report")
+        with open(os.path.join(out, "results.json")) as f:
+            load = json.load(f)["meta"]["load"]
+        check(set(load) >= {"load_before", "load_after", "cores", "loaded", "other_cpu_share"},
+              f"load in the json: {load}")
+        cores = os.cpu_count()
+        busy = run.load_figures(f"{cores / 2:.2f} 0.00 0.00", None, 1.0, 0.0)
+        idle = run.load_figures("0.00 0.00 0.00", None, 1.0, 0.0)
+        check(busy["loaded"] and not idle["loaded"], f"loaded from the load before {busy}")
+        check("less certain" in run.load_note(busy) and "otherwise idle" in run.load_note(idle),
+              "what a loaded machine means")
+        j0 = run.cpu_jiffies()
+        check(j0 is not None and j0[1] >= j0[0] > 0, f"/proc/stat read: {j0}")
+
+    def quick_set():
+        """--quick: QUICK's cases only, at QUICK's thread counts, without the secure build
+        and its hardened peers."""
+        import run
+        ns = argparse.Namespace(quick=True, workloads="all", threads_list=None, size="tiny",
+                                trace=None, timeout=60, allocs="all", alloc=[],
+                                install_peers=False)
+        cases, skipped = run.build_cases(ns, build)
+        got = sorted(c["label"] for c in cases) + sorted(w for w, _ in skipped)
+        want = sorted(w if t is None else f"{w} t{t[0]}" for w, t in run.QUICK.items())
+        check(sorted(got) == want, f"quick cases {got} != {want}")
+        fake = os.path.join(tmp, "secure")  # made by kite_secure_and_mimalloc3, when built
+        if os.path.isdir(fake):
+            names = [a["name"] for a in run.select_allocators(None, ns, fake)]
+            check("kite" in names and not set(names) & set(run.QUICK_SKIP_ALLOCS),
+                  f"quick allocators {names}")
+
+    def ab_verdicts():
+        """ab_summary on made-up pairs: ratios, spread, and the verdict with its 5% band."""
+        import run
+
+        def pair(ca, cb):
+            mk = lambda c: dict(user_s=c * 0.75, sys_s=c * 0.25, wall_s=c * 2,
+                                maxrss_kib=2048, minflt=100, nvcsw=3, nivcsw=1)
+            return mk(ca), mk(cb)
+        sm = run.ab_summary([pair(1.0 + 0.004 * i, 1.0) for i in range(11)])
+        check(sm["verdict"] == "level" and abs(sm["cpu_ratio"]["median"] - 1.02) < 1e-9
+              and abs(sm["cpu_ratio"]["max"] - 1.04) < 1e-9 and sm["pairs"] == 11,
+              f"level: {sm}")
+        sm = run.ab_summary([pair(0.8, 1.0)] * 9 + [pair(1.1, 1.0)] * 2)
+        check(sm["verdict"] == "a faster (9 of 11 pairs agree)"
+              and abs(sm["cpu_ratio"]["min"] - 0.8) < 1e-9
+              and abs(sm["cpu_ratio"]["max"] - 1.1) < 1e-9, f"a faster: {sm}")
+        sm = run.ab_summary([pair(1.2, 1.0)] * 11)
+        check(sm["verdict"] == "b faster (11 of 11 pairs agree)"
+              and sm["a"]["csw"] == 4 and sm["a"]["minflt"] == 100, f"b faster: {sm}")
+        sm = run.ab_summary([pair(1.06, 1.0)] * 11)
+        check(sm["verdict"].startswith("b faster"), f"6% is not level: {sm['verdict']}")
+        calls = run.parse_strace_c(
+            "% time     seconds  usecs/call     calls    errors syscall\n"
+            "------ ----------- ----------- --------- --------- ----------------\n"
+            " 60.00    0.000600          10        60         3 futex\n"
+            " 40.00    0.000400           5        80           madvise\n"
+            "------ ----------- ----------- --------- --------- ----------------\n"
+            "100.00    0.001000           7       140         3 total\n")
+        check(calls == {"futex": 60, "madvise": 80, "total": 140}, f"strace -c parsed: {calls}")
+
+    def ab_end_to_end():
+        """--ab on a tiny row with a known pair: glibc against glibc made slow (every malloc
+        spins first): 11 pairs, the order swapped at every pair, the verdict glibc faster."""
+        slow = os.path.join(build, "libkite-bench-slow.so")
+        d = os.path.join(tmp, "ab")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--no-build",
+                            "--size", "tiny", "--ab", "churn t2", "--a", "glibc", "--vs", "slow",
+                            "--alloc", f"slow={slow}", "--out", d],
+                           capture_output=True, text=True, timeout=300)
+        check(q.returncode == 0, f"--ab exit {q.returncode}: {q.stderr[-1500:]}")
+        if q.returncode:
+            return
+        with open(os.path.join(d, "ab.json")) as f:
+            j = json.load(f)
+        check(j["row"] == "churn t2" and j["a"] == "glibc" and j["b"] == "slow"
+              and len(j["pairs"]) == 11 and j["summary"]["pairs"] == 11, "11 pairs of the row")
+        check(j["summary"]["verdict"].startswith("a faster (")
+              and j["summary"]["cpu_ratio"]["max"] < 0.95, f"verdict {j['summary']}")
+        firsts = [l.split("[")[-1].rstrip("]") for l in q.stderr.splitlines()
+                  if l.startswith("[pair ")][::2]
+        check(firsts == ["glibc", "slow"] * 5 + ["glibc"], f"order swapped: {firsts}")
+        with open(os.path.join(d, "ab.md")) as f:
+            md = f.read()
+        check("**Verdict: glibc faster (" in md and "| CPU time, median |" in md
+              and "| minor page faults, median |" in md and "| context switches, median |" in md
+              and "Load average" in md, f"ab.md: {md}")
+        if not shutil.which("strace"):
+            print("ab_end_to_end: strace not installed: futex/madvise counts not checked")
+            return
+        for n in ("glibc", "slow"):
+            check(j["syscalls"][n] and j["syscalls"][n]["total"] > 0, f"strace of {n}")
+        check("| futex calls (strace -c -f, one run) |" in md, "futex row")
+
+    def ab_errors():
+        def err(*extra):
+            q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--no-build",
+                                "--no-progress"] + list(extra),
+                               capture_output=True, text=True, timeout=60)
+            return q.returncode, q.stderr
+        rc, e = err("--ab", "churn", "--vs", "glibc")
+        check(rc == 2 and "name one: 'churn t2', 'churn t8'" in e, f"churn needs a count: {e}")
+        rc, e = err("--ab", "churn t2")
+        check(rc == 2 and "--ab wants --vs" in e, f"--vs needed: {e}")
+        rc, e = err("--ab", "churn t2", "--vs", "glibc", "--pairs", "5")
+        check(rc == 2 and "at least 11" in e, f"11 pairs at least: {e}")
+        rc, e = err("--ab", "nope", "--vs", "glibc")
+        check(rc == 2 and "unknown workload 'nope'" in e, f"unknown row: {e}")
+        rc, e = err("--ab", "graph t4", "--vs", "glibc")
+        check(rc == 2 and "single-threaded" in e, f"graph has no thread count: {e}")
+        rc, e = err("--ab", "churn:2", "--vs", "nosuch")
+        check(rc == 2 and "allocator 'nosuch' is not available" in e, f"unknown --vs: {e}")
+
+    def syscalls_block():
+        """replace_block: the syscalls section of the docs page is rewritten in place."""
+        import run
+        p = os.path.join(tmp, "page.md")
+        with open(p, "w") as f:
+            f.write("a\n<!-- syscalls -->\nold\n<!-- /syscalls -->\nb\n")
+        check(run.replace_block(p, "syscalls", "new table\n"), "block found")
+        with open(p) as f:
+            check(f.read() == "a\n<!-- syscalls -->\nnew table\n<!-- /syscalls -->\nb\n",
+                  "block replaced")
+        check(not run.replace_block(p, "nosuch", "x"), "missing markers")
+
     return run_tests((runner_exits_zero, csv_is_well_formed, spread_and_rotation,
                       json_matches_csv, markdown_table, charts_written, verdicts,
                       list_and_errors, replay_reported, kite_secure_and_mimalloc3,
-                      real_programs, docs_and_readme_blocks))
+                      real_programs, docs_and_readme_blocks, load_reported, quick_set,
+                      ab_verdicts, ab_end_to_end, ab_errors, syscalls_block))
 
 
 if __name__ == "__main__":
