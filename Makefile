@@ -8,8 +8,8 @@
 #                collatz tables (about 1 s per reference run)
 #                BENCH_FLAGS adds runner options (make bench BENCH_FLAGS=--docs writes
 #                docs/benchmarks.md and the README's table)
-#   make bench-syscalls  futex and madvise calls per run of the 8-thread rows, every allocator
-#                (strace -c -f; docs/benchmarks.md's section)
+#   make bench-syscalls  futex and madvise calls per run of the quick set's 8-thread rows,
+#                kite and the speed peers (strace -c -f; docs/benchmarks.md's section)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 #   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
 #                build/lab-traces/, which make lab then replays too
@@ -74,7 +74,7 @@ bench-full:
 	$(MAKE) bench BENCH=full
 
 bench-syscalls: build venv
-	$(PY) bench/run.py --syscalls --docs
+	$(PY) bench/run.py --quick --syscalls --docs
 
 bench-rss: build venv
 	$(PY) bench/rss_timeline.py --docs --reps 3

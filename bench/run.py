@@ -1240,9 +1240,9 @@ def docs_ab_method():
             "of 1, else the faster side with how many pairs agree. The report (`ab.md`, "
             "`ab.json`) states the load as the suite's does.", "",
             "## System calls per run of the 8-thread rows", "",
-            "`.venv/bin/python bench/run.py --syscalls --docs` (or `make bench-syscalls`) runs "
-            "each row with 8 threads once per allocator under `strace -c -f` and writes the "
-            "table below.", ""]
+            "`make bench-syscalls` (`bench/run.py --quick --syscalls --docs`) runs each row of "
+            "the quick set with 8 threads once per allocator under `strace -c -f` and writes "
+            "the table below (without `--quick`: every 8-thread row, every allocator).", ""]
 
 
 def docs_workloads(meta):
@@ -1654,9 +1654,11 @@ def syscalls_mode(args, cases, active):
             cells.append(f"{calls.get('futex', 0)} / {calls.get('madvise', 0)}" if calls
                          else f"**{st}**")
         lines.append(f"| {c['workload']} | {c['threads']} | " + " | ".join(cells) + " |")
+    flags = ("--quick " if args.quick else "") + "--syscalls" + (
+        "" if args.size == "small" else " --size " + args.size)
     block = (f"futex / madvise calls in one run of each {args.size}-size row with 8 threads "
-             "(`strace -c -f`, every thread of the workload process; "
-             f"`bench/run.py --syscalls{'' if args.size == 'small' else ' --size ' + args.size}`"
+             f"{'of the quick set ' if args.quick else ''}"
+             f"(`strace -c -f`, every thread of the workload process; `bench/run.py {flags}`"
              f"; {machine['cpu']}, {machine['cores']} cores, kite at `{git_describe()}`). "
              "A futex call is a lock or condition wait that went to the kernel (the workloads' "
              "own barriers and queues make some under every allocator); madvise is memory "

@@ -18,7 +18,7 @@ passes, a forged reference makes them WRONG, and the corrupting and crashing pre
 reported as failures; the load before and after in the report; the quick set; and the
 --ab mode (its verdicts on made-up pairs, then end to end on a tiny row with glibc against
 libkite-bench-slow.so: 11 pairs, order swapped, the verdict, the strace counts) and its
-errors. Charts are checked too when matplotlib is importable (PNG signature),
+errors; --syscalls on a tiny 8-thread row. Charts are checked too when matplotlib is importable (PNG signature),
 else run with --no-charts.
 Prints one line per test and the harness's "N passed, N failed" line.
 """
@@ -26,6 +26,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -528,6 +529,17 @@ def main():
             check(f.read() == "a\n<!-- syscalls -->\nnew table\n<!-- /syscalls -->\nb\n",
                   "block replaced")
         check(not run.replace_block(p, "nosuch", "x"), "missing markers")
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", build, "--no-build",
+                            "--size", "tiny", "--syscalls", "--workloads", "rptest,graph",
+                            "--allocs", "glibc", "--no-progress"],
+                           capture_output=True, text=True, timeout=120)
+        if not shutil.which("strace"):
+            check(q.returncode == 1 and "strace not installed" in q.stderr, "no strace said")
+            return
+        rows = [l for l in q.stdout.splitlines() if l.startswith("| ")]
+        check(q.returncode == 0 and len(rows) == 2 and rows[0] == "| workload | threads | glibc |"
+              and re.fullmatch(r"\| rptest \| 8 \| \d+ / \d+ \|", rows[1]) is not None,
+              f"--syscalls: the 8-thread row only, futex / madvise: {q.stdout[-800:]}")
 
     return run_tests((runner_exits_zero, csv_is_well_formed, spread_and_rotation,
                       json_matches_csv, markdown_table, charts_written, verdicts,
