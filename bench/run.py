@@ -54,8 +54,8 @@ What it does
     failure, never as a time, and is not run again in later repetitions; the other pairs
     go on.
   * Reported per pair: median wall time with its spread (min, max, quartiles), median
-    user+sys CPU time, median peak RSS, and the ratios of the median wall time to glibc's
-    and to the best peer's (the fastest of the allocators that are neither glibc nor a
+    user+sys CPU time, median peak RSS and minor page faults, and the ratios of the median
+    wall time to glibc's and to the best peer's (the fastest of the allocators that are neither glibc nor a
     build of kite, nor a hardened peer: those are kite-secure's peers, its ratio to the
     fastest of them is reported too). Cases whose fastest median is under 100 ms are start-up dominated:
     shown, marked †, left out of the geometric means.
