@@ -1288,6 +1288,21 @@ def kept_sections(page):
     return kept
 
 
+TOOLS_PART = ("## Instructions per malloc+free (fast path)", "## Workloads")
+
+
+def kept_tools_part(page):
+    """The part of an existing page that other tools write (bench/fastpath.sh,
+    bench/rss_timeline.py, bench/ops_figures.py: from TOOLS_PART[0] up to TOOLS_PART[1]),
+    kept whole, prose and sections included; '' when the page or the headings are missing."""
+    if not os.path.exists(page):
+        return ""
+    with open(page) as f:
+        old = f.read()
+    a, b = old.find(TOOLS_PART[0]), old.find(TOOLS_PART[1])
+    return old[a:b].rstrip("\n") + "\n" if 0 <= a < b else ""
+
+
 def write_docs(meta, md, files, outdir, args, cases, rows):
     """docs/benchmarks.md: how the run was made, the tables, the charts, the workloads.
     The sections between the markers of KEPT_SECTIONS of an existing page are kept."""
@@ -1303,12 +1318,13 @@ def write_docs(meta, md, files, outdir, args, cases, rows):
     w += docs_ab_method()
     w += [kept.get("syscalls", "<!-- syscalls -->\n(run `make bench-syscalls`)\n"
                                "<!-- /syscalls -->"), ""]
-    w += ["## Instructions per malloc+free (fast path)", "",
+    w += [kept_tools_part(page) or "\n".join([
+          "## Instructions per malloc+free (fast path)", "",
           kept.get("fastpath-table", "<!-- fastpath-table -->\n(run `bench/fastpath.sh "
                    "--docs`)\n<!-- /fastpath-table -->"), "",
           "## Resident memory over time", "",
           kept.get("rss-timeline", "<!-- rss-timeline -->\n(run `make bench-rss`)\n"
-                   "<!-- /rss-timeline -->"), ""]
+                   "<!-- /rss-timeline -->"), ""])]
     w += docs_workloads(meta)
     with open(page, "w") as f:
         f.write("\n".join(w))

@@ -367,8 +367,13 @@ def main():
         kept = ("<!-- notes -->\nhand notes\n<!-- /notes -->",
                 "<!-- fastpath-table -->\n| fast | 1 |\n<!-- /fastpath-table -->",
                 "<!-- rss-timeline -->\nrss table\n<!-- /rss-timeline -->")
+        tools_part = ("## Instructions per malloc+free (fast path)\n\n" + kept[1] + "\n\n"
+                      "## Resident memory over time\n\n" + kept[2] + "\nprose of a tool\n\n"
+                      "## Resident memory after the threads exit\n\n<!-- exit-rss -->\n"
+                      "exit table\n<!-- /exit-rss -->\n")
         with open(os.path.join(root, "docs", "benchmarks.md"), "w") as f:
-            f.write("# old\n\n" + "\n\nstale text\n\n".join(kept) + "\n")
+            f.write("# old\n\n" + kept[0] + "\n\nstale text\n\n" + tools_part
+                    + "\n## Workloads\n\nold workloads\n")
         names = [a["name"] for a in j["allocators"] if a["status"] == "ok"]
         cases = [dict(label=l, workload=l.split()[0], threads=2 if " " in l else None)
                  for l in dict.fromkeys(r["label"] for r in j["rows"])]
@@ -385,8 +390,12 @@ def main():
             page = f.read()
         for k in kept:
             check(page.count(k) == 1, f"kept once: {k[:30]}")
-        check("RESULTS-TABLE" in page and "stale text" not in page and "# old" not in page,
-              "page regenerated")
+        check("RESULTS-TABLE" in page and "stale text" not in page and "# old" not in page
+              and "old workloads" not in page, "page regenerated")
+        check(page.count(tools_part) == 1, "the part other tools write kept whole, prose and "
+              "sections they add (exit-rss) included")
+        check(page.index("<!-- syscalls -->") < page.index("<!-- fastpath-table -->"),
+              "syscalls section before the tools' part")
         check(page.index("<!-- fastpath-table -->") < page.index("<!-- rss-timeline -->")
               < page.index("## Workloads"), "sections in order")
         with open(os.path.join(root, "README.md")) as f:
