@@ -106,6 +106,14 @@ static inline int test_verify(const void *p, size_t n, uint64_t tag) {
   return 1;
 }
 
+/* The OS page size kite works with: the machine's, or the one a page-check build was told to
+ * use (KITE_TEST_OS_PAGE, cmake/platform.cmake). */
+static inline size_t test_os_page(void) {
+  const char *forced = getenv("KITE_TEST_OS_PAGE");
+  if (forced && *forced) return (size_t)strtoul(forced, NULL, 0);
+  return (size_t)sysconf(_SC_PAGESIZE);
+}
+
 static inline int test_main_end(void) {
   printf("%lu passed, %lu failed\n", test_checks_passed, test_checks_failed);
   return test_checks_failed ? 1 : 0;
