@@ -15,13 +15,18 @@
 #   make bench-hugepages  KITE_HUGEPAGES=0/1 on a random pointer chase over 1 GiB (same page)
 #   make peers   build the secure build's peer hardened_malloc outside the tree
 #                (tools/peer-hardened-malloc; make bench and make security run it first)
+#   make cross-aarch64  64-bit Arm Linux: build-aarch64/libkite.so and libkite.a (Debian's
+#                aarch64 cross toolchain, cmake/toolchains/aarch64-linux-gnu.cmake)
+#   make musl    build-musl/libkite.a for static musl programs (musl-gcc -static)
+#   make test-cross  installs what it needs, then the aarch64 suite under qemu-aarch64 (its
+#                cross-thread tests CROSS_REPEAT times) and the musl suite linked statically
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build test test-main test-asan test-tsan cross-aarch64 musl test-cross cross-deps bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -53,6 +58,38 @@ test-tsan:
 
 test: test-main test-asan test-tsan
 
+# ---- other platforms (README: Platforms) ----
+CROSS_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user musl-tools
+CROSS_REPEAT ?= 20
+cross-deps:
+	@missing=""; for p in $(CROSS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
+
+build-aarch64/.configured: CMakeLists.txt cmake/toolchains/aarch64-linux-gnu.cmake
+	$(CMAKE) -S . -B build-aarch64 $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	@touch $@
+cross-aarch64: build-aarch64/.configured
+	$(CMAKE) --build build-aarch64 -j $(JOBS) --target kite kite-static
+
+build-musl/.configured: CMakeLists.txt cmake/toolchains/musl.cmake
+	$(CMAKE) -S . -B build-musl $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/musl.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	@touch $@
+musl: build-musl/.configured
+	$(CMAKE) --build build-musl -j $(JOBS) --target kite-static
+
+# aarch64: every C test of the core (labels core-tests, unit, buddy; CTest starts each under
+# qemu-aarch64), then the cross-thread ones again CROSS_REPEAT times (orderings x86-64's
+# strong memory model never shows); musl: the suites linked statically (label musl)
+test-cross: cross-deps
+	$(MAKE) cross-aarch64 musl
+	$(CMAKE) --build build-aarch64 -j $(JOBS)
+	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) --timeout 1200 -L 'core-tests|unit|buddy' -E '$(CROSS_EXCLUDE)'
+	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) --timeout 1200 --repeat until-fail:$(CROSS_REPEAT) -R '$(CROSS_THREADED)'
+	$(CMAKE) --build build-musl -j $(JOBS)
+	cd build-musl && ctest --output-on-failure -j $(JOBS) --timeout 900 -L musl
+
 bench: build venv peers
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
@@ -78,7 +115,7 @@ deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb
 
 clean:
-	rm -rf build build-asan build-tsan build-deb
+	rm -rf build build-asan build-tsan build-deb build-aarch64 build-musl
 
 # GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
 # its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot
