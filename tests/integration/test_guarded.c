@@ -158,7 +158,7 @@ static void run_child(const char *mode, child_run_t *r) {
     dup2(pe[1], 2);
     close(po[0]); close(pe[0]); close(po[1]); close(pe[1]);
     setenv("KITE_GUARDED_SAMPLE", "1", 1);
-    execl(self_path, self_path, "child", mode, (char *)NULL);
+    test_execl_self(self_path, "child", (char *)mode, (char *)NULL);
     _exit(127);
   }
   close(po[1]);

@@ -42,7 +42,7 @@ static int run_child(void (*fn)(void), const char *env, char *buf, size_t cap) {
     dup2(fds[1], 2);
     close(fds[0]);
     if (env) putenv((char *)env);
-    execl("/proc/self/exe", "test_platform", name, (char *)NULL);
+    test_execl_self("test_platform", (char *)name, (char *)NULL);
     _exit(127);
   }
   close(fds[1]);
