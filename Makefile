@@ -22,13 +22,18 @@
 #   make bench-hugepages  KITE_HUGEPAGES=0/1 on a random pointer chase over 1 GiB (same page)
 #   make peers   build the secure build's peer hardened_malloc outside the tree
 #                (tools/peer-hardened-malloc; make bench and make security run it first)
+#   make cross-aarch64  64-bit Arm Linux: build-aarch64/libkite.so and libkite.a (Debian's
+#                aarch64 cross toolchain, cmake/toolchains/aarch64-linux-gnu.cmake)
+#   make musl    build-musl/libkite.a for static musl programs (musl-gcc -static)
+#   make test-cross  installs what it needs, then the aarch64 suite under qemu-aarch64 (its
+#                cross-thread tests CROSS_REPEAT times) and the musl suite linked statically
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build test test-main test-asan test-tsan cross-aarch64 musl test-cross cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -59,6 +64,51 @@ test-tsan:
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test: test-main test-asan test-tsan
+
+# ---- other platforms (README: Platforms) ----
+CROSS_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user musl-tools
+CROSS_REPEAT ?= 20
+# under qemu-user a test program cannot start another aarch64 program by itself: the tests
+# that run themselves again do it through the emulator (tests/test.h: test_exec_self)
+QEMU_AARCH64 = $(shell command -v qemu-aarch64) -L /usr/aarch64-linux-gnu
+# the cross-thread tests, run CROSS_REPEAT times more under qemu
+CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override)$$
+# core_programs runs Debian's x86-64 programs under LD_PRELOAD; test_buddy_bench runs the
+# benchmark binary through popen (neither can start an aarch64 program under qemu-user);
+# the fork tests fork from several threads, which qemu-user 7.2 itself cannot (its
+# assertion cpu == current_cpu fails in the child)
+CROSS_EXCLUDE := ^(core_programs|test_buddy_bench|core_fork|core_fork_override|core_fork_secure)$$
+cross-deps:
+	@missing=""; for p in $(CROSS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
+
+build-aarch64/.configured: CMakeLists.txt cmake/toolchains/aarch64-linux-gnu.cmake
+	$(CMAKE) -S . -B build-aarch64 $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	@touch $@
+cross-aarch64: build-aarch64/.configured
+	$(CMAKE) --build build-aarch64 -j $(JOBS) --target kite kite-static
+
+build-musl/.configured: CMakeLists.txt cmake/toolchains/musl.cmake
+	$(CMAKE) -S . -B build-musl $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/musl.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	@touch $@
+musl: build-musl/.configured
+	$(CMAKE) --build build-musl -j $(JOBS) --target kite-static
+
+# aarch64: every C test of the core (labels core-tests, unit, buddy; CTest starts each under
+# qemu-aarch64), then the cross-thread ones again CROSS_REPEAT times (orderings x86-64's
+# strong memory model never shows); musl: the suites linked statically (label musl)
+test-cross: cross-deps
+	$(MAKE) cross-aarch64 musl
+	$(CMAKE) --build build-aarch64 -j $(JOBS)
+	cd build-aarch64 && KITE_TEST_EMULATOR="$(QEMU_AARCH64)" KITE_THREADS_SCALE=3 KITE_STRESS_SIZE="8 24 4000 2" \
+	  ctest --output-on-failure -j $(JOBS) -L 'core-tests|unit|buddy' -E '$(CROSS_EXCLUDE)'
+	cd build-aarch64 && KITE_TEST_EMULATOR="$(QEMU_AARCH64)" KITE_THREADS_SCALE=1 KITE_STRESS_SIZE="8 16 2000 2" \
+	  ctest --output-on-failure -j $(JOBS) --repeat until-fail:$(CROSS_REPEAT) -R '$(CROSS_THREADED)'
+	$(CMAKE) --build build-musl -j $(JOBS)
+	cd build-musl && ctest --output-on-failure -j $(JOBS) --timeout 900 -L musl
+
 
 BENCH ?= quick
 BENCH_FLAGS ?=
@@ -97,7 +147,7 @@ deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb
 
 clean:
-	rm -rf build build-asan build-tsan build-deb
+	rm -rf build build-asan build-tsan build-deb build-aarch64 build-musl
 
 # GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
 # its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot

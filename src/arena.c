@@ -301,17 +301,17 @@ static bool arena_new(void) {
 }
 
 void *_kite_arena_guarded_chunk(size_t size, bool *in_arena) {
-  kite_assert(size % KITE_OS_PAGE == 0 && size <= KITE_UNIT_SIZE - 2 * KITE_OS_PAGE);
+  kite_assert(size % KITE_OS_PAGE == 0 && size <= KITE_ARENA_GUARDED_CHUNK);
   uint8_t *m = _kite_os_map_aligned(size + 2 * KITE_OS_PAGE, KITE_OS_PAGE, NULL);
   *in_arena = false;
   if (!m) { /* the address space is exhausted: a unit, guards inside */
     bool zero;
-    kite_page_t *run = _kite_arena_alloc_run(0, &zero);
+    kite_page_t *run = _kite_arena_alloc_run(KITE_ARENA_GUARDED_ORDER, &zero);
     if (!run) return NULL; /* errno = ENOMEM */
     run->kind = KITE_KIND_META;
     m = _kite_page_start(run);
     if (!zero) memset(m + KITE_OS_PAGE, 0, size);
-    size = KITE_UNIT_SIZE - 2 * KITE_OS_PAGE;
+    size = KITE_ARENA_GUARDED_CHUNK;
     *in_arena = true;
   }
   /* a refused mprotect (the map count's limit) would leave a chunk without its guards */

@@ -20,12 +20,16 @@
  * order set, head_off of the other units set); *zero tells whether all of it is known to
  * be zero. NULL with errno = ENOMEM when no arena can be had. */
 kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero);
+/* The run a guarded chunk takes in an arena: one unit, or four where OS pages are 32 KiB or
+ * more (two guard pages would fill a unit); KITE_ARENA_GUARDED_CHUNK bytes between them. */
+#define KITE_ARENA_GUARDED_ORDER (KITE_OS_PAGE >= KITE_UNIT_SIZE / 2 ? 2u : 0u)
+#define KITE_ARENA_GUARDED_CHUNK (((size_t)KITE_UNIT_SIZE << KITE_ARENA_GUARDED_ORDER) - 2 * KITE_OS_PAGE)
 /* Metadata that kite follows pointers from (heap structs) in a place of its own: `size`
- * bytes (a multiple of KITE_OS_PAGE, at most KITE_UNIT_SIZE - 2 pages) mapped between two
- * PROT_NONE guard pages, or, when the OS refuses a mapping (RLIMIT_AS), one unit of an
- * arena with its first and last page PROT_NONE (kind META for good; *in_arena then says
- * the arena already counts it committed). Zero filled. NULL with errno = ENOMEM. Never
- * given back. */
+ * bytes (a multiple of KITE_OS_PAGE, at most KITE_ARENA_GUARDED_CHUNK) mapped between two
+ * PROT_NONE guard pages, or, when the OS refuses a mapping (RLIMIT_AS), a run of order
+ * KITE_ARENA_GUARDED_ORDER of an arena with its first and last page PROT_NONE (kind META for
+ * good; *in_arena then says the arena already counts it committed). Zero filled. NULL with
+ * errno = ENOMEM. Never given back. */
 void *_kite_arena_guarded_chunk(size_t size, bool *in_arena);
 /* Give a run back (head descriptor). It stays committed for reuse until the decay purges
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */

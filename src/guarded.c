@@ -54,8 +54,11 @@
 #include <errno.h>
 #include <string.h>
 
-#define STRIDE (KITE_GUARDED_MAX + KITE_OS_PAGE)
+/* a slot is KITE_GUARDED_MAX bytes, or one OS page where that is larger (64 KiB pages) */
+#define SLOT_BYTES (KITE_GUARDED_MAX > KITE_OS_PAGE ? KITE_GUARDED_MAX : KITE_OS_PAGE)
+#define STRIDE (SLOT_BYTES + KITE_OS_PAGE)
 #define SLOTS ((uint32_t)((KITE_ARENA_SIZE - KITE_OS_PAGE) / STRIDE))
+#define SLOTS_MAX ((uint32_t)(KITE_ARENA_SIZE / (KITE_GUARDED_MAX + 4096))) /* SLOTS at 4 KiB pages */
 #define NO_SLOT UINT32_MAX
 enum { SLOT_NEVER = 0, SLOT_LIVE = 1, SLOT_FREEING = 2, SLOT_FREED = 3 };
 
@@ -404,7 +407,7 @@ static bool on_fault(void *addr) {
 bool _kite_guarded_check(void) {
   if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2) return true;
   if (_kite_pagemap_kind((uintptr_t)region) != KITE_PM_GUARDED) return _kite_check_failed("guarded: page-map entry of the region", (uintptr_t)region);
-  uint64_t seen[(SLOTS + 63) / 64] = {0};
+  uint64_t seen[(SLOTS_MAX + 63) / 64] = {0};
   bool ok = true;
   _kite_lock(&slot_lock);
   uint32_t queued = 0, live = 0, freeing = 0;

@@ -570,7 +570,7 @@ static void heap_reset(kite_heap_t *h) {
  * unit of an arena, guards inside, when the OS refuses a mapping), never next to a block:
  * no overflow out of a block reaches one. Never given back: exited threads' heaps wait in
  * heap_pool for the next thread. */
-#define HEAP_CHUNK ((size_t)KITE_UNIT_SIZE - 2 * KITE_OS_PAGE)
+#define HEAP_CHUNK KITE_ARENA_GUARDED_CHUNK
 static uint8_t *heap_slab_cur, *heap_slab_end;
 static bool heap_slab_in_arena; /* the current chunk is an arena unit: the arena counts it committed */
 static kite_heap_t *heap_carve(void) {

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "options.h"
 #include "message.h"
+#include "os.h"
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -226,10 +227,26 @@ static void check_unknown_names(void) {
   }
 }
 
+/* An OS page larger than the build's layouts hold (KITE_OS_PAGE_MAX: an arena's first guard,
+ * the guarded-sample region) cannot be guarded or purged in place: refuse to start, clearly,
+ * rather than misbehave later. */
+static void refuse_page(size_t page) {
+  if (likely(page <= KITE_OS_PAGE_MAX)) return;
+  kite_out_t out = {.len = 0, .fd = KITE_MSG_FD};
+  _kite_out_str(&out, "kite: the OS page size is ");
+  _kite_out_bytes(&out, page);
+  _kite_out_str(&out, "; this build of kite supports pages up to ");
+  _kite_out_bytes(&out, KITE_OS_PAGE_MAX);
+  _kite_out_str(&out, " (KITE_OS_PAGE_MAX): cannot start\n");
+  _kite_out_flush(&out);
+  _kite_os_abort();
+}
+
 void _kite_options_read(void) {
   int expected = 0;
   if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     _kite_message_init(); /* the start-up stderr, before anything is reported */
+    refuse_page(_kite_os_init()); /* the OS geometry, before the first mapping */
     for (unsigned o = 0; o < KITE_OPT_COUNT; o++) {
       const char *text = secure_getenv(_kite_opt_desc[o].env);
       int64_t v;

@@ -11,11 +11,30 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-/* Map `size` bytes aligned to `align` (a power of two >= 4 KiB), read/write, zero filled.
+/* Read the platform's geometry once, before kite's first mapping (options.c's start-up calls
+ * it): the OS page size (sysconf) into _kite_os_page_size (types.h), the transparent huge
+ * page size (/sys/kernel/mm/transparent_hugepage/hpage_pmd_size). Returns the OS page size;
+ * the caller refuses to start when it is above KITE_OS_PAGE_MAX (_kite_os_page_size then
+ * stays at 4 KiB). Builds with KITE_OS_PAGE_CHECK (tests only) take the page size from
+ * KITE_TEST_OS_PAGE when set (a power of two from the kernel's page up) and the huge page
+ * size from KITE_TEST_HUGE_PAGE, map as a kernel of that page would (every mapping aligned to it), and abort with a message at any mmap,
+ * munmap, mprotect, madvise, mincore or mremap range not aligned to it. */
+size_t _kite_os_init(void);
+/* The transparent huge page size kite advises for: 0 when there is none, or when it is larger
+ * than an arena (KITE_ARENA_SIZE: a 64 KiB-page aarch64 kernel's 512 MiB), then
+ * _kite_os_advise_huge and _kite_os_collapse_huge do nothing. */
+size_t _kite_os_huge_page_size(void);
+#ifdef KITE_OS_PAGE_CHECK
+/* Ranges checked since start-up (tests: the check is not vacuous). */
+extern uint64_t _kite_os_checked_ranges;
+#endif
+
+/* Sizes and addresses below are multiples of the OS page in force (KITE_OS_PAGE) unless said.
+ * Map `size` bytes aligned to `align` (a power of two >= the OS page), read/write, zero filled.
  * `hint` (aligned, or NULL) is tried first. Returns NULL with errno = ENOMEM on failure. */
 void *_kite_os_map_aligned(size_t size, size_t align, void *hint);
 /* Map [p, p+size) read/write, zero filled, exactly there and only if nothing is mapped
- * there (p and size multiples of 4 KiB). false if it cannot (errno unchanged). */
+ * there. false if it cannot (errno unchanged). */
 bool _kite_os_map_at(void *p, size_t size);
 /* The same, but charged to the kernel's commit limit (no MAP_NORESERVE): a size the machine
  * could never back is refused with ENOMEM, as glibc's malloc refuses it. For huge blocks. */
@@ -25,14 +44,14 @@ void _kite_os_unmap(void *p, size_t size);
 /* Give the pages of [p, p+size) back to the OS; they read as zero afterwards. */
 void _kite_os_decommit(void *p, size_t size);
 /* Make [p, p+size) inaccessible (PROT_NONE: a guard page) or read/write again (p and size
- * multiples of 4 KiB, inside a mapping of ours). false if the kernel refuses (errno unchanged). */
+ * inside a mapping of ours). false if the kernel refuses (errno unchanged). */
 bool _kite_os_protect(void *p, size_t size, bool accessible);
 /* Advise transparent huge pages for a range (best effort). */
 void _kite_os_advise_huge(void *p, size_t size);
 /* madvise(MADV_NOHUGEPAGE): no transparent huge pages there from now on. */
 void _kite_os_advise_small(void *p, size_t size);
-/* How many of the 4 KiB pages of [p, p+size) are resident (mincore; p 4 KiB aligned, size at
- * most 2 MiB); 0 when the kernel will not say. */
+/* How many of the OS pages of [p, p+size) are resident (mincore; size at most 2 MiB); 0 when
+ * the kernel will not say. */
 uint32_t _kite_os_resident_pages(void *p, size_t size);
 /* Rebuild [p, p+size) (2 MiB aligned) on transparent huge pages now (MADV_COLLAPSE: the
  * resident pages are copied, the missing ones zero filled); false if the kernel cannot. */

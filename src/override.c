@@ -1,5 +1,6 @@
 /* src/override.c -- glibc's introspection names served by kite (KITE_OVERRIDE builds):
- * mallinfo2, mallinfo, malloc_info, mallopt, malloc_stats. What each field and parameter
+ * mallinfo2, mallinfo, malloc_info, mallopt, malloc_stats (with musl: malloc_info and
+ * malloc_stats, the others have no declaration in its malloc.h). What each field and parameter
  * means for kite is in docs/stats.md.
  * The malloc family itself is aliased where it is defined (alloc.c, free.c: an alias must
  * live in its target's file); C++ operators are in override_cxx.cpp.
@@ -16,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#if KITE_OVERRIDE
+#if KITE_OVERRIDE && defined(__GLIBC__) /* musl has no struct mallinfo nor mallopt */
 /* glibc's fields, kite's figures (the mallinfo2 column of visit.c's field table):
  *   arena    committed bytes;  usmblks peak committed bytes
  *   ordblks  small pages + large runs in use;  smblks, fsmblks: 0 (no fastbins)
@@ -59,7 +60,9 @@ KITE_API struct mallinfo mallinfo(void) {
   m.keepcost = sat_int(m2.keepcost);
   return m;
 }
+#endif
 
+#if KITE_OVERRIDE
 /* kite's XML (schema in docs/stats.md). The caller gave a FILE, so stdio it is; the figures
  * are taken before the first fprintf, so stdio's own allocations do not enter them and no
  * kite lock is held while it allocates. options must be 0 (EINVAL otherwise, as glibc). */
@@ -99,6 +102,10 @@ KITE_API int malloc_info(int options, FILE *fp) {
   return ferror(fp) ? -1 : 0;
 }
 
+KITE_API void malloc_stats(void) { kite_stats_print(2); }
+#endif
+
+#if KITE_OVERRIDE && defined(__GLIBC__)
 /* glibc's parameter numbers (malloc.h) that kite accepts; every other one returns 0, as
  * glibc does for a parameter it does not know. Documented in docs/stats.md. */
 KITE_API int mallopt(int param, int value) {
@@ -126,6 +133,4 @@ KITE_API int mallopt(int param, int value) {
     return 0;
   }
 }
-
-KITE_API void malloc_stats(void) { kite_stats_print(2); }
 #endif

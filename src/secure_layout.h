@@ -50,7 +50,7 @@
 #endif
 
 #define KITE_SECURE_CANARY 8          /* bytes at the end of a small block */
-#define KITE_SECURE_GUARD 4096        /* guard after a large run or huge block */
+#define KITE_SECURE_GUARD KITE_OS_PAGE /* guard after a large run or huge block: one OS page */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
 #ifndef KITE_SECURE_ZERO_MAX

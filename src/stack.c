@@ -15,8 +15,15 @@ bool _kite_stack_busy(void) {
   return capturing;
 }
 
+/* Another libc (musl): the compiler's unwinder library is built against glibc and cannot be
+ * linked there, so no stacks are captured (the reports say so by printing none). */
+#if defined(__GLIBC__)
+#define STACK_UNWIND 1
+#endif
+
 typedef struct { kite_stack_t *st; uint32_t skip; } walk_t;
 
+#ifdef STACK_UNWIND
 static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg) {
   walk_t *w = arg;
   uintptr_t pc = _Unwind_GetIP(ctx);
@@ -25,6 +32,7 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg) {
   w->st->pc[w->st->depth++] = (void *)pc;
   return w->st->depth == KITE_STACK_FRAMES ? _URC_END_OF_STACK : _URC_NO_REASON;
 }
+#endif
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
 #define STACK_FIND_OBJECT 1
@@ -40,8 +48,10 @@ static bool unwind_works(void) {
 #ifdef STACK_FIND_OBJECT
   struct dl_find_object fo;
   s = _dl_find_object((void *)(uintptr_t)unwind_works, &fo) == 0 && fo.dlfo_eh_frame != NULL ? 1 : 2;
-#else
+#elif defined(STACK_UNWIND)
   s = 1;
+#else
+  s = 2;
 #endif
   __atomic_store_n(&unwind_state, s, __ATOMIC_RELAXED);
   return s == 1;
@@ -55,7 +65,11 @@ KITE_NOINLINE uint32_t _kite_stack_capture(kite_stack_t *st, uint32_t skip) {
   capturing = true;
   int saved = errno; /* the unwinder's lookups must not change what malloc's caller sees */
   walk_t w = {st, skip + 1}; /* + 1: this function's own frame */
+#ifdef STACK_UNWIND
   _Unwind_Backtrace(on_frame, &w);
+#else
+  (void)w;
+#endif
   errno = saved;
   capturing = false;
   return st->depth;

@@ -20,7 +20,7 @@
  *           up to 1024 bytes, indexed by the size). Reached through one initial-exec TLS pointer.
  *   huge    an allocation above KITE_LARGE_MAX (or with an alignment no buddy run can
  *           give): its own OS mapping, which starts at a 64 MiB boundary with a header
- *           page; the user pointer follows at offset min(max(align, 4 KiB), 64 MiB).
+ *           page; the user pointer follows at offset min(max(align, OS page), 64 MiB).
  *
  * Finding metadata from a pointer p (no per-object header):
  *   _kite_pagemap[p >> 26]  KITE_PM_ARENA / KITE_PM_HUGE / 0 (not ours): "is it ours?"
@@ -95,11 +95,37 @@
 #define KITE_ARENA_SIZE ((size_t)1 << KITE_ARENA_SHIFT)
 #define KITE_ARENA_MASK (KITE_ARENA_SIZE - 1)
 #define KITE_ARENA_UNITS (1u << (KITE_ARENA_SHIFT - KITE_UNIT_SHIFT))
+/* Platform geometry (the os layer reads the values in force at start-up: os.h).
+ * KITE_OS_PAGE_MAX: the largest OS page this build runs on. Layouts fixed at build time (an
+ * arena's first guard, the guarded-sample region) use it, so they stay aligned for every
+ * page up to it; a larger page is refused at start-up. x86-64's base page is 4 KiB; aarch64
+ * kernels use 4, 16 or 64 KiB. */
+#ifndef KITE_OS_PAGE_MAX
+#if defined(__aarch64__)
+#define KITE_OS_PAGE_MAX 65536
+#else
+#define KITE_OS_PAGE_MAX 4096
+#endif
+#endif
+/* KITE_ADDR_BITS: the virtual address bits a mapping of kite's may use, what the kernel gives
+ * a program that passes no hint above them (x86-64: 47, also with 5-level paging; aarch64: 48,
+ * also with 52-bit kernels). The page map covers exactly these; an arena or huge map the
+ * kernel places above is refused (unmapped, ENOMEM), and a pointer above is never kite's. */
+#ifndef KITE_ADDR_BITS
+#if defined(__aarch64__)
+#define KITE_ADDR_BITS 48
+#else
+#define KITE_ADDR_BITS 47
+#endif
+#endif
+/* The OS page size in force (a power of two, 4 KiB .. KITE_OS_PAGE_MAX), set once at
+ * start-up by the os layer (_kite_os_init, before the first mapping) and constant after:
+ * guard pages, decommit granules, mincore and page-rounded sizes follow it. */
+extern size_t _kite_os_page_size;
+#define KITE_OS_PAGE _kite_os_page_size
 /* An arena's first OS page is PROT_NONE: the arena below it in the address space ends
  * with user blocks, and no overflow out of them may reach this arena's descriptors. */
-#define KITE_ARENA_GUARD ((size_t)4096)
-#define KITE_ADDR_BITS 47
-#define KITE_OS_PAGE 4096
+#define KITE_ARENA_GUARD ((size_t)KITE_OS_PAGE_MAX)
 #define KITE_SMALL_MAX ((size_t)65536)   /* largest small (slab) block; sizeclass.h */
 #define KITE_SMALL_PAGE_MAX ((size_t)8 * KITE_SMALL_MAX) /* largest small page (8 blocks of the largest class) */
 /* Large objects: buddy runs up to 2^KITE_LARGE_MAX_ORDER units; above: huge (OS map). */

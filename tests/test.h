@@ -106,6 +106,41 @@ static inline int test_verify(const void *p, size_t n, uint64_t tag) {
   return 1;
 }
 
+/* The OS page size kite works with: the machine's, or the one a page-check build was told to
+ * use (KITE_TEST_OS_PAGE, cmake/platform.cmake). */
+static inline size_t test_os_page(void) {
+  const char *forced = getenv("KITE_TEST_OS_PAGE");
+  if (forced && *forced) return (size_t)strtoul(forced, NULL, 0);
+  return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Run this program again (argv[0] first, NULL-terminated; envp NULL: this environment).
+ * Returns only if the exec failed. Under an emulator (the aarch64 suite under qemu-user,
+ * where an emulated program cannot start another one by itself) KITE_TEST_EMULATOR names
+ * it (its path first, then its options; words split at spaces), and the program runs
+ * through it. */
+static inline void test_exec_self(char *const argv[], char *const envp[]) {
+  char self[4096], words[512], *args[64];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) return;
+  self[n] = 0;
+  const char *emu = getenv("KITE_TEST_EMULATOR");
+  int k = 0;
+  if (emu && *emu) {
+    snprintf(words, sizeof words, "%s", emu);
+    for (char *t = strtok(words, " "); t && k < 32; t = strtok(NULL, " ")) args[k++] = t;
+  }
+  if (k == 0) {
+    if (envp) execve(self, argv, envp); else execv(self, argv);
+    return;
+  }
+  args[k++] = self;
+  for (int i = 1; argv[i] && k < 63; i++) args[k++] = argv[i];
+  args[k] = NULL;
+  if (envp) execve(args[0], args, envp); else execv(args[0], args);
+}
+#define test_execl_self(...) test_exec_self((char *const[]){__VA_ARGS__}, NULL)
+
 static inline int test_main_end(void) {
   printf("%lu passed, %lu failed\n", test_checks_passed, test_checks_failed);
   return test_checks_failed ? 1 : 0;

@@ -10,9 +10,11 @@
  */
 #define _GNU_SOURCE
 #include "../os.h"
+#include "../types.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,9 +28,110 @@
 #define MAP_NORESERVE 0
 #endif
 
-static void *os_mmap(void *hint, size_t size, int extra_flags) {
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* ---- the platform's geometry (os.h: _kite_os_init) ---- */
+size_t _kite_os_page_size = 4096;
+static size_t kernel_page = 4096; /* sysconf's; below _kite_os_page_size only when forced */
+static size_t huge_page;          /* 0: no huge-page advice */
+
+/* A decimal number from a file (sysfs), 0 if none; no allocation. */
+static size_t read_number(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[32];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  size_t v = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (size_t)(buf[i] - '0');
+  return v;
+}
+
+static bool pow2(size_t v) { return v && !(v & (v - 1)); }
+
+size_t _kite_os_init(void) {
+  int saved = errno;
+  long ps = sysconf(_SC_PAGESIZE);
+  size_t page = ps > 0 && pow2((size_t)ps) ? (size_t)ps : 4096;
+  kernel_page = page;
+#ifdef KITE_OS_PAGE_CHECK
+  const char *forced = getenv("KITE_TEST_OS_PAGE");
+  if (forced && *forced) {
+    size_t v = (size_t)strtoul(forced, NULL, 0);
+    if (pow2(v) && v >= kernel_page) page = v;
+  }
+#endif
+  if (page <= KITE_OS_PAGE_MAX) _kite_os_page_size = page;
+  size_t h = read_number("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+#ifdef KITE_OS_PAGE_CHECK
+  const char *forced_huge = getenv("KITE_TEST_HUGE_PAGE");
+  if (forced_huge && *forced_huge) h = (size_t)strtoull(forced_huge, NULL, 0);
+#endif
+  huge_page = pow2(h) && h > page && h <= KITE_ARENA_SIZE ? h : 0;
+  errno = saved;
+  return page;
+}
+
+size_t _kite_os_huge_page_size(void) { return huge_page; }
+
+/* ---- the alignment check of test builds (KITE_OS_PAGE_CHECK) ---- */
+#ifdef KITE_OS_PAGE_CHECK
+uint64_t _kite_os_checked_ranges;
+static void put_hex(char **o, uint64_t v) {
+  char t[16];
+  int n = 0;
+  do t[n++] = "0123456789abcdef"[v & 15]; while ((v >>= 4) != 0);
+  *(*o)++ = '0';
+  *(*o)++ = 'x';
+  while (n) *(*o)++ = t[--n];
+}
+static void check_range(const char *op, const void *p, size_t size) {
+  __atomic_fetch_add(&_kite_os_checked_ranges, 1, __ATOMIC_RELAXED);
+  size_t m = _kite_os_page_size - 1;
+  if (((uintptr_t)p & m) == 0 && (size & m) == 0) return;
+  char msg[160], *o = msg;
+  for (const char *s = "kite: misaligned "; *s; ) *o++ = *s++;
+  for (const char *s = op; *s; ) *o++ = *s++;
+  *o++ = '(';
+  put_hex(&o, (uintptr_t)p);
+  *o++ = ',';
+  *o++ = ' ';
+  put_hex(&o, size);
+  for (const char *s = ") for the OS page "; *s; ) *o++ = *s++;
+  put_hex(&o, _kite_os_page_size);
+  *o++ = '\n';
+  _kite_os_write(2, msg, (size_t)(o - msg));
+  _kite_os_abort();
+}
+#define CHECK_RANGE(op, p, size) check_range(op, p, size)
+#else
+#define CHECK_RANGE(op, p, size) ((void)0)
+#endif
+
+static void os_munmap(void *p, size_t size) {
+  CHECK_RANGE("munmap", p, size);
+  munmap(p, size);
+}
+
+static void *os_mmap_raw(void *hint, size_t size, int extra_flags) {
+  CHECK_RANGE("mmap", hint, size);
   void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
   return p == MAP_FAILED ? NULL : p;
+}
+
+/* A mapping where a kernel of the page in force would put one: aligned to that page. (Only a
+ * forced page, in test builds, is larger than the kernel's: then map more and trim.) */
+static void *os_mmap(void *hint, size_t size, int extra_flags) {
+  size_t extra = _kite_os_page_size - kernel_page;
+  if (extra == 0 || (extra_flags & MAP_FIXED_NOREPLACE)) return os_mmap_raw(hint, size, extra_flags);
+  uint8_t *q = mmap(hint, size + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  if (q == MAP_FAILED) return NULL;
+  uint8_t *a = (uint8_t *)(((uintptr_t)q + _kite_os_page_size - 1) & ~(uintptr_t)(_kite_os_page_size - 1));
+  if (a > q) munmap(q, (size_t)(a - q));
+  if (q + size + extra > a + size) munmap(a + size, (size_t)(q + size + extra - (a + size)));
+  return a;
 }
 
 static void *map_aligned(size_t size, size_t align, void *hint, int noreserve);
@@ -48,14 +151,14 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
   if (hint) {
     void *p = os_mmap(hint, size, noreserve);
     if (p == hint) { errno = saved; return p; }
-    if (p) munmap(p, size);
+    if (p) os_munmap(p, size);
   }
   void *p = os_mmap(NULL, size + align, noreserve);
   if (p) {
     uintptr_t u = (uintptr_t)p, a = (u + align - 1) & ~(uintptr_t)(align - 1);
-    if (a > u) munmap(p, a - u);
+    if (a > u) os_munmap(p, a - u);
     size_t tail = (u + size + align) - (a + size);
-    if (tail) munmap((void *)(a + size), tail);
+    if (tail) os_munmap((void *)(a + size), tail);
     errno = saved;
     return (void *)a;
   }
@@ -66,13 +169,13 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
   if (p && ((uintptr_t)p & (align - 1)) == 0) { errno = saved; return p; }
   if (p) {
     uintptr_t u = (uintptr_t)p;
-    munmap(p, size);
+    os_munmap(p, size);
     uintptr_t tries[2] = {u & ~(uintptr_t)(align - 1), (u + align - 1) & ~(uintptr_t)(align - 1)};
     for (int i = 0; i < 2; i++) {
       if (tries[i] == 0) continue;
       void *q = os_mmap((void *)tries[i], size, noreserve);
       if (q == (void *)tries[i]) { errno = saved; return q; }
-      if (q) munmap(q, size);
+      if (q) os_munmap(q, size);
     }
     void *q = map_in_gap(size, align, noreserve);
     if (q) { errno = saved; return q; }
@@ -80,10 +183,6 @@ static void *map_aligned(size_t size, size_t align, void *hint, int noreserve) {
   errno = ENOMEM;
   return NULL;
 }
-
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
 
 /* Parse "START-END ..." (hex) at s; false if the line does not start so. */
 static bool maps_range(const char *s, const char *e, uintptr_t *lo, uintptr_t *hi) {
@@ -109,14 +208,14 @@ static bool maps_range(const char *s, const char *e, uintptr_t *lo, uintptr_t *h
  * the highest gaps, as the kernel's own choice goes top-down), and they are tried from
  * the top with MAP_FIXED_NOREPLACE (a mapping made meanwhile by another thread makes one
  * fail, not overwritten). The gap under the stack is its room to grow and is skipped;
- * placements stay between 1 MiB and 2^47 (the lower half of the x86-64 address space, as
- * the kernel's own choices without a hint). NULL if no gap holds one, or /proc is not
+ * placements stay between 1 MiB and 2^KITE_ADDR_BITS (types.h: as the kernel's own choices
+ * without a hint). NULL if no gap holds one, or /proc is not
  * mounted. */
 #define MAP_GAP_TRIES 8
 static void *map_in_gap(size_t size, size_t align, int noreserve) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
-  const uintptr_t floor = (uintptr_t)1 << 20, top = (uintptr_t)1 << 47;
+  const uintptr_t floor = (uintptr_t)1 << 20, top = (uintptr_t)1 << KITE_ADDR_BITS;
   uintptr_t cand[MAP_GAP_TRIES];
   unsigned n = 0;
   uintptr_t prev_end = floor;
@@ -151,7 +250,7 @@ static void *map_in_gap(size_t size, size_t align, int noreserve) {
     uintptr_t a = cand[(n - 1 - i) % MAP_GAP_TRIES];
     void *q = os_mmap((void *)a, size, noreserve | MAP_FIXED_NOREPLACE);
     if (q == (void *)a) return q;
-    if (q) munmap(q, size); /* a kernel before 4.17 took the flag for a hint */
+    if (q) os_munmap(q, size); /* a kernel before 4.17 took the flag for a hint */
   }
   return NULL;
 }
@@ -159,21 +258,22 @@ static void *map_in_gap(size_t size, size_t align, int noreserve) {
 bool _kite_os_map_at(void *p, size_t size) {
   int saved = errno;
   /* kernels before 4.17 take the flag for a hint: the address check below catches that */
-  void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  if (q != MAP_FAILED && q != p) munmap(q, size);
+  void *q = os_mmap_raw(p, size, MAP_NORESERVE | MAP_FIXED_NOREPLACE);
+  if (q && q != p) os_munmap(q, size);
   errno = saved;
   return q == p;
 }
 
 void _kite_os_unmap(void *p, size_t size) {
   int saved = errno;
-  munmap(p, size);
+  os_munmap(p, size);
   errno = saved;
 }
 
 /* madvise whose failure changes nothing kite relies on (a hint, or a decommit that leaves
  * the memory as it was); errno is kept. */
 static void advise_keep_errno(void *p, size_t size, int advice) {
+  CHECK_RANGE("madvise", p, size);
   int saved = errno;
   madvise(p, size, advice);
   errno = saved;
@@ -183,7 +283,7 @@ void _kite_os_decommit(void *p, size_t size) { advise_keep_errno(p, size, MADV_D
 
 void _kite_os_advise_huge(void *p, size_t size) {
 #ifdef MADV_HUGEPAGE
-  advise_keep_errno(p, size, MADV_HUGEPAGE);
+  if (huge_page) advise_keep_errno(p, size, MADV_HUGEPAGE);
 #endif
 }
 
@@ -194,15 +294,16 @@ void _kite_os_advise_small(void *p, size_t size) {
 }
 
 uint32_t _kite_os_resident_pages(void *p, size_t size) {
+  CHECK_RANGE("mincore", p, size);
   unsigned char vec[512];
-  size_t n = size / 4096; /* mincore counts 4 KiB pages */
+  size_t n = size / kernel_page; /* mincore counts the kernel's pages */
   if (n > sizeof vec) return 0;
   int saved = errno;
   uint32_t r = 0;
   if (mincore(p, size, vec) == 0)
     for (size_t i = 0; i < n; i++) r += vec[i] & 1;
   errno = saved;
-  return r;
+  return (uint32_t)(r / (_kite_os_page_size / kernel_page)); /* (forced pages: whole ones) */
 }
 
 #ifndef MADV_COLLAPSE
@@ -210,6 +311,8 @@ uint32_t _kite_os_resident_pages(void *p, size_t size) {
 #endif
 
 bool _kite_os_collapse_huge(void *p, size_t size) {
+  CHECK_RANGE("madvise", p, size);
+  if (!huge_page) return false;
   int saved = errno;
   bool ok = madvise(p, size, MADV_COLLAPSE) == 0;
   errno = saved;
@@ -242,6 +345,8 @@ void _kite_os_abort(void) {
 }
 
 void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
+  CHECK_RANGE("mremap", p, old_size);
+  CHECK_RANGE("mremap", p, new_size);
   int saved = errno;
   void *q = mremap(p, old_size, new_size, may_move ? MREMAP_MAYMOVE : 0);
   errno = saved;
@@ -249,6 +354,7 @@ void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move) {
 }
 
 bool _kite_os_protect(void *p, size_t size, bool accessible) {
+  CHECK_RANGE("mprotect", p, size);
   int saved = errno;
   bool ok = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
   errno = saved;
@@ -256,6 +362,8 @@ bool _kite_os_protect(void *p, size_t size, bool accessible) {
 }
 
 bool _kite_os_remap_to(void *p, size_t old_size, size_t new_size, void *dest) {
+  CHECK_RANGE("mremap", p, old_size);
+  CHECK_RANGE("mremap", dest, new_size);
   int saved = errno;
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
   errno = saved;

@@ -36,6 +36,12 @@
 #define A_pvalloc pvalloc
 #define A_usable malloc_usable_size
 #define A_trim malloc_trim
+#ifndef __GLIBC__
+/* musl's headers do not declare these glibc names; libkite.a defines them */
+void *pvalloc(size_t size);
+int malloc_trim(size_t pad);
+void malloc_stats(void);
+#endif
 #else
 #define A_VARIANT "kite_api"
 #define A_malloc kite_malloc

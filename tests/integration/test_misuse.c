@@ -444,7 +444,7 @@ static int run_child(size_t idx, int abort_on_error, char *buf, size_t cap) {
     dup2(fds[1], 2);
     if (abort_on_error) setenv("KITE_ABORT_ON_ERROR", "1", 1);
     else unsetenv("KITE_ABORT_ON_ERROR");
-    execl("/proc/self/exe", "core_misuse", cases[idx].name, (char *)NULL);
+    test_execl_self("core_misuse", (char *)cases[idx].name, (char *)NULL);
     _exit(127);
   }
   close(fds[1]);

@@ -31,7 +31,7 @@ static int run_child(const char *mode, const char *env, char *out, char *err, in
     close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
     char *envp[] = {(char *)env, NULL};
     char *argv[] = {self, "child", (char *)mode, NULL};
-    execve(self, argv, envp);
+    test_exec_self(argv, envp);
     _exit(127);
   }
   close(po[1]); close(pe[1]);

@@ -75,7 +75,7 @@ TEST(report_reaches_startup_stderr) {
     close(err[0]); close(err[1]); close(out[0]); close(out[1]);
     setenv("KITE_TEST_DATA", path, 1);
     unsetenv("KITE_ABORT_ON_ERROR");
-    execl("/proc/self/exe", "core_static_stderr", "child", path, (char *)NULL);
+    test_execl_self("core_static_stderr", "child", (char *)path, (char *)NULL);
     _exit(127);
   }
   close(err[1]); close(out[1]);

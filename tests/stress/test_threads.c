@@ -138,7 +138,9 @@ TEST(tls_late_destructors) {
   pthread_key_delete(late_key);
   fprintf(stderr, "tls_late_destructors: %d threads per wave, RSS %zu -> %zu KiB\n", n, rss1 >> 10, rss2 >> 10);
   expect_int_eq(atomic_load(&errors), 0);
-  if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
+  if (getenv("KITE_TEST_EMULATOR")) /* (tests/test.h: test_exec_self) */
+    fprintf(stderr, "  (RSS bound not checked under an emulator, whose own per-thread memory it counts)\n");
+  else if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
     TEST_FAIL_("allocations in late TLS destructors leak: RSS %zu -> %zu KiB", rss1 >> 10, rss2 >> 10);
   else
     TEST_PASS_();
@@ -318,7 +320,9 @@ TEST(many_short) {
   size_t rss2 = test_rss_bytes();
   fprintf(stderr, "many_short: %d threads per wave, RSS %zu -> %zu KiB\n", n, rss1 >> 10, rss2 >> 10);
   expect_int_eq(atomic_load(&errors), 0);
-  if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
+  if (getenv("KITE_TEST_EMULATOR")) /* (tests/test.h: test_exec_self) */
+    fprintf(stderr, "  (RSS bound not checked under an emulator, whose own per-thread memory it counts)\n");
+  else if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
     TEST_FAIL_("heaps of exited threads leak: RSS %zu -> %zu KiB", rss1 >> 10, rss2 >> 10);
   else
     TEST_PASS_();

@@ -362,7 +362,7 @@ static void expect_verbose(const char *name, const char *want) {
     dup2(fd[1], 2);
     close(fd[0]);
     setenv("KITE_VERBOSE", "1", 1);
-    execl("/proc/self/exe", "test_core_internals", "verbose-child", name, (char *)NULL);
+    test_execl_self("test_core_internals", "verbose-child", (char *)name, (char *)NULL);
     _exit(5);
   }
   close(fd[1]);

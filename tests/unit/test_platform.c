@@ -1,0 +1,189 @@
+/* tests/unit/test_platform.c -- the platform's geometry (os.h, types.h), on the page-check
+ * build (kite-pagecheck: KITE_OS_PAGE_CHECK, KITE_OS_PAGE_MAX = 64 KiB).
+ *   page_in_force   KITE_TEST_OS_PAGE=16384/65536 is the page kite uses: valloc, guards and
+ *                   every range it maps are aligned to it, and ranges were checked
+ *   check_fires     a misaligned mprotect or madvise aborts with a message naming it
+ *   refuse_big_page a page above KITE_OS_PAGE_MAX: start-up refuses, with a message
+ *   huge_page_size  a huge page larger than an arena is never advised (nor collapsed)
+ *   high_addresses  an address above KITE_ADDR_BITS is never kite's: kite_owns says no, free
+ *                   reports it as invalid without touching it; a real mapping there (the
+ *                   kernel gives one only with 5-level paging) is treated the same
+ * Each case runs in a fresh process (this program run again with the case's name: kite reads
+ * the geometry once, at start-up) with the environment it names.
+ */
+#define _GNU_SOURCE
+#include "test.h"
+#include <kite.h>
+#include "os.h"
+#include "types.h"
+#include "pagemap.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct { const char *name; void (*fn)(void); } child_t;
+static const child_t *children_;
+
+/* Run fn in a new process of this program with `env` set (NAME=VALUE or NULL); its stderr
+ * into buf. Returns the wait status. */
+static int run_child(void (*fn)(void), const char *env, char *buf, size_t cap) {
+  const char *name = NULL;
+  for (const child_t *c = children_; c->name; c++)
+    if (c->fn == fn) name = c->name;
+  int fds[2];
+  if (pipe(fds) != 0) { perror("pipe"); exit(2); }
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); exit(2); }
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (env) putenv((char *)env);
+    test_execl_self("test_platform", (char *)name, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < cap && (r = read(fds[0], buf + len, cap - 1 - len)) > 0) len += (size_t)r;
+  buf[len] = 0;
+  close(fds[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+static void page_in_force_child(void) {
+  size_t want = (size_t)strtoul(getenv("KITE_TEST_OS_PAGE"), NULL, 0);
+  void *p = kite_malloc(100), *big = kite_malloc(3 << 20), *huge = kite_malloc(40 << 20);
+  void *v = kite_valloc(10);
+  if (!p || !big || !huge || !v) _exit(10);
+  if (_kite_os_page_size != want) _exit(11);
+  if ((uintptr_t)v % want) _exit(12);
+  if (kite_malloc_usable_size(huge) % want) _exit(13);
+  if (!kite_check()) _exit(14);
+  kite_free(p); kite_free(big); kite_free(huge); kite_free(v);
+  kite_malloc_trim(0);
+  if (_kite_os_checked_ranges < 4) _exit(15); /* arenas, guards, purges were all looked at */
+  _exit(0);
+}
+TEST(page_in_force) {
+  char buf[512];
+  int st = run_child(page_in_force_child, "KITE_TEST_OS_PAGE=16384", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) printf("  16 KiB: status %d, stderr: %s\n", st, buf);
+  st = run_child(page_in_force_child, "KITE_TEST_OS_PAGE=65536", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) printf("  64 KiB: status %d, stderr: %s\n", st, buf);
+}
+
+static void misaligned_protect_child(void) {
+  uint8_t *p = kite_malloc(1 << 20); /* a large run: 64 KiB aligned, ours to protect */
+  if (!p) _exit(10);
+  _kite_os_protect(p + 4096, 4096, false);
+  _exit(0); /* not reached: the check aborts */
+}
+static void misaligned_advise_child(void) {
+  uint8_t *p = kite_malloc(1 << 20);
+  if (!p) _exit(10);
+  _kite_os_decommit(p, 16384 + 4096);
+  _exit(0);
+}
+TEST(check_fires) {
+  char buf[512];
+  int st = run_child(misaligned_protect_child, "KITE_TEST_OS_PAGE=65536", buf, sizeof buf);
+  expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  expect_true(strstr(buf, "kite: misaligned mprotect(0x") != NULL);
+  expect_true(strstr(buf, ", 0x1000) for the OS page 0x10000") != NULL);
+  st = run_child(misaligned_advise_child, "KITE_TEST_OS_PAGE=16384", buf, sizeof buf);
+  expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  expect_true(strstr(buf, "kite: misaligned madvise(0x") != NULL);
+  /* the same calls aligned to the page in force pass */
+  st = run_child(misaligned_protect_child, "KITE_TEST_OS_PAGE=4096", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void big_page_child(void) {
+  void *p = kite_malloc(10);
+  _exit(p ? 0 : 10);
+}
+TEST(refuse_big_page) {
+  char buf[512];
+  int st = run_child(big_page_child, "KITE_TEST_OS_PAGE=131072", buf, sizeof buf);
+  expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  expect_true(strstr(buf, "kite: the OS page size is 128.0 KiB; this build of kite supports pages up to 64.0 KiB") != NULL);
+  if (!strstr(buf, "128.0 KiB")) printf("  stderr: %s\n", buf);
+}
+
+static void huge_page_child(void) {
+  size_t h = _kite_os_huge_page_size();
+  const char *forced = getenv("KITE_TEST_HUGE_PAGE");
+  size_t f = forced ? (size_t)strtoull(forced, NULL, 0) : 0;
+  if (f > KITE_ARENA_SIZE && h != 0) _exit(11);
+  if (f == ((size_t)2 << 20) && h != f) _exit(12);
+  if (h == 0) {
+    void *p = kite_malloc(KITE_ARENA_SIZE / 4);
+    if (!p) _exit(10);
+    /* no huge page: collapse refuses without asking the kernel */
+    if (_kite_os_collapse_huge((void *)((uintptr_t)p & ~(uintptr_t)((2 << 20) - 1)), 2 << 20)) _exit(13);
+  }
+  _exit(0);
+}
+TEST(huge_page_size) {
+  char buf[256];
+  int st = run_child(huge_page_child, "KITE_TEST_HUGE_PAGE=536870912", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) printf("  512 MiB: status %d %s\n", st, buf);
+  st = run_child(huge_page_child, "KITE_TEST_HUGE_PAGE=2097152", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st)) printf("  2 MiB: status %d %s\n", st, buf);
+}
+
+TEST(high_addresses) {
+  kite_stats_t before, after;
+  kite_stats_get(&before);
+  /* a pointer above the width: never followed, never kite's */
+  void *p = (void *)(((uintptr_t)1 << KITE_ADDR_BITS) + KITE_ARENA_SIZE + 4096);
+  expect_true(!kite_owns(p));
+  expect_uint_eq(_kite_pagemap_kind((uintptr_t)p), KITE_PM_NONE);
+  expect_uint_eq(_kite_pagemap_kind(UINTPTR_MAX), KITE_PM_NONE);
+  kite_free(p); /* reported as invalid (the pointer is not read) */
+  kite_stats_get(&after);
+  expect_uint_eq(after.invalid_frees, before.invalid_frees + 1);
+  /* a real mapping above the width, where the kernel gives one (a hint above 2^47 on x86-64
+   * with 5-level paging, above 2^48 on a 52-bit aarch64 kernel) */
+  void *hint = (void *)((uintptr_t)1 << (KITE_ADDR_BITS + 2));
+  void *m = mmap(hint, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m != MAP_FAILED && (uintptr_t)m >> KITE_ADDR_BITS) {
+    memset(m, 0x5a, 1 << 16);
+    expect_true(!kite_owns(m));
+    kite_free(m); /* reported, the mapping untouched */
+    expect_uint_eq(((uint8_t *)m)[100], 0x5a);
+  } else {
+    printf("  (the kernel gives no mapping above 2^%d here: only the pointer case ran)\n", KITE_ADDR_BITS);
+  }
+  if (m != MAP_FAILED) munmap(m, 1 << 16);
+}
+
+static const child_t children[] = {
+  {"page_in_force", page_in_force_child}, {"misaligned_protect", misaligned_protect_child},
+  {"misaligned_advise", misaligned_advise_child}, {"big_page", big_page_child},
+  {"huge_page", huge_page_child}, {NULL, NULL}};
+
+int main(int argc, char **argv) {
+  children_ = children;
+  if (argc == 2) {
+    for (const child_t *c = children; c->name; c++)
+      if (strcmp(c->name, argv[1]) == 0) c->fn();
+    return 126;
+  }
+  RUN(page_in_force);
+  RUN(check_fires);
+  RUN(refuse_big_page);
+  RUN(huge_page_size);
+  RUN(high_addresses);
+  return test_main_end();
+}
