@@ -313,17 +313,25 @@ static bool dirty_claim(kite_arena_t *a, unsigned order, uint64_t *idx) {
 }
 
 /* Mark [idx, idx + n) of a in use (they were free in the buddy heap a moment ago). Counts
- * the units that were committed (reused) and those that were not (fresh). Slot lock held. */
+ * the units that were committed (reused) and those that were not (fresh), and of the fresh
+ * ones those a decay step purged a moment ago (they came back: decay.c). Slot lock held. */
 static void units_take(kite_arena_t *a, uint64_t idx, uint32_t n, size_t *fresh, size_t *reused) {
+  uint64_t now = 0, back = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint64_t u = idx + i;
     kite_assert(a->is_free[u]);
     a->is_free[u] = 0;
     if (a->dirty[u]) (*reused)++; else (*fresh)++;
+    if (!a->dirty[u] && a->purged_ms[u]) { /* the clock only where a page fault follows */
+      if (!now) now = _kite_os_now_ms();
+      back += _kite_decay_is_back(now, a->purged_ms[u]);
+      a->purged_ms[u] = 0;
+    }
     a->dirty[u] = 1;
     dirty_mark(a, (uint32_t)u, false);
   }
   a->dirty_free -= (uint32_t)*reused;
+  if (back) __atomic_fetch_add(&_kite_decay_back, back, __ATOMIC_RELAXED);
 }
 
 

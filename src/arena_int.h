@@ -39,6 +39,8 @@ typedef struct kite_arena_s {
   uint8_t advised[KITE_ARENA_UNITS];   /* THP_* (thp.c): huge-page state of the unit (auto,
                                         * dense: of its granule, kept at the granule's first unit) */
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
+  uint32_t purged_ms[KITE_ARENA_UNITS]; /* when a decay step purged it (| 1); 0: not since its
+                                         * last claim, or purged by a forced purge */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
 } kite_arena_t;
@@ -89,7 +91,25 @@ bool _kite_arena_check_one(kite_arena_t *a);
 bool _kite_arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool is_free);
 
 /* ---- decay.c: the purge policy ---- */
-extern uint64_t _kite_decay_demand; /* atomic: units claimed in this demand window */
+#ifndef DECAY_BACK_MS
+/* A unit claimed within this many ms of the decay step that purged it "came back". */
+#define DECAY_BACK_MS 1000
+#endif
+#ifndef DECAY_MAX_MS
+/* The longest delay the stretch reaches (a longer option delay is used as it is). */
+#define DECAY_MAX_MS 1000
+#endif
+extern uint64_t _kite_decay_demand; /* atomic: units claimed, ever */
+extern uint64_t _kite_decay_back;   /* atomic: purged units claimed again soon, ever */
+/* Whether a unit a decay step purged at purged_ms (0: none did) and claimed at `now` came
+ * back: claimed within DECAY_BACK_MS of its purge. A stamp later than now (the claim read
+ * the clock before the step that purged it) is of age 0: it came back. */
+bool _kite_decay_is_back(uint64_t now, uint32_t purged_ms);
+/* The stretch after a judging period in which the steps purged `purged` units and `back`
+ * of the purged units came back, from stretch s with the option's delay d > 0: s + 1 when
+ * half or more came back (unless d << (s + 1) passes DECAY_MAX_MS), s - 1 (not below 0)
+ * when fewer than an eighth did, s otherwise and when too few were purged to judge. */
+unsigned _kite_decay_next_stretch(unsigned s, uint64_t purged, uint64_t back, int64_t d);
 
 /* ---- thp.c: the huge-page modes (each called with the slot lock held; contracts there) ---- */
 uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order);
