@@ -121,6 +121,28 @@ static int slot_find(const uint64_t *bits, uint32_t from) {
   return -1;
 }
 
+/* Put the new arena a (its first `first` units mapped) in a free slot: the slot, or -1 when
+ * the table is full. Takes the table lock, then the slot's. */
+static int slot_register(kite_arena_t *a, uint32_t first) {
+  _kite_lock(&_kite_arena_table_lock);
+  int slot = -1;
+  for (uint32_t w = 0; w < AVAIL_WORDS && slot < 0; w++)
+    if (~taken[w]) slot = (int)(w * 64 + (uint32_t)__builtin_ctzll(~taken[w]));
+  if (slot >= 0) {
+    taken[slot >> 6] |= (uint64_t)1 << (slot & 63);
+    __atomic_fetch_add(&_kite_arenas_mapped, 1, __ATOMIC_RELAXED); /* read without the lock (purge_all, stats) */
+    a->slot = (uint32_t)slot;
+    if ((uint32_t)slot + 1 > _kite_arena_slots_hi) __atomic_store_n(&_kite_arena_slots_hi, (uint32_t)slot + 1, __ATOMIC_RELEASE);
+    _kite_lock(&_kite_arena_slots[slot].lock);
+    __atomic_store_n(&_kite_arena_slots[slot].arena, a, __ATOMIC_RELEASE);
+    _kite_arena_avail_update(a);
+    if (first < KITE_ARENA_UNITS) __atomic_fetch_or(&growable[slot >> 6], (uint64_t)1 << (slot & 63), __ATOMIC_RELEASE);
+    _kite_unlock(&_kite_arena_slots[slot].lock);
+  }
+  _kite_unlock(&_kite_arena_table_lock);
+  return slot;
+}
+
 /* Map and initialize a new arena and put it in a free slot. No lock held on entry; takes
  * the table lock only to register it. false + ENOMEM on failure. */
 static bool arena_new(void) {
@@ -164,22 +186,7 @@ static bool arena_new(void) {
   _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_ARENA);
   __atomic_store_n(&arena_hint, (uintptr_t)base + KITE_ARENA_SIZE, __ATOMIC_RELAXED);
 
-  _kite_lock(&_kite_arena_table_lock);
-  int slot = -1;
-  for (uint32_t w = 0; w < AVAIL_WORDS && slot < 0; w++)
-    if (~taken[w]) slot = (int)(w * 64 + (uint32_t)__builtin_ctzll(~taken[w]));
-  if (slot >= 0) {
-    taken[slot >> 6] |= (uint64_t)1 << (slot & 63);
-    __atomic_fetch_add(&_kite_arenas_mapped, 1, __ATOMIC_RELAXED); /* read without the lock (purge_all, stats) */
-    a->slot = (uint32_t)slot;
-    if ((uint32_t)slot + 1 > _kite_arena_slots_hi) __atomic_store_n(&_kite_arena_slots_hi, (uint32_t)slot + 1, __ATOMIC_RELEASE);
-    _kite_lock(&_kite_arena_slots[slot].lock);
-    __atomic_store_n(&_kite_arena_slots[slot].arena, a, __ATOMIC_RELEASE);
-    _kite_arena_avail_update(a);
-    if (first < KITE_ARENA_UNITS) __atomic_fetch_or(&growable[slot >> 6], (uint64_t)1 << (slot & 63), __ATOMIC_RELEASE);
-    _kite_unlock(&_kite_arena_slots[slot].lock);
-  }
-  _kite_unlock(&_kite_arena_table_lock);
+  int slot = slot_register(a, first);
   if (slot < 0) { /* the table is full */
     _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_NONE);
     _kite_os_unmap(base, first_bytes);
@@ -459,6 +466,39 @@ void _kite_arena_put_run(kite_page_t *head, bool dirty, uint64_t now) {
  * new order; then, under the slot lock, the buddy block is freed and taken again at the same
  * place with the new order, so no other thread sees the units in between. Shrinking: the
  * tail's descriptors are written FREE first (as free_run does), then the same exchange. */
+/* _kite_arena_resize_run's growth: the units [idx + n_old, idx + n_new) join the run. */
+static bool run_grow(kite_page_t *head, kite_arena_t *a, uint32_t idx, unsigned old, unsigned new_order, bool *tail_zero) {
+  uint32_t n_old = 1u << old, n_new = 1u << new_order;
+  kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
+  if ((idx & (n_new - 1)) || idx + n_new > KITE_ARENA_UNITS) return false;
+  size_t fresh = 0, reused = 0;
+  _kite_lock(&s->lock);
+  bool ok = idx + n_new <= a->mapped_units;
+  for (uint32_t u = idx + n_old; ok && u < idx + n_new; u++) ok = a->is_free[u];
+  if (ok) {
+    kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
+    kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
+    units_take(a, idx + n_old, n_new - n_old, &fresh, &reused);
+    head->order = (uint8_t)new_order;
+    _kite_arena_avail_update(a);
+    kite_assert_internal(_kite_arena_check_run(a, idx, new_order, false));
+    kite_assert_expensive(_kite_arena_check_one(a));
+  }
+  _kite_unlock(&s->lock);
+  if (!ok) return false;
+  if (reused) __atomic_fetch_sub(&_kite_arena_dirty_units, reused, __ATOMIC_RELAXED);
+  if (fresh) _kite_stat_commit((int64_t)(fresh * KITE_UNIT_SIZE));
+  for (uint32_t i = n_old; i < n_new; i++) {
+    kite_page_t *d = head + i;
+    d->head_off = i;
+    d->kind = KITE_KIND_HELD;
+    __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
+  }
+  KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);
+  if (tail_zero) *tail_zero = reused == 0;
+  return true;
+}
+
 bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_zero) {
   unsigned old = head->order;
   if (new_order == old) return true;
@@ -467,35 +507,7 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
   uint32_t idx = (uint32_t)(head - arena_pages(a));
   uint32_t n_old = 1u << old, n_new = 1u << new_order;
   kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
-  if (new_order > old) {
-    if ((idx & (n_new - 1)) || idx + n_new > KITE_ARENA_UNITS) return false;
-    size_t fresh = 0, reused = 0;
-    _kite_lock(&s->lock);
-    bool ok = idx + n_new <= a->mapped_units;
-    for (uint32_t u = idx + n_old; ok && u < idx + n_new; u++) ok = a->is_free[u];
-    if (ok) {
-      kite_check(kite_buddy_free(a->buddy, idx, NULL) == 0);
-      kite_check(kite_buddy_alloc_at(a->buddy, idx, new_order) == 0);
-      units_take(a, idx + n_old, n_new - n_old, &fresh, &reused);
-      head->order = (uint8_t)new_order;
-      _kite_arena_avail_update(a);
-      kite_assert_internal(_kite_arena_check_run(a, idx, new_order, false));
-      kite_assert_expensive(_kite_arena_check_one(a));
-    }
-    _kite_unlock(&s->lock);
-    if (!ok) return false;
-    if (reused) __atomic_fetch_sub(&_kite_arena_dirty_units, reused, __ATOMIC_RELAXED);
-    if (fresh) _kite_stat_commit((int64_t)(fresh * KITE_UNIT_SIZE));
-    for (uint32_t i = n_old; i < n_new; i++) {
-      kite_page_t *d = head + i;
-      d->head_off = i;
-      d->kind = KITE_KIND_HELD;
-      __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
-    }
-    KITE_TOOL_RUN_FRESH(_kite_page_start(head + n_old), (size_t)(n_new - n_old) << KITE_UNIT_SHIFT);
-    if (tail_zero) *tail_zero = reused == 0;
-    return true;
-  }
+  if (new_order > old) return run_grow(head, a, idx, old, new_order, tail_zero);
   /* shrink: the units past the new end become a free (committed) part of the arena */
   for (uint32_t i = n_new; i < n_old; i++) {
     kite_page_t *d = head + i;
