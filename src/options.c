@@ -45,7 +45,8 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     KITE_OPT_NUMBER, NULL, "`M_TRIM_THRESHOLD`: 0 sets 0, a negative value -1, a positive one the start-up value",
     "decay time of freed runs in milliseconds: memory free for age *a* stays committed with weight 1 - *a*/delay, "
     "oldest decommitted (`madvise(MADV_DONTNEED)`) first, all of it after the delay (up to 8 delays while the "
-    "program keeps asking for as much as it frees and that stays within its recent peak in use); arenas left empty "
+    "program keeps asking for as much as it frees and that stays within its recent peak in use; the delay doubles, "
+    "up to 1 s, while half of what the purges gave back is faulted in again within 1 s); arenas left empty "
     "and purged are unmapped (all but one); freed huge maps are cached this long; 0: decommit at once; negative: "
     "only on `malloc_trim`"},
   [KITE_OPT_HUGEPAGES] = {"KITE_HUGEPAGES", KITE_DEFAULT_HUGEPAGES, 0, 3, KITE_OPT_WORDS, hugepages_words, NULL,

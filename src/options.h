@@ -53,8 +53,8 @@
 
 /* KITE_HUGEPAGES values: transparent huge pages advised on no arena memory (large blocks of
  * 2 MiB and more are advised either way), on whole arenas, on the 2 MiB granules the
- * arena policy predicts dense (arena.c: "auto"), or made of the granules found dense, in
- * use and resident (arena.c: "dense"). */
+ * arena policy predicts dense (thp.c: "auto"), or made of the granules found dense, in
+ * use and resident (thp.c: "dense"). */
 #define KITE_HUGEPAGES_OFF 0
 #define KITE_HUGEPAGES_ARENAS 1
 #define KITE_HUGEPAGES_AUTO 2

@@ -8,7 +8,7 @@
  * Life cycle: no thread until a free leaves committed free memory behind; the thread then
  * sleeps in steps of max(KITE_PURGE_DELAY_MS / 8, 5 ms), purging after each, and exits
  * as soon as nothing is left to purge (after about KITE_PURGE_DELAY_MS, or up to 8 times
- * that while the decay keeps pages for a program in demand: arena.c), so it
+ * that while the decay keeps pages for a program in demand: decay.c), so it
  * never keeps a process alive and a program that never frees never has one. The next free
  * that leaves memory behind starts it again. A forked child starts without it (fork hook)
  * and starts its own the same lazy way. Not started when the delay is negative (only

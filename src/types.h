@@ -39,7 +39,9 @@
  *                         tables, misuse reports, secrets; the secure build's block format
  *   buddy (kite/buddy.h)  the buddy page heap inside each arena
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
- *   arena                 64 MiB reservations, runs of units, purge
+ *   arena                 64 MiB reservations, runs of units (arena.c; arena_int.h the
+ *                         module's shared header, arena_check.c its validators), the purge
+ *                         policy (decay.c), the huge-page modes (thp.c)
  *   huge                  blocks with their own OS mapping, the huge cache
  *   purger                the optional background purger thread (KITE_BACKGROUND)
  *   links                 the small pages' link arrays (guarded maps of their own)

@@ -52,7 +52,9 @@ LAYERS = [
     }),
     ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
-    ("arena", {"arena": ["arena.h", "arena.c"]}),
+    # the mechanism (arena.c), its validators, the purge policy and the huge-page modes: one
+    # module, as they share the arena header and the slot table (arena_int.h)
+    ("arena", {"arena": ["arena.h", "arena_int.h", "arena.c", "arena_check.c", "decay.c", "thp.c"]}),
     ("huge", {"huge": ["huge.h", "huge.c"]}),
     ("purger", {"purger": ["purger.h", "purger.c"]}),
     ("links", {"links": ["links.h", "links.c"]}),

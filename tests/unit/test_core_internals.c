@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "arena.h"
+#include "arena_int.h"
 #include "huge.h"
 #include "heap.h"
 #include "page.h"
@@ -51,6 +52,73 @@ TEST(decay_keeps_a_unit_stamped_after_now) {
   expect_true(!_kite_test_arena_unit_dirty(old));      /* the step ran */
   expect_true(_kite_test_arena_unit_dirty(young));     /* freed after its clock reading */
   expect_true(_kite_test_arena_unit_dirty(young + 15)); /* every unit of the run */
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
+/* ---- the purge policy's arithmetic (decay.c) ---- */
+
+/* What counts as "came back": a unit a decay step purged (stamp != 0) claimed less than
+ * DECAY_BACK_MS after the step; the window's edge is out; a stamp later than the claim's
+ * clock reading (the step read its clock after the claim read its own) is of age 0, so it
+ * came back, never "purged 2^32 ms ago"; a unit no step purged (0) never did. */
+TEST(decay_came_back_window) {
+  uint64_t now = 5000000;
+  expect_true(_kite_decay_is_back(now, (uint32_t)now));
+  expect_true(_kite_decay_is_back(now, (uint32_t)(now - DECAY_BACK_MS + 1)));
+  expect_true(!_kite_decay_is_back(now, (uint32_t)(now - DECAY_BACK_MS)));
+  expect_true(!_kite_decay_is_back(now, (uint32_t)(now - 100000)));
+  expect_true(_kite_decay_is_back(now, (uint32_t)(now + 500)));
+  expect_true(!_kite_decay_is_back(now, 0));
+  /* across the 2^32 ms wrap of the stamps */
+  uint64_t wrap = (uint64_t)1 << 32;
+  expect_true(_kite_decay_is_back(wrap + 10, (uint32_t)(wrap - 10)));
+}
+
+/* The stretch: up one step when half or more of what was purged came back, down one when
+ * less than an eighth did, unchanged in between and when fewer than 2 MiB (32 units) were
+ * purged; never past DECAY_MAX_MS, never below 0. */
+TEST(decay_next_stretch) {
+  expect_uint_eq(_kite_decay_next_stretch(0, 31, 31, 10), 0);  /* too little to judge */
+  expect_uint_eq(_kite_decay_next_stretch(0, 64, 32, 10), 1);
+  expect_uint_eq(_kite_decay_next_stretch(0, 64, 31, 10), 0);  /* between */
+  expect_uint_eq(_kite_decay_next_stretch(3, 64, 8, 10), 3);   /* exactly an eighth */
+  expect_uint_eq(_kite_decay_next_stretch(3, 64, 7, 10), 2);
+  expect_uint_eq(_kite_decay_next_stretch(0, 64, 0, 10), 0);
+  expect_uint_eq(_kite_decay_next_stretch(5, 64, 64, 10), 6);  /* 640 ms */
+  expect_uint_eq(_kite_decay_next_stretch(6, 64, 64, 10), 6);  /* 1280 ms would pass the cap */
+  expect_uint_eq(_kite_decay_next_stretch(0, 64, 64, DECAY_MAX_MS), 0);
+}
+
+/* A run a decay step purged and claimed again at once is counted back, once, also when the
+ * step's stamp is later than the claim's clock reading; a run freed and claimed again while
+ * still committed is not. */
+TEST(decay_counts_purged_runs_that_come_back) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  for (int future = 0; future < 2; future++) {
+    bool zero;
+    kite_page_t *run = _kite_arena_alloc_run(4, &zero);
+    assert_true(run != NULL);
+    uint64_t now = _kite_os_now_ms() + (future ? 500000 : 0);
+    _kite_test_arena_free_run_at(run, now - 100000);
+    _kite_test_arena_decay_at(now);
+    expect_true(!_kite_test_arena_unit_dirty(run));
+    uint64_t back0 = __atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED);
+    kite_page_t *got[64];
+    int n = 0;
+    while (n < 64 && (got[n] = _kite_arena_alloc_run(4, &zero)) != NULL && got[n] != run) n++;
+    assert_true(n < 64 && got[n] == run);
+    expect_true(zero);
+    expect_uint_eq(__atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED) - back0, 16);
+    /* freed committed and claimed again: reused, not back */
+    _kite_test_arena_free_run_at(run, _kite_os_now_ms());
+    kite_page_t *again = _kite_arena_alloc_run(4, &zero);
+    expect_true(again == run);
+    expect_uint_eq(__atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED) - back0, 16);
+    _kite_arena_free_run(again);
+    for (int i = 0; i < n; i++) _kite_arena_free_run(got[i]);
+  }
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
   kite_malloc_trim(0);
 }
@@ -443,6 +511,9 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "verbose-child") == 0) return verbose_call(argv[2]);
   test_rng_init(1);
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
+  RUN_CHECKED(decay_came_back_window);
+  RUN_CHECKED(decay_next_stretch);
+  RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
   RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);

@@ -1,0 +1,292 @@
+/* src/decay.c -- the purge policy: when free committed units of the arenas go back to the
+ * OS (contract in arena.h; the mechanism, the units' state and the locks are arena.c's).
+ *
+ * Decay (KITE_PURGE_DELAY_MS = D > 0): a purge step looks at the ages of an arena's dirty
+ * free units in 16 bands of D/16. A unit freed at age a may stay committed with weight
+ * 1 - a/D, so the step keeps at most sum(1 - a/D) units and purges the oldest first until
+ * it does (older bands whole, the youngest one it reaches only in part, top down): what has
+ * been free for D or more always goes, recent frees stay for reuse, and a steady free rate
+ * leaves about half of the last D's frees committed. Steps run from frees at most every
+ * D/16 ms (purge_lock is only tried: a free never waits for a purge), from thread exit, and
+ * from the background purger. An arena whose units are all free and purged is unmapped by a
+ * step (unless it is the only one); malloc_trim (a forced purge) and a failed mapping unmap
+ * every empty arena. Two rules adapt D to the program: the demand
+ * windows (DEMAND_WINDOWS) and the stretch (below).
+ */
+#include "arena_int.h"
+#include "options.h"
+#include "stats.h"
+#include "message.h"
+#include "os.h"
+#include <string.h>
+#include <kite/buddy.h>
+
+#define DECAY_BANDS 16
+/* Adaptive decay: while the units claimed in the last one or two windows of DEMAND_WINDOWS
+ * purge delays are at least the dirty free units of all arenas (the program asks for as much
+ * memory as it has just given back), and keeping them does not lift the committed total
+ * above the most the program had in use in those windows, a step keeps every free unit
+ * younger than one window (only older ones go); otherwise the plain decay. A program that
+ * frees everything and builds it again (rounds of work) keeps its pages; one that stops
+ * allocating, or whose free memory does not fit its new requests, is purged as before. */
+#ifndef DEMAND_WINDOWS
+#define DEMAND_WINDOWS 8
+#endif
+
+/* Stretch: the delay a step uses is D << stretch, from what the program does with the memory
+ * the steps give back. A unit a decay step purged is stamped (purged_ms); when a claim takes
+ * it again within DECAY_BACK_MS of that stamp it "came back" (_kite_decay_is_back): the
+ * purge saved nothing and cost a page fault per page. Every DECAY_JUDGE_MS the steps weigh
+ * the units purged against those that came back (_kite_decay_next_stretch): half or more
+ * came back, the delay doubles (up to DECAY_MAX_MS); less than an eighth, it halves. The
+ * longer delay is used only while the program is claiming memory (the units claimed in the
+ * demand windows are at least a quarter of the free committed ones) and the committed total
+ * is no more than the most it had in use in those windows (so the longer delay never lifts
+ * the resident set above the recent peak of use): memory a program stopped asking for, or
+ * more than its recent peak, goes after D as before, and an idle program (no claims) gets
+ * the plain decay at its next step. */
+#ifndef DECAY_JUDGE_MS
+#define DECAY_JUDGE_MS 100
+#endif
+/* Units purged in a judging period below which it says nothing (2 MiB). */
+#define DECAY_JUDGE_MIN 32u
+
+static uint64_t last_purge_ms;       /* atomic */
+uint64_t _kite_decay_demand;         /* atomic: units claimed, ever (windows take differences) */
+uint64_t _kite_decay_back;           /* atomic: purged units that came back, ever */
+static uint64_t demand_mark;         /* _kite_decay_demand at the start of this window (purge_lock) */
+static uint64_t demand_prev;         /* units claimed in the previous window (purge_lock) */
+static uint64_t demand_epoch_ms;     /* start of this window (purge_lock) */
+static uint64_t used_peak_cur;       /* most units in use (committed, not free) seen by a step */
+static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
+static uint32_t stretch;             /* atomic (written under purge_lock): delay D << stretch */
+static uint64_t judge_epoch_ms;      /* start of this judging period (purge_lock) */
+static uint64_t judge_purged;        /* units the decay purged in it (purge_lock) */
+static uint64_t judge_back_mark;     /* _kite_decay_back at its start (purge_lock) */
+
+/* The age at `now` of a unit stamped `stamp` (both in ms, modulo 2^32). The stamp may be
+ * later than now: a step reads the clock once before it walks the arenas, and a free stamps
+ * its own reading, taken any time before it gets the slot lock (purge_range drops the lock
+ * in the middle of a step). Such a unit was freed during the step: age 0, never the
+ * wrapped difference (about 2^32 ms: "older than any delay", purged at once). */
+static inline uint32_t unit_age(uint64_t now, uint32_t stamp) {
+  int32_t age = (int32_t)((uint32_t)now - stamp);
+  return age > 0 ? (uint32_t)age : 0;
+}
+
+bool _kite_decay_is_back(uint64_t now, uint32_t purged_ms) {
+  return purged_ms != 0 && unit_age(now, purged_ms) < DECAY_BACK_MS;
+}
+
+/* d << s, but never past DECAY_MAX_MS unless d itself is (an option changed after s grew). */
+static int64_t stretched_delay(int64_t d, unsigned s) {
+  int64_t cap = d > DECAY_MAX_MS ? d : DECAY_MAX_MS;
+  return (d << s) < cap ? d << s : cap;
+}
+
+unsigned _kite_decay_next_stretch(unsigned s, uint64_t purged, uint64_t back, int64_t d) {
+  if (purged < DECAY_JUDGE_MIN) return s; /* too little to judge by */
+  if (back * 2 >= purged) return (d << (s + 1)) <= DECAY_MAX_MS ? s + 1 : s;
+  if (back * 8 < purged && s > 0) return s - 1;
+  return s;
+}
+
+void _kite_arena_free_run(kite_page_t *head) {
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+  if (delay == 0) {
+    _kite_os_decommit(_kite_page_start(head), (size_t)KITE_UNIT_SIZE << head->order);
+    _kite_arena_put_run(head, false, 0);
+    return;
+  }
+  uint64_t now = _kite_os_now_ms();
+  _kite_arena_put_run(head, true, now);
+  if (delay > 0) {
+    uint64_t tick = (uint64_t)delay / DECAY_BANDS; /* also when stretched: the bound is looked at */
+    if (tick == 0) tick = 1;
+    if (now - __atomic_load_n(&last_purge_ms, __ATOMIC_RELAXED) >= tick) _kite_arena_purge(false);
+  }
+  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+}
+
+/* ---- purging (caller holds purge_lock) ---- */
+
+/* Decommit [i, j) of a: reserved while the OS call runs without the slot lock. Entered and
+ * left with the slot lock held. stamp (a decay step's clock reading, or 0 for a forced purge)
+ * goes to purged_ms: a claim of the units within DECAY_BACK_MS of it counts them back. */
+static void purge_range(kite_arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j, uint32_t stamp) {
+  kite_check(kite_buddy_reserve(a->buddy, i, j - i) == 0);
+  for (uint32_t k = i; k < j; k++) {
+    a->is_free[k] = 0;
+    a->dirty[k] = 0;
+    a->purged_ms[k] = stamp;
+    dirty_mark(a, k, false);
+  }
+  a->dirty_free -= j - i;
+  _kite_arena_avail_update(a);
+  uint32_t ui, uj; /* granules whose huge-page advice is taken back (thp.c) */
+  _kite_thp_purged(a, i, j, &ui, &uj);
+  _kite_unlock(&s->lock);
+  _kite_os_decommit(_kite_page_start(arena_pages(a) + i), (size_t)(j - i) << KITE_UNIT_SHIFT);
+  if (ui < uj) _kite_os_advise_small(_kite_page_start(arena_pages(a) + ui), (size_t)(uj - ui) << KITE_UNIT_SHIFT);
+  _kite_lock(&s->lock);
+  kite_check(kite_buddy_unreserve(a->buddy, i, j - i) == 0);
+  for (uint32_t k = i; k < j; k++) a->is_free[k] = 1;
+  _kite_arena_avail_update(a);
+}
+
+/* What a step purges of an arena: every dirty free unit at least min_age old, then, of those
+ * at least part_age old, at most part units (top down). */
+typedef struct {
+  uint32_t min_age, part_age;
+  uint64_t part;
+} decay_cut_t;
+
+/* The decay curve with delay d > 0 over a's dirty free units (see the file's comment). Slot
+ * lock held. false: nothing to purge. */
+static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, decay_cut_t *c) {
+  uint32_t band = (uint32_t)(d / DECAY_BANDS) ? (uint32_t)(d / DECAY_BANDS) : 1;
+  uint32_t hist[DECAY_BANDS + 1] = {0};
+  for (uint32_t u = a->meta_units; u < KITE_ARENA_UNITS; u++) {
+    if (!(a->is_free[u] && a->dirty[u])) continue;
+    uint32_t b = unit_age(now, a->freed_ms[u]) / band;
+    hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
+  }
+  /* kept units allowed, in 32nds: band b (ages [b, b+1) bands) weighs 1 - (b + 1/2)/16 */
+  uint64_t allowed32 = 0, total = 0;
+  for (uint32_t b = 0; b < DECAY_BANDS; b++) allowed32 += (uint64_t)hist[b] * (2 * DECAY_BANDS - 1 - 2 * b);
+  for (uint32_t b = 0; b <= DECAY_BANDS; b++) total += hist[b];
+  uint64_t allowed = allowed32 / (2 * DECAY_BANDS);
+  if (total <= allowed) return false;
+  uint64_t excess = total - allowed, acc = 0;
+  uint32_t b = DECAY_BANDS + 1;
+  while (b > 0 && acc < excess) acc += hist[--b];
+  /* the bands older than b go whole; of band b only what the excess still asks for
+   * (rounded up to 2 MiB, a huge page), in address order: purging all of the youngest band
+   * purged would purge a fresh free at once when it is alone in its band */
+  c->min_age = (b + 1) * band;
+  c->part_age = b * band;
+  c->part = excess - (acc - hist[b]);
+  c->part = (c->part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
+  return true;
+}
+
+/* One decay step with delay d (or, force, a full purge) of the arena in slot s; keep_young:
+ * only units at least that old go. Returns units purged; *empty tells whether the arena is
+ * now all free and all purged. */
+static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_t d, uint32_t keep_young, bool *empty) {
+  size_t purged = 0;
+  uint32_t stamp = force ? 0 : ((uint32_t)now | 1); /* 0 means "not purged by a step" */
+  *empty = false;
+  _kite_lock(&s->lock);
+  kite_arena_t *a = s->arena;
+  if (!a) { _kite_unlock(&s->lock); return 0; }
+  decay_cut_t c = {0, 0, 0};
+  if (!a->dirty_free) goto done;
+  if (!force && keep_young) c.min_age = keep_young;
+  else if (!force && (d <= 0 || !decay_cut(a, now, d, &c))) goto done;
+#define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
+  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
+    if (!PURGEABLE(i, c.min_age)) { i++; continue; }
+    uint32_t j = i;
+    while (j < KITE_ARENA_UNITS && PURGEABLE(j, c.min_age)) j++;
+    purge_range(s, a, i, j, stamp);
+    purged += j - i;
+    i = j;
+  }
+  /* the part, from the top down: runs are reused from their start (the recently freed
+   * runs) and carved lowest first, so the top of free memory is the least likely reused */
+  for (uint32_t j = KITE_ARENA_UNITS; j > a->meta_units && c.part;) {
+    if (!PURGEABLE(j - 1, c.part_age)) { j--; continue; }
+    uint32_t i = j;
+    while (i > a->meta_units && PURGEABLE(i - 1, c.part_age) && j - i < c.part) i--;
+    c.part -= j - i;
+    purge_range(s, a, i, j, stamp);
+    purged += j - i;
+    j = i;
+  }
+#undef PURGEABLE
+done:
+  *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
+  _kite_unlock(&s->lock);
+  if (purged) __atomic_fetch_sub(&_kite_arena_dirty_units, purged, __ATOMIC_RELAXED);
+  return purged;
+}
+
+/* The demand windows and the stretch, read by a step at `now` with the option's delay d > 0
+ * (purge_lock held): returns the delay the step uses; *keep_young is set when the step keeps
+ * every unit younger than a demand window (see DEMAND_WINDOWS). */
+static int64_t decay_policy(uint64_t now, int64_t d, uint32_t *keep_young) {
+  uint64_t w = (uint64_t)d * DEMAND_WINDOWS, total = __atomic_load_n(&_kite_decay_demand, __ATOMIC_RELAXED);
+  if (now - demand_epoch_ms >= w) {
+    bool gap = now - demand_epoch_ms >= 2 * w;
+    demand_prev = gap ? 0 : total - demand_mark;
+    used_peak_prev = gap ? 0 : used_peak_cur;
+    used_peak_cur = 0;
+    demand_mark = total;
+    demand_epoch_ms = now;
+  }
+  uint64_t dirty = __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_RELAXED);
+  uint64_t committed = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
+  uint64_t used = committed > dirty ? committed - dirty : 0;
+  if (used > used_peak_cur) used_peak_cur = used;
+  uint64_t demand = demand_prev + (total - demand_mark);
+  uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;
+  if (dirty <= demand && committed <= ceiling) *keep_young = (uint32_t)w;
+  if (now - judge_epoch_ms >= DECAY_JUDGE_MS) {
+    uint64_t back = __atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED);
+    unsigned s = _kite_decay_next_stretch(stretch, judge_purged, back - judge_back_mark, d);
+    __atomic_store_n(&stretch, s, __ATOMIC_RELAXED);
+    judge_back_mark = back;
+    judge_purged = 0;
+    judge_epoch_ms = now;
+  }
+  bool claiming = demand * 4 >= dirty, bounded = committed <= ceiling;
+  return claiming && bounded ? stretched_delay(d, stretch) : d;
+}
+
+static size_t purge_all(bool force, uint64_t now) {
+  size_t purged = 0, unmapped = 0;
+  uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
+  uint32_t keep_young = 0;
+  int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+  if (!force && d > 0) d = decay_policy(now, d, &keep_young);
+  for (uint32_t i = 0; i < hi; i++) {
+    if (!__atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_ACQUIRE)) continue;
+    bool empty;
+    purged += arena_decay(&_kite_arena_slots[i], force, now, d, keep_young, &empty);
+    /* a decay step keeps one arena mapped (the next run would map it again) */
+    if (empty && (force || __atomic_load_n(&_kite_arenas_mapped, __ATOMIC_RELAXED) > 1)) unmapped += _kite_arena_unmap(i);
+  }
+  if (!force) judge_purged += purged;
+  purged <<= KITE_UNIT_SHIFT;
+  if (purged) {
+    _kite_stat_commit(-(int64_t)purged);
+    __atomic_fetch_add(&_kite_stats.purged, purged, __ATOMIC_RELAXED);
+  }
+  return purged + unmapped;
+}
+
+size_t _kite_arena_purge(bool force) {
+  if (force) _kite_lock(&_kite_arena_purge_lock);
+  else if (!_kite_trylock(&_kite_arena_purge_lock)) return 0; /* someone else purges */
+  uint64_t now = _kite_os_now_ms();
+  __atomic_store_n(&last_purge_ms, now, __ATOMIC_RELAXED);
+  size_t r = purge_all(force, now);
+  _kite_unlock(&_kite_arena_purge_lock);
+  return r;
+}
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: a decay step (not forced) as if the clock read `now`. */
+size_t _kite_test_arena_decay_at(uint64_t now) {
+  _kite_lock(&_kite_arena_purge_lock);
+  size_t r = purge_all(false, now);
+  _kite_unlock(&_kite_arena_purge_lock);
+  return r;
+}
+#endif
+
+size_t _kite_arena_dirty_bytes(void) {
+  return __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;
+}

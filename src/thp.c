@@ -1,0 +1,173 @@
+/* src/thp.c -- the huge-page modes of the arenas (KITE_HUGEPAGES): which 2 MiB granules of
+ * an arena are advised, collapsed or kept on 4 KiB pages (contract in arena.h; the units'
+ * state and the locks are arena.c's). The whole 2 MiB pieces of the bytes a large block was
+ * asked for (runs of 2 MiB or more are 2 MiB aligned) are advised as transparent huge pages
+ * in every mode: a big buffer is faulted in 2 MiB at a time, not 4 KiB at a time, and a
+ * small request in a big (aligned) run is not.
+ */
+#include "arena_int.h"
+#include "options.h"
+#include "stats.h"
+#include "os.h"
+#include <string.h>
+
+/* advised[] values: what the kernel was told about the unit. */
+enum {
+  THP_UNDECIDED = 0, /* nothing said to the kernel */
+  THP_ADVISED = 1,   /* MADV_HUGEPAGE given for small pages (auto: a dense granule) */
+  THP_SMALL = 2,     /* MADV_NOHUGEPAGE given, or the granule stays on 4 KiB pages (auto,
+                      * dense: for good) */
+  THP_COLLAPSED = 3, /* dense: the granule is on a huge page */
+  THP_LOOKING = 4,   /* dense: a thread is looking at the granule */
+  THP_RUN = 5,       /* MADV_HUGEPAGE given for a large run of a granule or more
+                      * (_kite_arena_advise_run). Taken back (MADV_NOHUGEPAGE, THP_SMALL)
+                      * when a run smaller than a granule is claimed in the granule, unless
+                      * KITE_HUGEPAGES=1 advises whole arenas: else a small page carved there
+                      * would fault in a whole 2 MiB page at its first touch. */
+};
+/* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
+ * or not, once and for all when a run smaller than a granule is first claimed in it, before
+ * anything in it is touched (a granule touched with 4 KiB pages keeps its page table: advice
+ * given later would not make its faults huge). It is advised when it will probably be used
+ * densely: the process has at least THP_AUTO_MIN_COMMITTED bytes committed (a small program
+ * gets no huge page, which would be resident whole) and the granule below it in the arena has
+ * every unit in use or committed (small pages are carved lowest first, dirty_claim: the next
+ * granule up is where the carving goes on). A granule the decay purges, in whole or in part,
+ * goes back to 4 KiB pages for good (MADV_NOHUGEPAGE, _kite_thp_purged): memory that comes and goes
+ * is not worth a huge page. Runs of a granule or more are advised by
+ * _kite_arena_advise_run over the part the program asked for, as in every mode. */
+#ifndef THP_AUTO_MIN_COMMITTED
+#define THP_AUTO_MIN_COMMITTED ((uint64_t)16 << 20)
+#endif
+
+/* KITE_HUGEPAGES=auto (see THP_AUTO_MIN_COMMITTED): decides the granule of a run of order
+ * `order` starting at unit u that is being claimed, if that is the granule's first claim.
+ * Returns the granule's first unit when it is to be advised (the caller advises it after
+ * dropping the lock, before the run is handed out), else 0. Slot lock held. */
+uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
+  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (a->advised[g] != THP_UNDECIDED) return 0; /* decided */
+  bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units &&
+               __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >= THP_AUTO_MIN_COMMITTED;
+  for (uint32_t v = g - THP_UNITS; dense && v < g; v++) dense = !a->is_free[v] || a->dirty[v];
+  memset(&a->advised[g], dense ? THP_ADVISED : THP_SMALL, THP_UNITS);
+  return dense ? g : 0;
+}
+
+/* KITE_HUGEPAGES=dense: a granule is put on a transparent huge page only once it is dense,
+ * so that the huge page costs no memory the program had not touched: when a run smaller
+ * than a granule is claimed in the granule above it (the carving has moved on), every unit
+ * of the granule is in use (small pages, large runs, or the arena's metadata) and all of its
+ * 4 KiB pages are resident (mincore; THP_DENSE_MAX_MISSING may be missing), it is collapsed
+ * in place (MADV_COLLAPSE: the kernel copies the resident pages into a huge page and would
+ * zero fill missing ones). Nothing is advised: faults stay 4 KiB, khugepaged leaves the
+ * arena alone and a later purge of part of the granule splits the huge page back, after
+ * which the granule is never collapsed again (THP_SMALL). A granule not dense enough
+ * yet is looked at again at a later claim above it. The collapse runs with purge_lock
+ * held (tried, never waited for), so no purge decommits part of the granule meanwhile;
+ * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
+ * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING,
+ * THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more sets
+ * THP_RUN (advise_run). */
+#ifndef THP_DENSE_MAX_MISSING
+/* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
+ * memory). 0: only a granule that is resident whole, so the huge page costs no memory. */
+#define THP_DENSE_MAX_MISSING 0u
+#endif
+
+/* The granule to look at for a run of order `order` being claimed at unit u: the one
+ * below u's granule, when it is undecided and all in use; 0 if none. Slot lock held. */
+uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
+  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE || _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 ||
+      (1u << order) >= THP_UNITS)
+    return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (g < THP_UNITS) return 0;
+  uint32_t c = g - THP_UNITS;
+  if (a->advised[c] != THP_UNDECIDED) return 0;
+  for (uint32_t v = c; v < g; v++)
+    if (a->is_free[v]) return 0;
+  a->advised[c] = THP_LOOKING;
+  return c;
+}
+
+/* Collapse granule c of a if enough of it is resident (see THP_DENSE_MAX_MISSING); no lock
+ * held on entry. The caller holds a run in a, so a stays mapped. */
+void _kite_thp_dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  uint8_t state = THP_UNDECIDED; /* _kite_arena_purge_lock busy, or not dense enough yet: look again later */
+  if (_kite_trylock(&_kite_arena_purge_lock)) {
+    void *p = _kite_page_start(&arena_pages(a)[c]);
+    size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
+    if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
+      state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
+    _kite_unlock(&_kite_arena_purge_lock);
+  }
+  _kite_lock(&s->lock);
+  a->advised[c] = state;
+  _kite_unlock(&s->lock);
+}
+
+/* A run of order `order` smaller than a granule is being claimed at unit u: if its granule
+ * still has the advice of a large run that was there (THP_RUN), the granule goes back to 4
+ * KiB pages (THP_SMALL). Returns the granule's first unit + 1 when the caller is to give
+ * MADV_NOHUGEPAGE (after dropping the lock, before the run is handed out), else 0. Slot lock
+ * held. */
+uint32_t _kite_thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
+  if ((1u << order) >= THP_UNITS || _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) return 0;
+  uint32_t g = u & ~(THP_UNITS - 1);
+  if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
+  memset(&a->advised[g], THP_SMALL, THP_UNITS);
+  return g + 1;
+}
+
+/* Units [i, j) of a are being purged (slot lock held). KITE_HUGEPAGES=auto: a granule the
+ * decay purges (any of it) is given back to 4 KiB pages for good: a huge page purged whole
+ * would come back whole at the first touch of any unit in it (2 MiB resident for 64 KiB
+ * used), and one purged in part is split anyway. dense: a collapsed granule purged in part
+ * is split, and never collapsed again. */
+void _kite_thp_purged(kite_arena_t *a, uint32_t i, uint32_t j, uint32_t *ui, uint32_t *uj) {
+  uint32_t gi = i & ~(THP_UNITS - 1), gj = (j + THP_UNITS - 1) & ~(THP_UNITS - 1);
+  *ui = gj;
+  *uj = gi;
+  for (uint32_t g = gi; g < gj; g += THP_UNITS) {
+    if (a->advised[g] == THP_COLLAPSED) {
+      a->advised[g] = THP_SMALL;
+    } else if (a->advised[g] == THP_ADVISED && _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_AUTO) {
+      memset(&a->advised[g], THP_SMALL, THP_UNITS);
+      if (g < *ui) *ui = g;
+      *uj = g + THP_UNITS;
+    }
+  }
+}
+
+void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
+  uint32_t n = (uint32_t)(bytes >> KITE_UNIT_SHIFT) & ~(THP_UNITS - 1);
+  if (n == 0 || (n << KITE_UNIT_SHIFT) > (KITE_UNIT_SIZE << head->order)) return;
+  kite_arena_t *a = arena_of_page(head);
+  uint32_t idx = (uint32_t)(head - arena_pages(a)), first = n, last = 0;
+  kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
+  _kite_lock(&s->lock);
+  for (uint32_t i = 0; i < n; i++)
+    if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) { /* (auto's advice stays auto's) */
+      a->advised[idx + i] = THP_RUN;
+      if (i < first) first = i;
+      last = i + 1;
+    }
+  _kite_unlock(&s->lock);
+  if (first < last)
+    _kite_os_advise_huge(_kite_page_start(head + first), (size_t)(last - first) << KITE_UNIT_SHIFT);
+}
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: whether huge-page advice is in force on unit d, by advised[] (given for small
+ * pages, for a large run, or a collapsed granule). */
+bool _kite_test_arena_unit_huge(kite_page_t *d) {
+  kite_arena_t *a = arena_of_page(d);
+  uint32_t u = (uint32_t)(d - arena_pages(a));
+  _kite_lock(&_kite_arena_slots[a->slot].lock);
+  uint8_t v = a->advised[u];
+  _kite_unlock(&_kite_arena_slots[a->slot].lock);
+  return v == THP_ADVISED || v == THP_RUN || v == THP_COLLAPSED;
+}
+#endif
