@@ -5,7 +5,7 @@ Runs tests/integration/prof_sites (three call sites allocating 60/30/10% of 200 
 blocks of mixed sizes, freeing some; it prints the truth) with KITE_PROF, and reads each
 profile with pprof (Go's github.com/google/pprof): `pprof -top` per sample type must give
 each site's allocated and live bytes within 10% of the truth at the default sampling gap
-(512 KiB), on one thread, four threads and in a forked child; small blocks only at a 16 KiB
+(512 KiB), on one thread, four threads and in a forked child; small blocks only at a 4 KiB
 gap; `pprof -traces` shows the site's stack down to main; the leak profile at exit
 (KITE_PROF_LEAKS=1) names exactly the sites that leaked, with its line on stderr.
 
@@ -111,8 +111,8 @@ def test_accuracy_forked_child():
 def test_accuracy_small_blocks():
     if not need_pprof():
         return
-    path, truth, _ = run_prog("small", env={"KITE_PROF_SAMPLE": "16384"})
-    within(path, truth, "small blocks, 16 KiB gap", ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"))
+    path, truth, _ = run_prog("small", env={"KITE_PROF_SAMPLE": "4096"})
+    within(path, truth, "small blocks, 4 KiB gap", ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"))
 
 
 def test_traces_name_the_stack():
