@@ -35,6 +35,7 @@
 
 static void *alloc_large(size_t n, size_t align, bool *zero);
 static void *alloc_run_or_huge(size_t n, size_t align, bool *zero);
+static void *large_run_ready(kite_page_t *pg, size_t n);
 static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n);
 static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h);
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h);
@@ -107,7 +108,8 @@ static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n) {
   void *p = _kite_prof_malloc_small(h, n, &weigh);
   if (!weigh) return p;
   bool zero;
-  p = alloc_run_or_huge(n, 0, &zero);
+  kite_page_t *cached = _kite_prof_cached_run(); /* a sampled block's run, kept at its free */
+  p = cached ? large_run_ready(cached, n) : alloc_run_or_huge(n, 0, &zero);
   if (!p) return _kite_malloc_small_generic(_kite_heap_tls, n);
   _kite_prof_record(p, n, weigh);
   return p;
@@ -132,17 +134,22 @@ static void *alloc_run_or_huge(size_t n, size_t align, bool *zero) {
   if (n <= KITE_LARGE_MAX && order <= KITE_LARGE_MAX_ORDER) {
     kite_page_t *pg = _kite_run_alloc(order, zero);
     if (!pg) return NULL;
-    pg->block_size = 0;
-    pg->sampled = 0;
-    pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-    pg->next = pg->prev = NULL;
-    pg->owned.owner = NULL;
-    __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
-    _kite_arena_advise_run(pg, n);
     _kite_stat_add(&_kite_stats.large_allocs, 1);
-    return _kite_page_start(pg);
+    return large_run_ready(pg, n);
   }
   return _kite_huge_alloc(n, align, zero);
+}
+
+/* Run pg (head, not visible as a block yet) becomes the large block of n bytes. */
+static void *large_run_ready(kite_page_t *pg, size_t n) {
+  pg->block_size = 0;
+  pg->sampled = 0;
+  pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  pg->next = pg->prev = NULL;
+  pg->owned.owner = NULL;
+  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
+  _kite_arena_advise_run(pg, n);
+  return _kite_page_start(pg);
 }
 
 /* An entry point gives up: report (KITE_VERBOSE), keep errno (ENOMEM), return NULL. */

@@ -309,7 +309,7 @@ static KITE_NOINLINE void free_generic(void *p) {
     }
     if (unlikely(pg->sampled)) { /* prof.h: a block of the heap profiler */
       pg->sampled = 0;
-      _kite_prof_free(p);
+      if (_kite_prof_free_run(p, pg)) return; /* kept, held, for the next sampled block */
     }
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);

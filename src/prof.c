@@ -29,6 +29,7 @@
 #define STACK_BUCKETS (1u << 14)
 #define LIVE_MAX (1u << 20)     /* live sampled blocks recorded at once */
 #define LIVE_BUCKETS (1u << 14)
+#define RUNS_KEPT 64            /* single-unit runs kept for sampled small blocks (P4) */
 
 typedef struct {
   uint64_t hash;
@@ -55,6 +56,8 @@ static uint32_t live_fresh = 1, live_free;
 static double live_bytes, peak_mark; /* weighted live bytes; the next KITE_PROF_PEAK dump's mark */
 static uint32_t peak_dumps;
 static int tables_state;        /* 0: not made, 1: made, 2: failed (no records) */
+static kite_page_t *runs_kept[RUNS_KEPT];
+static uint32_t n_runs_kept;
 uint64_t _kite_prof_huge_live;
 
 /* Bytes to the next sample: per small class, and for every larger request. A class's count
@@ -275,6 +278,30 @@ void _kite_prof_free(void *p) {
     if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) _kite_prof_huge_live--;
   }
   _kite_unlock(&prof_lock);
+}
+
+bool _kite_prof_free_run(void *p, kite_page_t *pg) {
+  _kite_prof_free(p);
+  if (pg->order != 0 || pg->owned.owner != NULL) return false;
+  _kite_lock(&prof_lock);
+  uint32_t k = n_runs_kept; /* written under the lock, read without it (a hint) */
+  bool kept = k < RUNS_KEPT;
+  if (kept) {
+    runs_kept[k] = pg;
+    __atomic_store_n(&n_runs_kept, k + 1, __ATOMIC_RELAXED);
+  }
+  _kite_unlock(&prof_lock);
+  return kept;
+}
+
+kite_page_t *_kite_prof_cached_run(void) {
+  if (!__atomic_load_n(&n_runs_kept, __ATOMIC_RELAXED)) return NULL;
+  _kite_lock(&prof_lock);
+  uint32_t k = n_runs_kept;
+  kite_page_t *pg = k ? runs_kept[k - 1] : NULL;
+  if (k) __atomic_store_n(&n_runs_kept, k - 1, __ATOMIC_RELAXED);
+  _kite_unlock(&prof_lock);
+  return pg;
 }
 
 bool _kite_prof_sampled_huge(const void *p) {

@@ -30,7 +30,9 @@
  *   P1 A live record exists for block p iff p is a sampled block not yet freed: large runs
  *      carry `sampled` == 1 exactly while their record exists; huge ones are counted in
  *      _kite_prof_huge_live.
- *   P2 prof_lock guards the stack table, the live table and the totals; it is a leaf but
+ *   P4 A kept run (the cache of _kite_prof_free_run) is one unit, kind HELD, owned by no
+ *      heap, in no arena list, and nowhere else: it is handed out once.
+ *   P2 prof_lock guards the stack table, the live table, the run cache and the totals; it is a leaf but
  *      for the file writes of a dump (no kite lock is taken under it, nothing allocates).
  *   P3 Stacks are captured before the lock, with no lock of kite's held (stack.h S2).
  * Not sampled: first-class heaps (kite_heap_malloc), small requests aligned above 16 bytes,
@@ -58,6 +60,13 @@ bool _kite_prof_large_due(size_t n);
 void _kite_prof_record(void *p, size_t n, size_t weigh) KITE_NOINLINE;
 /* Sampled block p is being freed (its run claimed, or a huge block): forget its record. */
 void _kite_prof_free(void *p) KITE_NOINLINE;
+/* The same for a sampled large run pg (its head, claimed: kind HELD) at p: true when the
+ * profiler keeps the run (one unit, for the next sampled small block: a free and a new
+ * run would each pass through the arena's purge); false: the caller frees it. */
+bool _kite_prof_free_run(void *p, kite_page_t *pg) KITE_NOINLINE;
+/* A run kept by _kite_prof_free_run (kind HELD, its pages as the last block left them),
+ * or NULL. Counted in the statistics as the block it was (one allocation, one free). */
+kite_page_t *_kite_prof_cached_run(void);
 /* Sampled huge blocks live (free_generic asks _kite_prof_free only while this is not 0). */
 extern uint64_t _kite_prof_huge_live;
 /* Is huge block p a sampled one? (realloc: never resized in place) */
