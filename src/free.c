@@ -286,7 +286,7 @@ static KITE_NOINLINE void free_generic(void *p) {
   /* guarded.h: a block of the sampled guarded allocations (KITE_GUARDED_SAMPLE) */
   if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) { _kite_guarded_free(p); return; }
   if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
-    if (unlikely(KITE_LOAD_RELAXED(_kite_prof_huge_live))) _kite_prof_free(p); /* prof.h */
+    if (unlikely(__atomic_load_n(&_kite_prof_huge_live, __ATOMIC_RELAXED))) _kite_prof_free(p); /* prof.h */
     /* the claim, the header's reads and the disown are huge.c's, in that order: a racing
      * second free never reads a header the first is unmapping */
     if (!_kite_huge_free(p, _kite_heap_disown)) _kite_report_invalid("free(): invalid pointer or double free", p);

@@ -264,7 +264,7 @@ void _kite_prof_record(void *p, size_t n, size_t weigh) {
       peaked = true;
     }
   }
-  if (kept && huge) _kite_prof_huge_live++;
+  if (kept && huge) __atomic_add_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED); /* free reads it unlocked */
   _kite_unlock(&prof_lock);
   if (kept && !huge) _kite_page_head(_kite_unit_of((uintptr_t)p))->sampled = 1; /* P1 */
   if (peaked) peak_dump();
@@ -275,7 +275,7 @@ void _kite_prof_free(void *p) {
   uint32_t e = tables_state == 1 ? live_take((uintptr_t)p) : 0;
   if (e) {
     live_release(e);
-    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) _kite_prof_huge_live--;
+    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) __atomic_sub_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED);
   }
   _kite_unlock(&prof_lock);
 }
