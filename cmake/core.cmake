@@ -16,7 +16,7 @@ set(KITE_CORE_SOURCES
     ${_kc}/message.c ${_kc}/sizeclass.c ${_kc}/stats.c ${_kc}/options.c ${_kc}/report.c ${_kc}/secret.c
     ${_kc}/buddy.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/arena_check.c ${_kc}/decay.c ${_kc}/thp.c
-    ${_kc}/purger.c ${_kc}/links.c ${_kc}/page.c ${_kc}/heap.c ${_kc}/stack.c ${_kc}/guarded.c
+    ${_kc}/purger.c ${_kc}/links.c ${_kc}/page.c ${_kc}/heap.c ${_kc}/stack.c ${_kc}/guarded.c ${_kc}/prof.c ${_kc}/prof_write.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/visit.c ${_kc}/override.c
     ${_kc}/init.c ${_kc}/version.c)
 set(KITE_CORE_FLAGS -fvisibility=hidden -fno-semantic-interposition -ftls-model=initial-exec

@@ -124,9 +124,19 @@ typedef enum kite_option_e {
   KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
   KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes: 0 or 1 */
   KITE_OPTION_GUARDED_SAMPLE,  /* one in N allocations guarded (KITE_GUARDED_SAMPLE): 0 (off) .. 2^31-1 */
+  KITE_OPTION_PROF_SAMPLE,     /* heap profiler: mean bytes between samples, 1 .. 2^40 */
+  KITE_OPTION_PROF_LEAKS,      /* heap profiler: leak summary at exit: 0 or 1 (read at start-up) */
+  KITE_OPTION_PROF_PEAK,       /* heap profiler: a profile every N MiB of new live peak, 0 off (start-up) */
 } kite_option_t;
 long kite_option_get(kite_option_t option);
 int kite_option_set(kite_option_t option, long value);
+
+/* Heap profiler (KITE_PROF, docs/profiling.md): write the sampled heap profile to path in
+ * pprof's format (profile.proto, uncompressed): allocations since start and the blocks live
+ * now, by call stack. Without KITE_PROF (or KITE_PROF_LEAKS, KITE_PROF_PEAK) in the
+ * environment nothing is sampled and the profile has no samples. Returns 0, or -1 with errno
+ * set (the file could not be opened or written). Allocates nothing. */
+int kite_prof_dump(const char *path);
 
 /* The loaded library's version, "MAJOR.MINOR.PATCH" (compile-time: <kite/version.h>). */
 const char *kite_version(void);

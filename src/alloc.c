@@ -29,10 +29,14 @@
 #include "options.h"
 #include "message.h"
 #include "guarded.h"
+#include "prof.h"
 #include <errno.h>
 #include <string.h>
 
 static void *alloc_large(size_t n, size_t align, bool *zero);
+static void *alloc_run_or_huge(size_t n, size_t align, bool *zero);
+static void *large_run_ready(kite_page_t *pg, size_t n);
+static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n);
 static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h);
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h);
 
@@ -75,8 +79,11 @@ static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generi
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
   if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
     return _kite_malloc_small_generic(h, n);
-  if (n <= KITE_SMALL_MAX) /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
+  if (n <= KITE_SMALL_MAX) {
+    if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n); /* prof.h: the heap profiler */
+    /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
     return n <= KITE_GUARDED_MAX ? _kite_guarded_malloc(h, n) : _kite_malloc_small_generic(h, n);
+  }
   bool zero;
   return alloc_large(n, 0, &zero);
 }
@@ -94,8 +101,30 @@ static inline unsigned large_order(size_t n) {
   return _kite_ceil_log2((n + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
 }
 
-/* Large run or huge map for n bytes aligned to align (0 or a power of two). */
+/* A small request the heap profiler samples: a run of its own, which free() takes to its
+ * generic path (prof.h); a plain block when no run can be had. */
+static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n) {
+  size_t weigh;
+  void *p = _kite_prof_malloc_small(h, n, &weigh);
+  if (!weigh) return p;
+  bool zero;
+  kite_page_t *cached = _kite_prof_cached_run(); /* a sampled block's run, kept at its free */
+  p = cached ? large_run_ready(cached, n) : alloc_run_or_huge(n, 0, &zero);
+  if (!p) return _kite_malloc_small_generic(_kite_heap_tls, n);
+  _kite_prof_record(p, n, weigh);
+  return p;
+}
+
+/* Large run or huge map for n bytes aligned to align (0 or a power of two), sampled by the
+ * heap profiler while it is on (prof.h). */
 static void *alloc_large(size_t n, size_t align, bool *zero) {
+  void *p = alloc_run_or_huge(n, align, zero);
+  if (unlikely(KITE_LOAD_RELAXED(_kite_prof_enabled)) && p && _kite_prof_large_due(n)) _kite_prof_record(p, n, n);
+  return p;
+}
+
+/* Large run or huge map for n bytes aligned to align (0 or a power of two). */
+static void *alloc_run_or_huge(size_t n, size_t align, bool *zero) {
   if (unlikely(n > KITE_MAX_REQUEST)) { errno = ENOMEM; return NULL; }
   _kite_options_ensure();
   unsigned order = large_order(n);
@@ -105,16 +134,22 @@ static void *alloc_large(size_t n, size_t align, bool *zero) {
   if (n <= KITE_LARGE_MAX && order <= KITE_LARGE_MAX_ORDER) {
     kite_page_t *pg = _kite_run_alloc(order, zero);
     if (!pg) return NULL;
-    pg->block_size = 0;
-    pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
-    pg->next = pg->prev = NULL;
-    pg->owned.owner = NULL;
-    __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
-    _kite_arena_advise_run(pg, n);
     _kite_stat_add(&_kite_stats.large_allocs, 1);
-    return _kite_page_start(pg);
+    return large_run_ready(pg, n);
   }
   return _kite_huge_alloc(n, align, zero);
+}
+
+/* Run pg (head, not visible as a block yet) becomes the large block of n bytes. */
+static void *large_run_ready(kite_page_t *pg, size_t n) {
+  pg->block_size = 0;
+  pg->sampled = 0;
+  pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  pg->next = pg->prev = NULL;
+  pg->owned.owner = NULL;
+  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
+  _kite_arena_advise_run(pg, n);
+  return _kite_page_start(pg);
 }
 
 /* An entry point gives up: report (KITE_VERBOSE), keep errno (ENOMEM), return NULL. */
@@ -269,7 +304,7 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
     return realloc_small_move(p, old, n);
   } else if (pg) {
     old = pg->large_size;
-    if (n > KITE_SMALL_MAX && n <= KITE_LARGE_MAX) {
+    if (n > KITE_SMALL_MAX && n <= KITE_LARGE_MAX && !pg->sampled) { /* prof.h: a record keeps its block */
       unsigned order = large_order(n);
       if (order == pg->order || _kite_arena_resize_run(pg, order, NULL)) {
         pg->large_size = (n + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
@@ -279,7 +314,7 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
     }
   } else if (huge) {
     old = huge;
-    if (n > KITE_LARGE_MAX && n <= KITE_MAX_REQUEST) {
+    if (n > KITE_LARGE_MAX && n <= KITE_MAX_REQUEST && !_kite_prof_sampled_huge(p)) {
       void *q = _kite_huge_resize(p, n, true);
       if (q) return q;
     }
@@ -331,7 +366,7 @@ KITE_API void kite_heap_destroy(kite_heap_t *handle) {
 static void *heap_malloc_quiet(kite_heap_t *h, size_t n) {
   if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
   bool zero;
-  void *p = alloc_large(n, 0, &zero);
+  void *p = alloc_run_or_huge(n, 0, &zero); /* not sampled: kite_heap_destroy frees without free() */
   if (!p) return NULL;
   kite_owned_t *o = _kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE ? _kite_huge_owned(p)
                                                                     : &_kite_page_head(_kite_unit_of((uintptr_t)p))->owned;

@@ -5,4 +5,36 @@
 
 /* ceil(log2(x)); 0 for x <= 1 */
 static inline unsigned _kite_ceil_log2(uint64_t x) { return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1); }
+
+/* Natural logarithm of x in (0, 1], without libm (the samplers' random gaps, guarded.c and
+ * prof.c): x = m * 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by
+ * its series (|s| < 0.18: six terms reach double precision's last digits). */
+static inline double _kite_ln(double x) {
+  union { double d; uint64_t u; } v = {x};
+  int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+  v.u = (v.u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+  double m = v.d;
+  if (m > 1.4142135623730951) { m *= 0.5; e++; }
+  double s = (m - 1) / (m + 1), s2 = s * s;
+  double t = s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
+  return e * 0.6931471805599453 + 2 * t;
+}
+
+/* 1 - e^-x for x >= 0, without libm, accurate for small x too (the series, where the
+ * subtraction would cancel): the chance that a byte-sampling gap of mean 1 ends inside x. */
+static inline double _kite_one_minus_exp_neg(double x) {
+  if (x > 700) return 1;
+  double sum = 0, t = 1;
+  if (x < 0.5) { /* x - x^2/2! + x^3/3! - ...: 16 terms, |term| < 2^-60 */
+    for (int i = 1; i <= 16; i++) { t *= (i == 1 ? x : -x / i); sum += t; }
+    return sum;
+  }
+  int k = (int)(x / 0.6931471805599453);
+  double r = x - k * 0.6931471805599453; /* [0, ln 2): e^-r by its series, then times 2^-k */
+  sum = 1;
+  for (int i = 1; i <= 18; i++) { t *= -r / i; sum += t; }
+  union { double d; uint64_t u; } v = {sum}; /* sum in (1/2, 1]: the exponent stays normal */
+  v.u -= (uint64_t)k << 52;
+  return 1 - v.d;
+}
 #endif

@@ -25,6 +25,7 @@
 #include "pagemap.h"
 #include "message.h"
 #include "guarded.h"
+#include "prof.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define FREE_NOCLONE __attribute__((noclone)) /* keep free_arena_generic's arguments as declared */
@@ -285,6 +286,7 @@ static KITE_NOINLINE void free_generic(void *p) {
   /* guarded.h: a block of the sampled guarded allocations (KITE_GUARDED_SAMPLE) */
   if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) { _kite_guarded_free(p); return; }
   if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
+    if (unlikely(__atomic_load_n(&_kite_prof_huge_live, __ATOMIC_RELAXED))) _kite_prof_free(p); /* prof.h */
     /* the claim, the header's reads and the disown are huge.c's, in that order: a racing
      * second free never reads a header the first is unmapping */
     if (!_kite_huge_free(p, _kite_heap_disown)) _kite_report_invalid("free(): invalid pointer or double free", p);
@@ -304,6 +306,10 @@ static KITE_NOINLINE void free_generic(void *p) {
     if (!__atomic_compare_exchange_n(&pg->kind, &k, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       _kite_report_invalid("free(): invalid pointer or double free", p);
       return;
+    }
+    if (unlikely(pg->sampled)) { /* prof.h: a block of the heap profiler */
+      pg->sampled = 0;
+      if (_kite_prof_free_run(p, pg)) return; /* kept, held, for the next sampled block */
     }
     _kite_heap_disown(&pg->owned);
     _kite_arena_free_run(pg);

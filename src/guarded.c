@@ -96,20 +96,6 @@ static bool slot_of(uintptr_t u, uint32_t *s) {
 
 /* ---- the random gap between samples ---- */
 
-/* Natural logarithm of x in (0, 1], without libm: x = m * 2^e with m in [sqrt(1/2),
- * sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by its series (|s| < 0.18: six terms reach
- * double precision's last digits, far below what a sampling gap needs). */
-static double ln_(double x) {
-  union { double d; uint64_t u; } v = {x};
-  int e = (int)((v.u >> 52) & 0x7ff) - 1023;
-  v.u = (v.u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
-  double m = v.d;
-  if (m > 1.4142135623730951) { m *= 0.5; e++; }
-  double s = (m - 1) / (m + 1), s2 = s * s;
-  double t = s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
-  return e * 0.6931471805599453 + 2 * t;
-}
-
 static uint64_t rng_next(void) { /* xorshift64* */
   uint64_t x = rng;
   x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
@@ -121,7 +107,7 @@ static uint64_t rng_next(void) { /* xorshift64* */
 static int64_t draw(int64_t n) {
   if (n <= 1) return 0;
   double u = (double)((rng_next() >> 11) + 1) * 0x1p-53; /* (0, 1] */
-  double g = ln_(u) / ln_(1.0 - 1.0 / (double)n);
+  double g = _kite_ln(u) / _kite_ln(1.0 - 1.0 / (double)n);
   return g < 1e15 ? (int64_t)g : (int64_t)1e15;
 }
 

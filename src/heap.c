@@ -297,7 +297,7 @@ static void heap_reclaim(kite_heap_t *h, unsigned cls) {
   for (unsigned k = 0; k < RECLAIM_CLASSES && budget > 0; k++, c = c + 1 < KITE_CLASSES ? c + 1 : 0) {
     /* guarded.h: while sampling is on, the current lists are the sampler's count (and may
      * be cut at a sampled allocation): a collect would lengthen them behind its back */
-    bool counted = _kite_opt(KITE_OPT_GUARDED_SAMPLE) != 0;
+    bool counted = _kite_opt(KITE_OPT_GUARDED_SAMPLE) != 0 || KITE_LOAD_RELAXED(_kite_prof_enabled); /* and prof.h */
     if (h->pinned[c] && c != cls && !counted) { budget--; reclaim_pinned(h, c); }
     if (full_n(h, c)) reclaim_list(h, c, true, &budget);
     if (budget && h->queue[c].first && h->queue[c].first->next) reclaim_list(h, c, false, &budget);

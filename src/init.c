@@ -22,12 +22,14 @@
 #include "os.h"
 #include "secret.h"
 #include "guarded.h"
+#include "prof.h"
 #include <pthread.h>
 
 static int process_init_done;
 
 static void fork_prepare(void) {
-  _kite_guarded_fork_prepare(); /* a leaf lock, taken before the heap lock */
+  _kite_prof_fork_prepare(); /* leaf locks, taken before the heap lock */
+  _kite_guarded_fork_prepare();
   _kite_heap_fork_prepare();
   _kite_huge_fork_prepare();
   _kite_links_fork_prepare(); /* links_lock is taken before arena locks */
@@ -39,6 +41,7 @@ static void fork_parent(void) {
   _kite_huge_fork_parent();
   _kite_heap_fork_parent();
   _kite_guarded_fork_parent();
+  _kite_prof_fork_parent();
 }
 static void fork_child(void) {
 #if defined(KITE_SECURE) && KITE_SECURE
@@ -50,6 +53,7 @@ static void fork_child(void) {
   _kite_huge_fork_child();
   _kite_heap_fork_child();
   _kite_guarded_fork_child();
+  _kite_prof_fork_child();
 }
 
 void _kite_process_init(void) {
@@ -65,6 +69,7 @@ __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init();
  * destructors run: kite's message stream still reaches the start-up stderr through the
  * duplicate message.c keeps (message.h). */
 __attribute__((destructor)) static void kite_dtor(void) {
+  _kite_prof_exit(); /* prof.h: KITE_PROF's profile and KITE_PROF_LEAKS's line */
   if (_kite_opt(KITE_OPT_SHOW_STATS) == 2) kite_stats_print_json(KITE_MSG_FD);
   else if (_kite_opt(KITE_OPT_SHOW_STATS)) kite_stats_print(KITE_MSG_FD);
 }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include "guarded.h"
+#include "prof.h"
 
 /* Who printed: the pid and the program's name (glibc's program_invocation_short_name: set
  * before main, no allocation). The name is printed with '?' for anything JSON or a terminal
@@ -181,8 +182,16 @@ _Static_assert(KITE_OPTION_SHOW_STATS == (int)KITE_OPT_SHOW_STATS && KITE_OPTION
                KITE_OPTION_PURGE_DELAY_MS == (int)KITE_OPT_PURGE_DELAY_MS &&
                KITE_OPTION_HUGEPAGES == (int)KITE_OPT_HUGEPAGES && KITE_OPTION_BACKGROUND == (int)KITE_OPT_BACKGROUND &&
                KITE_OPTION_GUARDED_SAMPLE == (int)KITE_OPT_GUARDED_SAMPLE &&
-               KITE_OPTION_GUARDED_SAMPLE + 1 == (int)KITE_OPT_COUNT,
+               KITE_OPTION_PROF_SAMPLE == (int)KITE_OPT_PROF_SAMPLE && KITE_OPTION_PROF_LEAKS == (int)KITE_OPT_PROF_LEAKS &&
+               KITE_OPTION_PROF_PEAK + 1 == (int)KITE_OPT_COUNT,
                "kite_option_t and kite_opt_t differ");
+
+KITE_API int kite_prof_dump(const char *path) { /* prof.h */
+  _kite_options_ensure();
+  int rc = path ? _kite_prof_dump(path) : EINVAL;
+  if (rc) errno = rc;
+  return rc ? -1 : 0;
+}
 
 KITE_API long kite_option_get(kite_option_t option) {
   _kite_options_ensure();

@@ -65,6 +65,15 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "with a guard page right after its end, kept inaccessible for a while once freed; a fault there prints the "
     "kind (use after free, overflow, underflow), the block and the stacks that allocated and freed it, then "
     "aborts (docs/security.md); 0: off"},
+  [KITE_OPT_PROF_SAMPLE] = {"KITE_PROF_SAMPLE", KITE_DEFAULT_PROF_SAMPLE, 1, (int64_t)1 << 40, KITE_OPT_NUMBER, NULL, NULL,
+    "heap profiler (`KITE_PROF`): the mean gap in bytes between sampled allocations (each thread counts bytes "
+    "down from a random exponential gap); each sample stands for its share of the bytes (docs/profiling.md)"},
+  [KITE_OPT_PROF_LEAKS] = KITE_OPT_BOOL("KITE_PROF_LEAKS", KITE_DEFAULT_PROF_LEAKS,
+    "heap profiler on; at exit one line on stderr estimates the blocks and bytes still live (leaked) and their call "
+    "sites, whose stacks the exit profile holds (`KITE_PROF=PREFIX`)"),
+  [KITE_OPT_PROF_PEAK] = {"KITE_PROF_PEAK", KITE_DEFAULT_PROF_PEAK, 0, 1 << 30, KITE_OPT_NUMBER, NULL, NULL,
+    "heap profiler on; a profile `PREFIX.<pid>.peak.<k>.pb` (`KITE_PROF=PREFIX`, else `kite-prof`) each time the "
+    "sampled live heap passes its previous peak by N MiB; 0: off"},
 };
 
 /* A build-time default outside its range is a build error (O1). */
@@ -75,22 +84,28 @@ _Static_assert(KITE_DEFAULT_PURGE_DELAY_MS >= INT32_MIN && KITE_DEFAULT_PURGE_DE
                "KITE_DEFAULT_PURGE_DELAY_MS: -2147483648..86400000");
 _Static_assert(KITE_DEFAULT_HUGEPAGES >= 0 && KITE_DEFAULT_HUGEPAGES <= 3, "KITE_DEFAULT_HUGEPAGES: 0..3");
 _Static_assert(KITE_DEFAULT_BACKGROUND >= 0 && KITE_DEFAULT_BACKGROUND <= 1, "KITE_DEFAULT_BACKGROUND: 0..1");
+_Static_assert(KITE_DEFAULT_PROF_SAMPLE >= 1 && KITE_DEFAULT_PROF_SAMPLE <= ((int64_t)1 << 40), "KITE_DEFAULT_PROF_SAMPLE: 1..2^40");
+_Static_assert(KITE_DEFAULT_PROF_LEAKS >= 0 && KITE_DEFAULT_PROF_LEAKS <= 1, "KITE_DEFAULT_PROF_LEAKS: 0..1");
+_Static_assert(KITE_DEFAULT_PROF_PEAK >= 0 && KITE_DEFAULT_PROF_PEAK <= (1 << 30), "KITE_DEFAULT_PROF_PEAK: 0..2^30");
 _Static_assert(KITE_DEFAULT_GUARDED_SAMPLE >= 0 && KITE_DEFAULT_GUARDED_SAMPLE <= INT32_MAX, "KITE_DEFAULT_GUARDED_SAMPLE: 0..2^31-1");
 
 int64_t _kite_opt_value[KITE_OPT_COUNT] = {
   [KITE_OPT_SHOW_STATS] = KITE_DEFAULT_SHOW_STATS,     [KITE_OPT_VERBOSE] = KITE_DEFAULT_VERBOSE,
   [KITE_OPT_ABORT_ON_ERROR] = KITE_DEFAULT_ABORT_ON_ERROR, [KITE_OPT_PURGE_DELAY_MS] = KITE_DEFAULT_PURGE_DELAY_MS,
   [KITE_OPT_HUGEPAGES] = KITE_DEFAULT_HUGEPAGES,       [KITE_OPT_BACKGROUND] = KITE_DEFAULT_BACKGROUND,
-  [KITE_OPT_GUARDED_SAMPLE] = KITE_DEFAULT_GUARDED_SAMPLE,
+  [KITE_OPT_GUARDED_SAMPLE] = KITE_DEFAULT_GUARDED_SAMPLE, [KITE_OPT_PROF_SAMPLE] = KITE_DEFAULT_PROF_SAMPLE,
+  [KITE_OPT_PROF_LEAKS] = KITE_DEFAULT_PROF_LEAKS,     [KITE_OPT_PROF_PEAK] = KITE_DEFAULT_PROF_PEAK,
 };
 static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_state is 2 */
 int _kite_options_state;
 size_t _kite_small_route; /* 0 until the options are read (options.h) */
+int _kite_prof_enabled;
+char _kite_prof_prefix[256];
 
 const char *const _kite_env_other[] = {
   "KITE_LAB_", "KITE_TRACE_", "KITE_TEST_", "KITE_BENCH_", "KITE_FUZZ_", /* tools, lab, test drivers */
   "KITE_REPLAY_CLOCK", "KITE_SOURCE_DIR", "KITE_MODEL_OPS", "KITE_MEMRET_TSAN", "KITE_STRESS_SIZE",
-  "KITE_THREADS_SCALE", "KITE_PROF", "KITE_PROF_SAMPLE", NULL,
+  "KITE_THREADS_SCALE", "KITE_PROF", NULL,
 };
 
 bool _kite_option_store(kite_opt_t o, int64_t v) {
@@ -243,6 +258,24 @@ static void refuse_page(size_t page) {
   _kite_os_abort();
 }
 
+/* KITE_PROF (a path prefix, outside the table of numbers and words) and whether the
+ * profiler samples (options.h). A prefix that does not fit is refused with one report. */
+static void prof_read(void) {
+#if !(defined(KITE_SECURE) && KITE_SECURE)
+  const char *p = secure_getenv("KITE_PROF");
+  bool on = p != NULL || _kite_opt(KITE_OPT_PROF_LEAKS) || _kite_opt(KITE_OPT_PROF_PEAK);
+  if (p && strlen(p) >= sizeof _kite_prof_prefix) {
+    kite_out_t out = {.len = 0, .fd = KITE_MSG_FD};
+    report_head(&out, "KITE_PROF", p);
+    _kite_out_str(&out, "longer than 255 bytes (no profile at exit)\n");
+    _kite_out_flush(&out);
+  } else if (p) {
+    memcpy(_kite_prof_prefix, p, strlen(p) + 1);
+  }
+  __atomic_store_n(&_kite_prof_enabled, on, __ATOMIC_RELAXED);
+#endif
+}
+
 void _kite_options_read(void) {
   int expected = 0;
   if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -254,6 +287,7 @@ void _kite_options_read(void) {
       if (text && *text && env_option((kite_opt_t)o, text, &v)) _kite_option_store((kite_opt_t)o, v);
       opt_initial[o] = _kite_opt((kite_opt_t)o);
     }
+    prof_read();
     __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_opt(KITE_OPT_GUARDED_SAMPLE)), __ATOMIC_RELAXED);
     if (!getauxval(AT_SECURE)) check_unknown_names(); /* where secure_getenv read nothing */
     __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);

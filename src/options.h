@@ -50,6 +50,18 @@
 /* Default for KITE_GUARDED_SAMPLE: one in N allocations guarded (guarded.h); 0 off. */
 #define KITE_DEFAULT_GUARDED_SAMPLE 0
 #endif
+#ifndef KITE_DEFAULT_PROF_SAMPLE
+/* Default for KITE_PROF_SAMPLE: the heap profiler's mean gap between samples, in bytes. */
+#define KITE_DEFAULT_PROF_SAMPLE 524288
+#endif
+#ifndef KITE_DEFAULT_PROF_LEAKS
+/* Default for KITE_PROF_LEAKS: 1 reports the blocks still live at exit (prof.h). */
+#define KITE_DEFAULT_PROF_LEAKS 0
+#endif
+#ifndef KITE_DEFAULT_PROF_PEAK
+/* Default for KITE_PROF_PEAK: a profile at every N MiB of new peak of the live heap; 0 off. */
+#define KITE_DEFAULT_PROF_PEAK 0
+#endif
 
 /* KITE_HUGEPAGES values: transparent huge pages advised on no arena memory (large blocks of
  * 2 MiB and more are advised either way), on whole arenas, on the 2 MiB granules the
@@ -69,6 +81,9 @@ typedef enum kite_opt_e {
   KITE_OPT_HUGEPAGES,
   KITE_OPT_BACKGROUND,
   KITE_OPT_GUARDED_SAMPLE,
+  KITE_OPT_PROF_SAMPLE,
+  KITE_OPT_PROF_LEAKS,
+  KITE_OPT_PROF_PEAK,
   KITE_OPT_COUNT
 } kite_opt_t;
 
@@ -105,8 +120,14 @@ int64_t _kite_option_initial(kite_opt_t o);
  * names leaves them alone. */
 extern const char *const _kite_env_other[];
 
+/* The heap profiler (prof.h) samples: KITE_PROF is set (its value, up to 255 bytes, is the
+ * prefix of the profile written at exit; empty: none), or KITE_PROF_LEAKS or KITE_PROF_PEAK
+ * is on. Read with the other options, once; the secure build never samples. */
+extern int _kite_prof_enabled;
+extern char _kite_prof_prefix[256];
+
 /* Requests below this go by malloc's slow path to the plain small path: KITE_SMALL_MAX + 1,
- * or 0 while KITE_GUARDED_SAMPLE is on, and before the options are read (then every small
+ * or 0 while KITE_GUARDED_SAMPLE or the heap profiler is on, and before the options are read (then every small
  * request, malloc(0) too, goes through guarded.h's sampler, which reads them first: the
  * lists the fast path is given are counted from the first one on). A compare with it costs
  * what a compare with the constant did: no instruction while off. Written with the option
@@ -117,7 +138,7 @@ static inline size_t _kite_small_route_for(int64_t guarded_sample) {
   (void)guarded_sample;
   return KITE_SMALL_MAX + 1; /* the secure build has guard pages of its own */
 #else
-  return guarded_sample > 0 ? 0 : KITE_SMALL_MAX + 1;
+  return guarded_sample > 0 || __atomic_load_n(&_kite_prof_enabled, __ATOMIC_RELAXED) ? 0 : KITE_SMALL_MAX + 1;
 #endif
 }
 

@@ -68,6 +68,14 @@ void _kite_os_random(void *buf, size_t n);
 int _kite_os_getpid(void);
 /* Identity (device, inode) of what fd refers to; false if fd is not open. */
 bool _kite_os_fd_identity(int fd, uint64_t id[2]);
+/* Open a file to read, or to write (created with mode 0644 or truncated), close-on-exec;
+ * -1 with errno set on failure. For profiles (prof.h) and /proc files. */
+int _kite_os_open(const char *path, bool for_writing);
+/* Write all of buf to fd; false with errno set when the kernel refuses (ENOSPC, EIO...). */
+bool _kite_os_write_all(int fd, const void *buf, size_t len);
+/* read(2) (retried on EINTR): bytes read, 0 at the end, -1 with errno set. */
+long _kite_os_read(int fd, void *buf, size_t len);
+void _kite_os_close(int fd);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
 /* Gives the CPU to another thread (a wait for a short critical section elsewhere). */

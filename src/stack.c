@@ -75,6 +75,34 @@ KITE_NOINLINE uint32_t _kite_stack_capture(kite_stack_t *st, uint32_t skip) {
   return st->depth;
 }
 
+/* The address range of kite's own code when kite is a shared object (libkite.so, loaded
+ * or preloaded); lo == hi when it is linked into the program, whose frames then cannot be
+ * told from kite's by their object. Found once (lock-free _dl_find_object). */
+static uintptr_t own_lo, own_hi;
+static int own_state; /* 0: not looked yet, 1: looked */
+static void own_range(void) {
+  if (__atomic_load_n(&own_state, __ATOMIC_ACQUIRE)) return;
+#ifdef STACK_FIND_OBJECT
+  struct dl_find_object fo;
+  if (_dl_find_object((void *)(uintptr_t)own_range, &fo) == 0 && fo.dlfo_link_map && fo.dlfo_link_map->l_name &&
+      fo.dlfo_link_map->l_name[0]) {
+    own_lo = (uintptr_t)fo.dlfo_map_start;
+    own_hi = (uintptr_t)fo.dlfo_map_end;
+  }
+#endif
+  __atomic_store_n(&own_state, 1, __ATOMIC_RELEASE);
+}
+
+KITE_NOINLINE uint32_t _kite_stack_capture_caller(kite_stack_t *st) {
+  if (!_kite_stack_capture(st, 1)) return 0;
+  own_range();
+  uint32_t k = 0;
+  while (k < st->depth && (uintptr_t)st->pc[k] - own_lo < own_hi - own_lo) k++;
+  for (uint32_t i = k; i < st->depth; i++) st->pc[i - k] = st->pc[i];
+  st->depth -= k;
+  return st->depth;
+}
+
 extern char *program_invocation_name; /* glibc: argv[0] */
 
 void _kite_stack_print(kite_out_t *o, const kite_stack_t *st) {

@@ -41,6 +41,11 @@ typedef struct kite_stack_s {
  * (0: the caller of _kite_stack_capture is pc[0]). Returns the depth (0 when the thread is
  * already capturing: S1). Any thread, any time but a signal handler. */
 uint32_t _kite_stack_capture(kite_stack_t *st, uint32_t skip);
+/* The same, for an allocator hook: the frames inside kite's own shared object (the entry
+ * point and everything below it, however it was inlined or tail-called) are left out, so
+ * pc[0] is the return address in the program's function that called malloc. Linked into
+ * the program, kite's frames stay (a reader prunes them by name: prof.h). */
+uint32_t _kite_stack_capture_caller(kite_stack_t *st);
 /* Print st, one frame a line: "    #I 0xADDR MODULE+0xOFFSET\n" with MODULE the object's path
  * (the program: its argv[0]) and OFFSET the address less the object's load bias, the
  * address `nm` and `addr2line -e MODULE` use. Return addresses point after their call.

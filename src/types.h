@@ -47,6 +47,7 @@
  *   links                 the small pages' link arrays (guarded maps of their own)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
  *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
+ *   prof, prof_write      the sampled heap profiler (KITE_PROF) and its pprof file format
  *   alloc / free          the public entry points (fast paths first)
  *   introspect, override  statistics and options API; the standard names
  *   visit                 live counts (statistics) and block walks (kite_heap_visit ...)
@@ -202,7 +203,8 @@ typedef struct kite_page_s {
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
   uint64_t unused2_;                /* (no start: _kite_page_start derives it) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
-  uint8_t kind, cls, order, unused_;
+  uint8_t kind, cls, order;
+  uint8_t sampled;                 /* large: a block of the heap profiler (prof.h P1) */
   /* cold */
   struct kite_page_s *next, *prev; /* heap queue / abandoned list */
   size_t large_size;               /* large: usable size */

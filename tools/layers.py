@@ -60,7 +60,8 @@ LAYERS = [
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
-    ("guarded", {"guarded": ["guarded.h", "guarded.c"]}),
+    ("guarded", {"guarded": ["guarded.h", "guarded.c"],
+                 "prof": ["prof.h", "prof.c", "prof_write.c"]}),  # the heap profiler (beside guarded)
     # the entry points: the public API (<kite.h> is its contract, so nothing below may include
     # it) and what the runtime calls (init.c: constructor, destructor, fork handlers; the first
     # kite_heap_new runs its start-up too)

@@ -331,6 +331,37 @@ void _kite_os_write(int fd, const char *buf, size_t len) {
   errno = saved;
 }
 
+int _kite_os_open(const char *path, bool for_writing) {
+  int flags = for_writing ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC;
+  int fd;
+  do fd = open(path, flags, 0644); while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+bool _kite_os_write_all(int fd, const void *buf, size_t len) {
+  const char *b = buf;
+  while (len > 0) {
+    ssize_t w = write(fd, b, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w;
+    len -= (size_t)w;
+  }
+  return true;
+}
+
+long _kite_os_read(int fd, void *buf, size_t len) {
+  ssize_t r;
+  do r = read(fd, buf, len); while (r < 0 && errno == EINTR);
+  return (long)r;
+}
+
+void _kite_os_close(int fd) {
+  int saved = errno;
+  close(fd);
+  errno = saved;
+}
+
 uint64_t _kite_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -223,10 +223,10 @@ TEST(set_range_boundaries) {
   expect_int_eq(kite_option_get(KITE_OPTION_PURGE_DELAY_MS), d);
   /* one past the last option */
   errno = 0;
-  expect_int_eq(kite_option_set((kite_option_t)(KITE_OPTION_GUARDED_SAMPLE + 1), 0), -1);
+  expect_int_eq(kite_option_set((kite_option_t)(KITE_OPTION_PROF_PEAK + 1), 0), -1);
   expect_int_eq(errno, EINVAL);
   errno = 0;
-  expect_int_eq(kite_option_get((kite_option_t)(KITE_OPTION_GUARDED_SAMPLE + 1)), -1);
+  expect_int_eq(kite_option_get((kite_option_t)(KITE_OPTION_PROF_PEAK + 1)), -1);
   expect_int_eq(errno, EINVAL);
 }
 

@@ -1,0 +1,17 @@
+# cmake/prof.cmake -- the heap profiler's tests (src/prof.h): a program linked against
+# libkite.so (the override) whose profiles pprof reads. The normal build only: the
+# sanitizer builds have no override library.
+if(TARGET kite AND NOT KITE_SANITIZE)
+  add_executable(prof_sites ${PROJECT_SOURCE_DIR}/tests/integration/prof_sites.c)
+  target_include_directories(prof_sites PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  target_compile_options(prof_sites PRIVATE -O1 -g -fno-omit-frame-pointer)
+  target_link_libraries(prof_sites PRIVATE kite Threads::Threads)
+  add_test(NAME prof_pprof COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/integration/test_prof.py ${CMAKE_BINARY_DIR})
+  set_tests_properties(prof_pprof PROPERTIES TIMEOUT 900)
+endif()
+# under threads, with every validator, in every build (the sanitizer builds included)
+if(TARGET kite-noover-debug)
+  kite_test(prof_threads SOURCES ${PROJECT_SOURCE_DIR}/tests/integration/test_prof_threads.c LIBS kite-noover-debug)
+  target_include_directories(prof_threads PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  set_tests_properties(prof_threads PROPERTIES ENVIRONMENT "KITE_PROF=" TIMEOUT 600)
+endif()

@@ -1,0 +1,431 @@
+/* src/prof.c -- the sampled heap profiler: the sampling, the records, dumps (contract and
+ * invariants P1-P3 in prof.h; the file format in prof_write.c).
+ *
+ * The small count follows guarded.c's method, in bytes, one count per size class (each
+ * class's bytes a sampling process of its own, so a gap that ends in one class's list is
+ * never served by another class, whose blocks have other sizes and other call sites): a
+ * request reaches the sampler only when its page's allocation list is empty (sizes up to
+ * KITE_DIRECT_MAX; larger ones come every time and are popped at once while their page has
+ * a block), so the list the slow path hands to the fast path is counted whole, class size
+ * times blocks. When the gap ends inside it, the list is cut after the blocks that fit (the
+ * rest goes to the page's local free list, where the next refill finds it and counts it
+ * then), and the class is marked cut: its next visit here is the sampled allocation. A list
+ * that cannot be cut (its page has local frees) samples the class's next visit, after the
+ * whole list. heap_reclaim leaves current pages alone while profiling (heap.c), so no list
+ * grows behind the count.
+ */
+#define _GNU_SOURCE
+#include "prof.h"
+#include "heap.h"
+#include "page.h"
+#include "pagemap.h"
+#include "stack.h"
+#include "message.h"
+#include "os.h"
+#include <errno.h>
+#include <string.h>
+
+#define STACKS_MAX (1u << 16)   /* distinct stacks; later ones share entry 0 */
+#define STACK_BUCKETS (1u << 14)
+#define LIVE_MAX (1u << 20)     /* live sampled blocks recorded at once */
+#define LIVE_BUCKETS (1u << 14)
+#define RUNS_KEPT 64            /* single-unit runs kept for sampled small blocks (P4) */
+
+typedef struct {
+  uint64_t hash;
+  uint32_t next, depth;         /* bucket chain (0: end); frames in pc[] */
+  double alloc_n, alloc_b;      /* weighted allocations since start */
+  double live_n, live_b;        /* weighted live blocks: filled by a dump */
+  void *pc[KITE_STACK_FRAMES];
+} pstack_t;
+
+typedef struct {
+  uintptr_t ptr;                /* the block (0: a free entry) */
+  uint32_t next, stack;         /* bucket chain or free list (0: end); its stack */
+  uint64_t size;                /* the request */
+  double weight;                /* 1 / P(sampled) */
+} plive_t;
+
+static kite_lock_t prof_lock = KITE_LOCK_INIT;
+static pstack_t *stacks;        /* STACKS_MAX entries, entry 0 the overflow (depth 0) */
+static uint32_t *stack_bucket;
+static uint32_t n_stacks = 1;
+static plive_t *lives;          /* LIVE_MAX entries, entry 0 unused */
+static uint32_t *live_bucket;
+static uint32_t live_fresh = 1, live_free;
+static double live_bytes, peak_mark; /* weighted live bytes; the next KITE_PROF_PEAK dump's mark */
+static uint32_t peak_dumps;
+static int tables_state;        /* 0: not made, 1: made, 2: failed (no records) */
+static kite_page_t *runs_kept[RUNS_KEPT];
+static uint32_t n_runs_kept;
+uint64_t _kite_prof_huge_live;
+
+/* Bytes to the next sample: per small class, and for every larger request. A class's count
+ * may be negative while it is cut (the bytes after the sampled block in its last list). */
+static __thread int64_t left_small[KITE_CLASSES] __attribute__((tls_model("initial-exec")));
+static __thread int64_t left_large __attribute__((tls_model("initial-exec")));
+static __thread uint64_t cut[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
+static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* 0: not seeded */
+
+static uint64_t rng_next(void) { /* xorshift64* */
+  uint64_t x = rng;
+  x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+  rng = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+static int64_t mean(void) { return _kite_opt(KITE_OPT_PROF_SAMPLE); }
+
+/* Bytes to the next sample: exponential of mean KITE_PROF_SAMPLE. */
+static int64_t draw(void) {
+  double u = (double)((rng_next() >> 11) + 1) * 0x1p-53; /* (0, 1] */
+  double g = -_kite_ln(u) * (double)mean();
+  return g < 1e15 ? (int64_t)g : (int64_t)1e15;
+}
+
+static void thread_start(void) {
+  _kite_os_random(&rng, sizeof rng);
+  rng |= 1;
+  for (unsigned c = 0; c < KITE_CLASSES; c++) left_small[c] = draw();
+  left_large = draw();
+}
+
+/* ---- the small count ---- */
+
+/* The list just put on the current page of class c of h (after the pop that served this
+ * allocation) goes to the fast path: count it, and cut it where the gap ends. Owner only. */
+static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
+  kite_page_t *pg = h->queue[c].first;
+  if (!pg || pg->free == KITE_LINK_END) return;
+  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)(pg->used & ~KITE_PAGE_IN_FULL);
+  int64_t *left = &left_small[c];
+  if (*left >= k * s) {
+    *left -= k * s;
+    return;
+  }
+  cut[c / 64] |= (uint64_t)1 << (c % 64);
+  if (pg->local_free != KITE_LINK_END) { /* no room for the rest: sampled after the list */
+    *left -= k * s;
+    return;
+  }
+  int64_t m = *left < 0 ? 0 : *left / s; /* blocks before the sampled one: m < k */
+  *left = 0; /* the rest is counted when the refill hands it out */
+  uint16_t *l = pg->links;
+  if (m == 0) {
+    pg->local_free = pg->free;
+    pg->free = KITE_LINK_END;
+    return;
+  }
+  uint32_t j = pg->free;
+  for (int64_t i = 1; i < m; i++) j = l[j];
+  uint32_t rest = l[j];
+  __atomic_store_n(&l[j], (uint16_t)KITE_LINK_END, __ATOMIC_RELAXED);
+  pg->local_free = (uint16_t)rest;
+}
+
+void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
+  *weigh = 0;
+  unsigned c = _kite_class_of(n);
+  if (n > KITE_DIRECT_MAX) {
+    /* these sizes come here every time: a block on the current list was counted with it */
+    kite_page_t *cur = h->queue[c].first;
+    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
+  }
+  if (unlikely(rng == 0 || h == &_kite_heap_empty)) {
+    kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
+    if (!made) return _kite_malloc_small_generic(h, n);
+    h = made;
+    if (rng == 0) thread_start();
+  }
+  int64_t s = (int64_t)_kite_class_size_[c];
+  uint64_t bit = (uint64_t)1 << (c % 64);
+  bool is_cut = (cut[c / 64] & bit) != 0;
+  if ((is_cut || left_small[c] < s) && !_kite_stack_busy()) {
+    /* the next gap starts after this block (cut: behind the rest of its list) */
+    left_small[c] = is_cut ? left_small[c] + draw() : draw();
+    cut[c / 64] &= ~bit;
+    *weigh = (size_t)s;
+    return NULL;
+  }
+  left_small[c] -= s;
+  void *p = _kite_malloc_small_generic(h, n);
+  if (p) account_list(h, c, s);
+  return p;
+}
+
+bool _kite_prof_large_due(size_t n) {
+  if (unlikely(rng == 0)) thread_start();
+  if (left_large >= (int64_t)n) {
+    left_large -= (int64_t)n;
+    return false;
+  }
+  if (_kite_stack_busy()) return false;
+  left_large = draw();
+  return true;
+}
+
+/* ---- the tables ---- */
+
+static KITE_COLD bool tables_make(void) {
+  if (tables_state) return tables_state == 1;
+  stacks = _kite_os_map_aligned((size_t)STACKS_MAX * sizeof(pstack_t), KITE_OS_PAGE, NULL);
+  stack_bucket = _kite_os_map_aligned(STACK_BUCKETS * sizeof(uint32_t), KITE_OS_PAGE, NULL);
+  lives = _kite_os_map_aligned((size_t)LIVE_MAX * sizeof(plive_t), KITE_OS_PAGE, NULL);
+  live_bucket = _kite_os_map_aligned(LIVE_BUCKETS * sizeof(uint32_t), KITE_OS_PAGE, NULL);
+  tables_state = stacks && stack_bucket && lives && live_bucket ? 1 : 2;
+  return tables_state == 1;
+}
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+/* The entry of stack st, made if new (entry 0 once the table is full). prof_lock held. */
+static uint32_t stack_find(const kite_stack_t *st) {
+  uint64_t hash = st->depth;
+  for (uint32_t i = 0; i < st->depth; i++) hash = mix(hash ^ (uintptr_t)st->pc[i]);
+  uint32_t *b = &stack_bucket[hash & (STACK_BUCKETS - 1)];
+  for (uint32_t e = *b; e; e = stacks[e].next) {
+    pstack_t *x = &stacks[e];
+    if (x->hash == hash && x->depth == st->depth && memcmp(x->pc, st->pc, st->depth * sizeof(void *)) == 0) return e;
+  }
+  if (n_stacks == STACKS_MAX) return 0;
+  uint32_t e = n_stacks++;
+  pstack_t *x = &stacks[e];
+  x->hash = hash;
+  x->depth = st->depth;
+  memcpy(x->pc, st->pc, st->depth * sizeof(void *));
+  x->next = *b;
+  *b = e;
+  return e;
+}
+
+static uint32_t *live_slot(uintptr_t p) { return &live_bucket[mix(p) & (LIVE_BUCKETS - 1)]; }
+
+/* Take p's record off its chain (prof_lock held): its entry, or 0 when there is none. */
+static uint32_t live_take(uintptr_t p) {
+  for (uint32_t *link = live_slot(p); *link; link = &lives[*link].next) {
+    uint32_t e = *link;
+    if (lives[e].ptr != p) continue;
+    *link = lives[e].next;
+    return e;
+  }
+  return 0;
+}
+
+static void live_release(uint32_t e) {
+  plive_t *r = &lives[e];
+  live_bytes -= r->weight * (double)r->size;
+  r->ptr = 0;
+  r->next = live_free;
+  live_free = e;
+}
+
+/* Record p (prof_lock held): false when the live table is full (P1: not marked then). */
+static bool live_add(uintptr_t p, uint32_t stack, size_t n, double w) {
+  uint32_t e = live_take(p); /* a stale record (a block freed behind the profiler's back) */
+  if (e) live_release(e);
+  if (live_free) {
+    e = live_free;
+    live_free = lives[e].next;
+  } else if (live_fresh < LIVE_MAX) {
+    e = live_fresh++;
+  } else {
+    return false;
+  }
+  plive_t *r = &lives[e];
+  *r = (plive_t){.ptr = p, .stack = stack, .size = n, .weight = w};
+  uint32_t *b = live_slot(p);
+  r->next = *b;
+  *b = e;
+  live_bytes += w * (double)n;
+  return true;
+}
+
+static KITE_COLD void peak_dump(void);
+
+void _kite_prof_record(void *p, size_t n, size_t weigh) {
+  kite_stack_t st;
+  _kite_stack_capture_caller(&st); /* P3: before the lock */
+  double w = 1.0 / _kite_one_minus_exp_neg((double)weigh / (double)mean());
+  bool huge = _kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE, kept = false, peaked = false;
+  _kite_lock(&prof_lock);
+  if (tables_make()) {
+    uint32_t s = stack_find(&st);
+    stacks[s].alloc_n += w;
+    stacks[s].alloc_b += w * (double)n;
+    kept = live_add((uintptr_t)p, s, n, w);
+    int64_t step = _kite_opt(KITE_OPT_PROF_PEAK);
+    if (step > 0 && live_bytes >= peak_mark + (double)step * 1048576.0) {
+      peak_mark = live_bytes;
+      peaked = true;
+    }
+  }
+  if (kept && huge) __atomic_add_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED); /* free reads it unlocked */
+  _kite_unlock(&prof_lock);
+  if (kept && !huge) _kite_page_head(_kite_unit_of((uintptr_t)p))->sampled = 1; /* P1 */
+  if (peaked) peak_dump();
+}
+
+void _kite_prof_free(void *p) {
+  _kite_lock(&prof_lock);
+  uint32_t e = tables_state == 1 ? live_take((uintptr_t)p) : 0;
+  if (e) {
+    live_release(e);
+    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) __atomic_sub_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED);
+  }
+  _kite_unlock(&prof_lock);
+}
+
+bool _kite_prof_free_run(void *p, kite_page_t *pg) {
+  _kite_prof_free(p);
+  if (pg->order != 0 || pg->owned.owner != NULL) return false;
+  _kite_lock(&prof_lock);
+  uint32_t k = n_runs_kept; /* written under the lock, read without it (a hint) */
+  bool kept = k < RUNS_KEPT;
+  if (kept) {
+    runs_kept[k] = pg;
+    __atomic_store_n(&n_runs_kept, k + 1, __ATOMIC_RELAXED);
+  }
+  _kite_unlock(&prof_lock);
+  return kept;
+}
+
+kite_page_t *_kite_prof_cached_run(void) {
+  if (!__atomic_load_n(&n_runs_kept, __ATOMIC_RELAXED)) return NULL;
+  _kite_lock(&prof_lock);
+  uint32_t k = n_runs_kept;
+  kite_page_t *pg = k ? runs_kept[k - 1] : NULL;
+  if (k) __atomic_store_n(&n_runs_kept, k - 1, __ATOMIC_RELAXED);
+  _kite_unlock(&prof_lock);
+  return pg;
+}
+
+bool _kite_prof_sampled_huge(const void *p) {
+  if (!__atomic_load_n(&_kite_prof_huge_live, __ATOMIC_RELAXED)) return false;
+  _kite_lock(&prof_lock);
+  bool found = false;
+  for (uint32_t e = *live_slot((uintptr_t)p); e && !found; e = lives[e].next) found = lives[e].ptr == (uintptr_t)p;
+  _kite_unlock(&prof_lock);
+  return found;
+}
+
+/* ---- dumps ---- */
+
+typedef struct { uint32_t next; } walk_t;
+
+static bool next_row(void *arg, kite_prof_row_t *row) {
+  walk_t *w = arg;
+  while (w->next < n_stacks) {
+    const pstack_t *x = &stacks[w->next++];
+    if (x->alloc_n == 0 && x->live_n == 0) continue;
+    *row = (kite_prof_row_t){x->depth, x->pc, x->alloc_n, x->alloc_b, x->live_n, x->live_b};
+    return true;
+  }
+  return false;
+}
+
+/* Each stack's live figures from the live table (prof_lock held). */
+static void live_sum(void) {
+  for (uint32_t s = 0; s < n_stacks; s++) stacks[s].live_n = stacks[s].live_b = 0;
+  for (uint32_t b = 0; b < LIVE_BUCKETS; b++)
+    for (uint32_t e = live_bucket[b]; e; e = lives[e].next) {
+      pstack_t *x = &stacks[lives[e].stack];
+      x->live_n += lives[e].weight;
+      x->live_b += lives[e].weight * (double)lives[e].size;
+    }
+}
+
+int _kite_prof_dump(const char *path) {
+  int fd = _kite_os_open(path, true);
+  if (fd < 0) return errno;
+  _kite_lock(&prof_lock);
+  int rc = 0;
+  walk_t w = {0};
+  if (tables_state == 1) live_sum();
+  else w.next = n_stacks; /* no sample yet: a profile without samples */
+  rc = _kite_prof_write(fd, next_row, &w, (size_t)n_stacks * KITE_STACK_FRAMES, (uint64_t)mean());
+  _kite_unlock(&prof_lock);
+  _kite_os_close(fd);
+  return rc;
+}
+
+/* PREFIX.<pid>[.peak.<k>].pb into buf (PREFIX "kite-prof" when KITE_PROF gave none). */
+static void profile_name(char *buf, size_t cap, const char *what, uint32_t k) {
+  kite_out_t o = {.len = 0, .fd = -1};
+  _kite_out_str(&o, _kite_prof_prefix[0] ? _kite_prof_prefix : "kite-prof");
+  _kite_out_str(&o, ".");
+  _kite_out_u64(&o, (uint64_t)_kite_os_getpid());
+  if (what) {
+    _kite_out_str(&o, what);
+    _kite_out_u64(&o, k);
+  }
+  _kite_out_str(&o, ".pb");
+  size_t n = o.len < cap - 1 ? o.len : cap - 1;
+  memcpy(buf, o.buf, n);
+  buf[n] = 0;
+}
+
+static KITE_COLD void peak_dump(void) {
+  char path[300];
+  profile_name(path, sizeof path, ".peak.", __atomic_add_fetch(&peak_dumps, 1, __ATOMIC_RELAXED));
+  _kite_prof_dump(path);
+}
+
+static void leak_line(const char *path) {
+  double n = 0, b = 0;
+  uint32_t sites = 0;
+  _kite_lock(&prof_lock);
+  if (tables_state == 1) {
+    live_sum();
+    for (uint32_t s = 0; s < n_stacks; s++) {
+      n += stacks[s].live_n;
+      b += stacks[s].live_b;
+      sites += stacks[s].live_n > 0;
+    }
+  }
+  _kite_unlock(&prof_lock);
+  kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
+  _kite_out_str(&o, "kite: leaks at exit: about ");
+  _kite_out_u64(&o, (uint64_t)(n + 0.5));
+  _kite_out_str(&o, " blocks, ");
+  _kite_out_bytes(&o, (uint64_t)(b + 0.5));
+  _kite_out_str(&o, ", from ");
+  _kite_out_u64(&o, sites);
+  _kite_out_str(&o, " sampled stacks");
+  if (path) {
+    _kite_out_str(&o, " (profile ");
+    _kite_out_str(&o, path);
+    _kite_out_str(&o, ")");
+  }
+  _kite_out_str(&o, "\n");
+  _kite_out_flush(&o);
+}
+
+void _kite_prof_exit(void) {
+  if (!__atomic_load_n(&_kite_prof_enabled, __ATOMIC_RELAXED)) return;
+  char path[300];
+  bool wrote = false;
+  if (_kite_prof_prefix[0]) {
+    profile_name(path, sizeof path, NULL, 0);
+    int rc = _kite_prof_dump(path);
+    wrote = rc == 0;
+    if (rc) {
+      kite_out_t o = {.len = 0, .fd = KITE_MSG_FD};
+      _kite_out_str(&o, "kite: profile not written: ");
+      _kite_out_str(&o, path);
+      _kite_out_str(&o, ": error ");
+      _kite_out_u64(&o, (uint64_t)rc);
+      _kite_out_str(&o, "\n");
+      _kite_out_flush(&o);
+    }
+  }
+  if (_kite_opt(KITE_OPT_PROF_LEAKS)) leak_line(wrote ? path : NULL);
+}
+
+void _kite_prof_fork_prepare(void) { _kite_lock(&prof_lock); }
+void _kite_prof_fork_parent(void) { _kite_unlock(&prof_lock); }
+void _kite_prof_fork_child(void) { _kite_lock_reinit(&prof_lock); }

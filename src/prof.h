@@ -1,0 +1,96 @@
+/* src/prof.h -- the sampled heap profiler (KITE_PROF, KITE_PROF_LEAKS, KITE_PROF_PEAK;
+ * docs/profiling.md): which call sites hold the live heap, which allocated most since
+ * start, what is still live at exit. Profiles are pprof's profile.proto (prof_write.c).
+ *
+ * Sampling by bytes: each thread counts allocated bytes down from a random gap drawn from
+ * the exponential distribution of mean KITE_PROF_SAMPLE; the allocation the count crosses
+ * zero in is sampled: its stack (stack.h), its size and its weight 1 / P(sampled) =
+ * 1 / (1 - e^(-s/mean)) are recorded, so weighted sums estimate the true totals without
+ * bias (s: the block's class size for small requests, the request for larger ones). Two
+ * counts a thread, independent gaps of the same law: small requests (counted by whole
+ * allocation lists, guarded.c's method, in bytes), and the rest.
+ *
+ * Where the sampled blocks live: each in a large run of its own (one 64 KiB unit for a
+ * small request, of which only the pages it spans are ever touched), marked by its
+ * descriptor's `sampled` byte, or a huge block. free's fast path only takes small blocks,
+ * so a sampled block's free always reaches free_generic, which looks at the byte: the
+ * profiler costs free nothing on its fast path, and nothing at all while off.
+ *
+ * Hooks (each one call, marked "prof.h" where it stands):
+ *   alloc.c  malloc_generic_quiet: small requests go through _kite_prof_malloc_small while
+ *            profiling (options.h's _kite_small_route: the fast path is never consulted);
+ *            alloc_large: _kite_prof_large_due / _kite_prof_record; realloc_generic never
+ *            resizes a sampled block in place (its record would go stale).
+ *   free.c   free_generic: a large run with `sampled` set, and huge blocks while any huge
+ *            one is sampled, go to _kite_prof_free.
+ *   heap.c   heap_reclaim leaves the current pages alone while profiling (as for guarded).
+ *   init.c   fork hooks; the destructor calls _kite_prof_exit.
+ *
+ * Invariants
+ *   P1 A live record exists for block p iff p is a sampled block not yet freed: large runs
+ *      carry `sampled` == 1 exactly while their record exists; huge ones are counted in
+ *      _kite_prof_huge_live.
+ *   P4 A kept run (the cache of _kite_prof_free_run) is one unit, kind HELD, owned by no
+ *      heap, in no arena list, and nowhere else: it is handed out once.
+ *   P2 prof_lock guards the stack table, the live table, the run cache and the totals; it is a leaf but
+ *      for the file writes of a dump (no kite lock is taken under it, nothing allocates).
+ *   P3 Stacks are captured before the lock, with no lock of kite's held (stack.h S2).
+ * Not sampled: first-class heaps (kite_heap_malloc), small requests aligned above 16 bytes,
+ * and the secure build. While profiling, KITE_GUARDED_SAMPLE samples nothing (one sampler
+ * owns the allocation lists' count).
+ * Layer: beside guarded (above heap: it counts and cuts the heap's allocation lists).
+ */
+#ifndef KITE_PROF_H
+#define KITE_PROF_H
+#include "types.h"
+#include "options.h"
+
+struct kite_heap_s;
+
+/* malloc(n), n <= KITE_SMALL_MAX, from the slow path of thread heap h while profiling: a
+ * block, counted; or NULL with *weigh set to the bytes to weigh the sample by when this
+ * allocation is the sampled one (the caller serves it with a run of its own and calls
+ * _kite_prof_record). NULL and *weigh 0: out of memory. */
+void *_kite_prof_malloc_small(struct kite_heap_s *h, size_t n, size_t *weigh) KITE_NOINLINE;
+/* A request of n > KITE_SMALL_MAX bytes (or a small aligned one served by a run): true
+ * when it is sampled (its gap crossed). */
+bool _kite_prof_large_due(size_t n);
+/* Record sampled block p (a large run's start or a huge block) of n requested bytes,
+ * weighed by `weigh` bytes, with the caller's stack. */
+void _kite_prof_record(void *p, size_t n, size_t weigh) KITE_NOINLINE;
+/* Sampled block p is being freed (its run claimed, or a huge block): forget its record. */
+void _kite_prof_free(void *p) KITE_NOINLINE;
+/* The same for a sampled large run pg (its head, claimed: kind HELD) at p: true when the
+ * profiler keeps the run (one unit, for the next sampled small block: a free and a new
+ * run would each pass through the arena's purge); false: the caller frees it. */
+bool _kite_prof_free_run(void *p, kite_page_t *pg) KITE_NOINLINE;
+/* A run kept by _kite_prof_free_run (kind HELD, its pages as the last block left them),
+ * or NULL. Counted in the statistics as the block it was (one allocation, one free). */
+kite_page_t *_kite_prof_cached_run(void);
+/* Sampled huge blocks live (free_generic asks _kite_prof_free only while this is not 0). */
+extern uint64_t _kite_prof_huge_live;
+/* Is huge block p a sampled one? (realloc: never resized in place) */
+bool _kite_prof_sampled_huge(const void *p);
+/* Write the profile to path: 0, or an errno value (nothing is allocated). */
+int _kite_prof_dump(const char *path);
+/* At exit: the profile KITE_PROF asks for and the KITE_PROF_LEAKS line. */
+void _kite_prof_exit(void);
+void _kite_prof_fork_prepare(void);
+void _kite_prof_fork_parent(void);
+void _kite_prof_fork_child(void);
+
+/* ---- the writer (prof_write.c) ---- */
+typedef struct kite_prof_row_s {
+  uint32_t depth;
+  void *const *pc;                /* return addresses, innermost first */
+  double alloc_n, alloc_b;        /* weighted allocations since start: objects, bytes */
+  double live_n, live_b;          /* weighted live blocks, bytes */
+} kite_prof_row_t;
+/* Write a profile.proto message to fd: sample types alloc_objects/count, alloc_space/bytes,
+ * inuse_objects/count, inuse_space/bytes (Go's heap profiles' names), one sample per row
+ * that next() yields (false: no more), the executable mappings of /proc/self/maps, one
+ * location per distinct address (mapped, unsymbolized: pprof symbolizes from the files),
+ * period `period` bytes. At most max_pcs distinct addresses. 0 or an errno value. */
+int _kite_prof_write(int fd, bool (*next)(void *arg, kite_prof_row_t *row), void *arg, size_t max_pcs,
+                     uint64_t period);
+#endif

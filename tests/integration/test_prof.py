@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""tests/integration/test_prof.py -- the heap profiler (src/prof.h) read by pprof.
+
+Runs tests/integration/prof_sites (three call sites allocating 60/30/10% of 200 MiB in
+blocks of mixed sizes, freeing some; it prints the truth) with KITE_PROF, and reads each
+profile with pprof (Go's github.com/google/pprof): `pprof -top` per sample type must give
+each site's allocated and live bytes within 10% of the truth at the default sampling gap
+(512 KiB), on one thread, four threads and in a forked child; small blocks only at a 4 KiB
+gap; `pprof -traces` shows the site's stack down to main; the leak profile at exit
+(KITE_PROF_LEAKS=1) names exactly the sites that leaked, with its line on stderr.
+
+usage: test_prof.py BUILD_DIR   (pprof: $KITE_PPROF, else on PATH, else ~/go/bin/pprof;
+without one the test fails and says how to install it)
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import check, run_tests  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+PROG = os.path.join(BUILD, "prof_sites")
+SITES = ("site_a", "site_b", "site_c")
+TMP = tempfile.mkdtemp(prefix="kite-prof-")
+
+
+def find_pprof():
+    for c in (os.environ.get("KITE_PPROF"), shutil.which("pprof"), os.path.expanduser("~/go/bin/pprof"),
+              "/root/go/bin/pprof", os.path.join(BUILD, "gobin", "pprof")):
+        if c and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+PPROF = find_pprof()
+
+
+def run_prog(mode, threads=1, env=None):
+    path = os.path.join(TMP, f"{mode}-{threads}.pb")
+    e = dict(os.environ, KITE_PROF="", **(env or {}))
+    r = subprocess.run([PROG, mode, path, str(threads)], env=e, capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"prof_sites {mode} {threads}: exit {r.returncode}: {r.stderr[-500:]}")
+    truth = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if len(f) == 7 and f[0] in SITES:
+            truth[f[0]] = {"alloc_space": int(f[2]), "alloc_objects": int(f[3]),
+                           "inuse_space": int(f[5]), "inuse_objects": int(f[6])}
+    return path, truth, r
+
+
+def pprof_top(profile, index):
+    """Flat bytes (or objects) per function of `pprof -top` for sample type index."""
+    r = subprocess.run([PPROF, "-top", "-nodecount=200", "-unit=B" if "space" in index else "-unit=",
+                        f"-sample_index={index}", PROG, profile],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"pprof -top {index}: {r.stderr[-500:]}")
+    flat = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)B?\s+[0-9.]+%\s+[0-9.]+%\s+\S+\s+[0-9.]+%\s+(\S+)", line)
+        if m:
+            flat[m.group(2)] = flat.get(m.group(2), 0) + float(m.group(1))
+    return flat, r.stdout
+
+
+def within(profile, truth, what, indexes=("alloc_space", "inuse_space")):
+    for index in indexes:
+        flat, text = pprof_top(profile, index)
+        for site in SITES:
+            want, got = truth[site][index], flat.get(site, 0)
+            if want == 0:
+                check(got == 0, f"{what}: {site} {index}: {got:.0f} where nothing is live")
+                continue
+            err = abs(got - want) / want
+            check(err <= 0.10, f"{what}: {site} {index}: pprof {got:.0f}, truth {want} ({err:.1%} off)\n{text}")
+
+
+def need_pprof():
+    return check(PPROF is not None, "pprof not found ($KITE_PPROF, PATH, ~/go/bin): install it with "
+                 "`go install github.com/google/pprof@latest` (.ci/run does)")
+
+
+def test_accuracy_one_thread():
+    if not need_pprof():
+        return
+    path, truth, _ = run_prog("mixed")
+    check(len(truth) == 3, "truth printed")
+    within(path, truth, "mixed, 1 thread")
+
+
+def test_accuracy_four_threads():
+    if not need_pprof():
+        return
+    path, truth, _ = run_prog("mixed", 4)
+    within(path, truth, "mixed, 4 threads")
+
+
+def test_accuracy_forked_child():
+    if not need_pprof():
+        return
+    path, truth, _ = run_prog("fork")
+    within(path, truth, "mixed, forked child")
+    flat, text = pprof_top(path, "inuse_space")
+    check(flat.get("site_parent", 0) == 0, f"the parent's freed blocks are not live in the child\n{text}")
+
+
+def test_accuracy_small_blocks():
+    if not need_pprof():
+        return
+    path, truth, _ = run_prog("small", env={"KITE_PROF_SAMPLE": "4096"})
+    within(path, truth, "small blocks, 4 KiB gap", ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"))
+
+
+def test_traces_name_the_stack():
+    if not need_pprof():
+        return
+    path, _, _ = run_prog("mixed")
+    r = subprocess.run([PPROF, "-traces", "-sample_index=alloc_space", PROG, path],
+                       capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"pprof -traces: {r.stderr[-300:]}")
+    traces = r.stdout.split("-----------+")
+    for site in SITES:
+        stack = next((t for t in traces if re.search(rf"\s{site}\n", t)), "")
+        lines = [ln.replace("(inline)", "").split() for ln in stack.strip().splitlines()[1:]]
+        frames = [f[-1] for f in lines if f]
+        check(frames[:1] == [site] and "run" in frames and frames[-4:-3] == ["main"]
+              and not any(f.startswith(("kite", "_kite", "malloc", "prof_")) for f in frames),
+              f"-traces: {site}'s stack leads with it down to main (kite's own frames left out): {stack!r}")
+
+
+def test_leaks_at_exit():
+    if not need_pprof():
+        return
+    prefix = os.path.join(TMP, "leak")
+    e = dict(os.environ, KITE_PROF=prefix, KITE_PROF_LEAKS="1")
+    r = subprocess.run([PROG, "leak", "-"], env=e, capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"prof_sites leak: exit {r.returncode}")
+    m = re.search(r"kite: leaks at exit: about (\d+) blocks, .* from (\d+) sampled stacks \(profile (\S+)\)", r.stderr)
+    check(m is not None, f"the leak line on stderr: {r.stderr!r}")
+    if not m:
+        return
+    check(m.group(3) == f"{prefix}.{m.group(3).split('.')[-2]}.pb", f"profile named PREFIX.<pid>.pb: {m.group(3)}")
+    flat, text = pprof_top(m.group(3), "inuse_space")
+    program = {f for f, v in flat.items() if v > 0 and (f.startswith("site_") or f in ("one_block", "run", "workload", "main"))}
+    check(program == {"site_b", "site_c"}, f"leaks named exactly site_b and site_c: {sorted(program)}\n{text}")
+
+
+if __name__ == "__main__":
+    code = run_tests([test_accuracy_one_thread, test_accuracy_four_threads, test_accuracy_forked_child,
+                      test_accuracy_small_blocks, test_traces_name_the_stack, test_leaks_at_exit], "test_")
+    shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(code)
