@@ -3,7 +3,10 @@
  * not be the address order (the default carve). Each also takes one block of 8 other sizes
  * (each from a fresh page) and prints the arena unit each page got: a fresh run is a random
  * one of the lowest free blocks, so the two runs' unit lists differ too. And a forked child
- * carves its fresh pages in another order than its parent does (fork_case).
+ * carves its fresh pages in another order than its parent does (fork_case). And the order
+ * of a carve is a uniform shuffle (uniform_case): over thousands of carves, the position of
+ * the first and of the second block handed out, and the distance between them, are spread
+ * evenly over the carve's blocks.
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-random */
 #include "secure_test.h"
 
@@ -45,8 +48,44 @@ static int fork_case(void) {
   return 0;
 }
 
+/* The shuffle of a carve is uniform. Blocks of 48 bytes are 64-byte blocks (48 + the canary's
+ * 8 fit in 64), carved 4 KiB at a time: 64 blocks, aligned to 4 KiB, handed out one carve
+ * after another while nothing is freed. Over K carves, the chi-square statistic (63 degrees
+ * of freedom: mean 63, standard deviation 11.2) of the first block's position, the second's
+ * and their distance (mod 64, 1 .. 63: 62 degrees) is printed; a uniform shuffle stays below 150 with a
+ * probability of all but about 1e-9, a shuffle that favours some positions (a random draw
+ * reused, a draw not reaching every position) goes far above it. And every position is
+ * seen (each expected about 62 times): a bound off by one (a block never first) fails. */
+enum { UK = 4000, UB = 64 };
+static int uniform_case(void) {
+  size_t n = (size_t)UK * UB + 2 * UB;
+  uintptr_t *a = malloc(n * sizeof *a);
+  if (!a) return 2;
+  for (size_t i = 0; i < n; i++) a[i] = (uintptr_t)malloc(48);
+  unsigned first[UB] = {0}, second[UB] = {0}, dist[UB] = {0}, k = 0;
+  for (size_t i = 1; i + 1 < n && k < UK; i++) {
+    if (a[i] >> 12 == a[i - 1] >> 12 || a[i] >> 12 != a[i + 1] >> 12) continue; /* not a carve's first */
+    unsigned f = (unsigned)(a[i] & 4095) / UB, s = (unsigned)(a[i + 1] & 4095) / UB;
+    first[f]++;
+    second[s]++;
+    dist[(s - f) % UB]++;
+    k++;
+  }
+  double e = (double)k / UB, d = (double)k / (UB - 1), c1 = 0, c2 = 0, c3 = 0;
+  unsigned never = 0;
+  for (int j = 0; j < UB; j++) {
+    never += (first[j] == 0) + (second[j] == 0) + (j && dist[j] == 0);
+    c1 += (first[j] - e) * (first[j] - e) / e;
+    c2 += (second[j] - e) * (second[j] - e) / e;
+    if (j) c3 += (dist[j] - d) * (dist[j] - d) / d; /* 1 .. 63: two blocks differ */
+  }
+  printf("carves %u chi2 first %.1f second %.1f distance %.1f never %u\n", k, c1, c2, c3, never);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[0], "child") == 0 && strcmp(argv[1], "fork") == 0) return fork_case();
+  if (argc == 2 && strcmp(argv[0], "child") == 0 && strcmp(argv[1], "uniform") == 0) return uniform_case();
   if (argc >= 1 && strcmp(argv[0], "child") == 0) {
     for (int i = 0; i < N; i++) {
       uintptr_t p = (uintptr_t)malloc(48);
@@ -100,6 +139,24 @@ int main(int argc, char **argv) {
     st_failures++;
   } else {
     printf("ok   a forked child's fresh page is carved in another order than its parent's\n");
+  }
+  st_child_t u;
+  char *uargs[] = {"uniform", NULL};
+  st_run_child(uargs, &u);
+  printf("%s", u.out);
+  unsigned carves = 0;
+  unsigned never = 1;
+  double c1 = 1e9, c2 = 1e9, c3 = 1e9;
+  if (!WIFEXITED(u.status) || WEXITSTATUS(u.status) ||
+      sscanf(u.out, "carves %u chi2 first %lf second %lf distance %lf never %u", &carves, &c1, &c2, &c3, &never) != 5 ||
+      carves < UK / 2) {
+    printf("FAIL the shuffle check did not run (%u carves seen)\n", carves);
+    st_failures++;
+  } else if (c1 > 150 || c2 > 150 || c3 > 150 || never) {
+    printf("FAIL a carve's order is not a uniform shuffle (chi-square above 150, or a position never seen)\n");
+    st_failures++;
+  } else {
+    printf("ok   over %u carves the first and second blocks' positions and distance are uniform\n", carves);
   }
   return st_finish();
 }
