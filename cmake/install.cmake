@@ -96,6 +96,8 @@ find_program(KITE_PYTHON3 python3)
 add_test(NAME help COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_help.sh
          ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(help PROPERTIES LABELS "tools;package" TIMEOUT 120)
+add_test(NAME tools_plot COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_plot.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(tools_plot PROPERTIES LABELS tools TIMEOUT 300)
 
 add_test(NAME man COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/test_man.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(man PROPERTIES LABELS package TIMEOUT 60 SKIP_RETURN_CODE 77)
