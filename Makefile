@@ -3,6 +3,9 @@
 #   make test    every test: the normal build, then the ASan+UBSan and TSan builds
 #   make bench   build, then compare kite with glibc and the installed peers (short size),
 #                then the seeds' HWX/SYS/OPT collatz tables (about 1 s per reference run)
+#   make test-clang  the normal build with Debian's clang (-Werror) into build-clang/, and its
+#                tests (the package tests left out: the packages are built with the default
+#                compiler)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 #   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
 #                build/lab-traces/, which make lab then replays too
@@ -21,7 +24,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build test test-main test-asan test-tsan test-clang uninstall bench bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -53,6 +56,12 @@ test-tsan:
 
 test: test-main test-asan test-tsan
 
+CLANG ?= clang
+test-clang: venv
+	$(CMAKE) -S . -B build-clang $(GEN) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	$(CMAKE) --build build-clang -j $(JOBS)
+	cd build-clang && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -E '^deb$$'
+
 bench: build venv peers
 	$(PY) bench/run.py
 	$(PY) bench/seed_tables.py --build-dir build
@@ -74,11 +83,17 @@ PREFIX ?= /usr/local
 install: build
 	$(CMAKE) --install build --prefix $(PREFIX)
 
+# removes what `make install PREFIX=P` installed, by the list cmake wrote (build/install_manifest.txt),
+# then the directories of kite's own that are left empty
+uninstall:
+	@test -f build/install_manifest.txt || { echo "make uninstall: build/install_manifest.txt not found (make install first)"; exit 1; }
+	bash tools/uninstall.sh build/install_manifest.txt $(PREFIX)
+
 deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb
 
 clean:
-	rm -rf build build-asan build-tsan build-deb
+	rm -rf build build-asan build-tsan build-clang build-deb
 
 # GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
 # its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot
