@@ -256,8 +256,11 @@ def symbolize_sites(a, top=15):
 # Allocators and replays
 # ---------------------------------------------------------------------------------------
 def _bench_run_module():
-    """bench/run.py, imported for its allocator discovery (one list of peers in the project)."""
-    path = os.path.join(ROOT, "bench", "run.py")
+    """bench/run.py, imported for its allocator discovery (one list of peers in the project):
+    installed, the copy beside this file (lib/kite/bench/run.py)."""
+    path = os.path.join(HERE, "bench", "run.py")
+    if not os.path.exists(path):
+        path = os.path.join(ROOT, "bench", "run.py")
     spec = importlib.util.spec_from_file_location("kite_bench_run", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -1147,6 +1150,14 @@ def run(args):
             signal.signal(sig, h)
 
 
+def default_build_dir():
+    """The source tree's build/, or, installed, lib/kite/ (kite-replay and libkite.so are
+    linked there beside libkite-trace.so)."""
+    if os.path.exists(os.path.join(HERE, "kite-replay")):
+        return HERE
+    return os.path.join(ROOT, "build")
+
+
 def add_arguments(ap):
     ap.add_argument("-o", "--output", default="advise-report.html", metavar="FILE",
                     help="the HTML report to write (default: %(default)s)")
@@ -1175,8 +1186,9 @@ def add_arguments(ap):
     ap.add_argument("--timeout", type=float, default=300, metavar="S",
                     help="seconds one replay may take before it is reported as TIMEOUT "
                          "(default: %(default)s)")
-    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"), metavar="DIR",
-                    help="where kite-replay, libkite.so and libkite-trace.so are (default: build/)")
+    ap.add_argument("--build-dir", default=default_build_dir(), metavar="DIR",
+                    help="where kite-replay, libkite.so and libkite-trace.so are (default: the "
+                         "source tree's build/, or installed, the directory of kite-lab)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     ap.add_argument("command", nargs="*", metavar="-- PROGRAM ARGS",
                     help="the program to capture, after --")
