@@ -10,6 +10,9 @@
 #                docs/benchmarks.md and the README's table)
 #   make bench-syscalls  futex and madvise calls per run of the quick set's 8-thread rows,
 #                kite and the speed peers (strace -c -f; docs/benchmarks.md's section)
+#   make test-clang  the normal build with Debian's clang (-Werror) into build-clang/, and its
+#                tests (the package tests left out: the packages are built with the default
+#                compiler)
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 #   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
 #                build/lab-traces/, which make lab then replays too
@@ -33,7 +36,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan cross-aarch64 musl test-cross cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build test test-main test-asan test-tsan test-clang uninstall cross-aarch64 musl test-cross cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -64,6 +67,12 @@ test-tsan:
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test: test-main test-asan test-tsan
+
+CLANG ?= clang
+test-clang: venv
+	$(CMAKE) -S . -B build-clang $(GEN) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	$(CMAKE) --build build-clang -j $(JOBS)
+	cd build-clang && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -E '^deb$$'
 
 # ---- other platforms (README: Platforms) ----
 CROSS_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user musl-tools
@@ -143,11 +152,17 @@ PREFIX ?= /usr/local
 install: build
 	$(CMAKE) --install build --prefix $(PREFIX)
 
+# removes what `make install PREFIX=P` installed, by the list cmake wrote (build/install_manifest.txt),
+# then the directories of kite's own that are left empty
+uninstall:
+	@test -f build/install_manifest.txt || { echo "make uninstall: build/install_manifest.txt not found (make install first)"; exit 1; }
+	bash tools/uninstall.sh build/install_manifest.txt $(PREFIX)
+
 deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb
 
 clean:
-	rm -rf build build-asan build-tsan build-deb build-aarch64 build-musl
+	rm -rf build build-asan build-tsan build-clang build-deb build-aarch64 build-musl
 
 # GrapheneOS's hardened_malloc (default configuration) from the crates.io package that ships
 # its sources, built into ~/.cache/kite-peers once; says why and goes on when it cannot

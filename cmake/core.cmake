@@ -3,6 +3,8 @@
 #   kite-static  STATIC  build/libkite.a: the same, for linking (self-contained: the buddy
 #                        page heap is compiled in)
 #   kite-secure  SHARED  build/libkite-secure.so: the secure build (KITE_SECURE=1, secure.c)
+#   kite-api     SHARED  build/libkite-api.so: the kite_* API without the malloc override, for
+#                        programs that keep the system malloc and call kite_malloc beside it
 #   kite-noover  STATIC  only the kite_* API, KITE_DEBUG=${KITE_DEBUG}: what the tools link
 #   kite-noover-debug STATIC  the same with KITE_DEBUG=${KITE_TEST_DEBUG} (validators after
 #                        every slow-path operation, fill patterns) and KITE_TEST_HOOKS:
@@ -57,6 +59,9 @@ if(KITE_SANITIZE STREQUAL "")
   target_compile_definitions(kite-secure PRIVATE KITE_SECURE=1)
   set_target_properties(kite-secure PROPERTIES OUTPUT_NAME kite-secure LINKER_LANGUAGE C)
   target_link_options(kite-secure PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
+  _kite_core_target(kite-api SHARED 0 0)
+  set_target_properties(kite-api PROPERTIES OUTPUT_NAME kite-api LINKER_LANGUAGE C)
+  target_link_options(kite-api PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)
 endif()
 
 # The core's own quick smoke test (the full suites are in core-tests.cmake).

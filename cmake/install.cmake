@@ -3,14 +3,20 @@
 #
 #   lib/libkite.so.X.Y.Z, libkite.so.X (SONAME), libkite.so   the library (kite::kite)
 #   lib/libkite.a                                             the same, static (kite::kite-static)
-#   lib/libkite-secure.so                                     when that target exists
+#   lib/libkite-secure.so.X.Y.Z, .so.X, .so                   the secure build (preload it)
+#   lib/libkite-api.so.X.Y.Z, .so.X, .so                      the kite_* API without the malloc
+#                                                             override (kite::kite-api, kite-api.pc)
 #   include/kite.h, include/kite/buddy.h, include/kite/version.h
-#   lib/pkgconfig/kite.pc                                     written at install time for P
+#   lib/pkgconfig/kite.pc, kite-api.pc                        written at install time for P
 #   lib/cmake/kite/kiteConfig.cmake, kiteConfigVersion.cmake, kiteTargets.cmake
-#   bin/kite-replay, bin/kite-trace (a link into lib/kite/)
+#   bin/kite-replay; bin/kite-trace, bin/kite-lab, bin/kite-stats (links into lib/kite/)
 #   lib/kite/: kite-trace, kitetrace.py, libkite-trace.so, libkite-lab.so (preload-only
-#              libraries, nothing links them, so they stay out of the linker's directory)
-#   share/man/man3/kite.3, man1/kite-replay.1, man1/kite-trace.1
+#              libraries, nothing links them, so they stay out of the linker's directory);
+#              kite-lab and its modules (advise.py, kitecommon.py, kitesites.py,
+#              kitewindow.py, bench/run.py for the allocator discovery), kite-stats; links
+#              kite-replay, libkite.so, libkite-secure.so, so that lib/kite/ is the build
+#              directory the installed kite-lab advise uses
+#   share/man/man3/kite.3, man1/kite-replay.1, kite-trace.1, kite-lab.1, kite-stats.1
 # Directories follow GNUInstallDirs (lib/<triplet> under /usr on Debian).
 #
 # Tests (normal build): help (every tool's -h and bad option), man (groff warnings),
@@ -30,10 +36,12 @@ install(TARGETS kite LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET kite-static)
   install(TARGETS kite-static ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
-if(TARGET kite-secure)
-  # OPTIONAL: the Debian build makes only its packaged targets, which leave it out
-  install(TARGETS kite-secure LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} OPTIONAL)
-endif()
+foreach(t kite-secure kite-api)
+  if(TARGET ${t})
+    set_target_properties(${t} PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+    install(TARGETS ${t} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  endif()
+endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/include/kite.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/kite/buddy.h ${PROJECT_BINARY_DIR}/include/kite/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kite)
@@ -47,6 +55,10 @@ install(CODE "
   set(_pc \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/kite.pc\")
   message(STATUS \"Installing: \${_pc}\")
   configure_file(\"${PROJECT_SOURCE_DIR}/cmake/kite.pc.in\" \"\${_pc}\" @ONLY)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_pc}\")
+  set(_pc \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/kite-api.pc\")
+  message(STATUS \"Installing: \${_pc}\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/cmake/kite-api.pc.in\" \"\${_pc}\" @ONLY)
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_pc}\")
 ")
 
@@ -75,20 +87,39 @@ foreach(t kite-trace kite-lab)
   endif()
 endforeach()
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kite-trace ${PROJECT_SOURCE_DIR}/tools/kitetrace.py
+                 ${PROJECT_SOURCE_DIR}/tools/kite-lab ${PROJECT_SOURCE_DIR}/tools/kite-stats
         DESTINATION ${KITE_PRIVATE_LIBDIR})
-file(RELATIVE_PATH _kite_trace_link /prefix/${CMAKE_INSTALL_BINDIR} /prefix/${KITE_PRIVATE_LIBDIR}/kite-trace)
-install(CODE "
-  set(_l \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/kite-trace\")
-  message(STATUS \"Installing: \${_l} -> ${_kite_trace_link}\")
-  file(MAKE_DIRECTORY \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
-  file(REMOVE \"\${_l}\")
-  file(CREATE_LINK \"${_kite_trace_link}\" \"\${_l}\" SYMBOLIC)
-  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_l}\")
-")
+install(FILES ${PROJECT_SOURCE_DIR}/tools/advise.py ${PROJECT_SOURCE_DIR}/tools/kitecommon.py
+              ${PROJECT_SOURCE_DIR}/tools/kitesites.py ${PROJECT_SOURCE_DIR}/tools/kitewindow.py
+        DESTINATION ${KITE_PRIVATE_LIBDIR})
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/bench/run.py DESTINATION ${KITE_PRIVATE_LIBDIR}/bench)
+# kite_install_link(LINK_DIR NAME TARGET_PATH): LINK_DIR/NAME -> TARGET_PATH (both relative to
+# the prefix; the link is relative, so the tree can be moved)
+function(kite_install_link dir name target)
+  file(RELATIVE_PATH rel /prefix/${dir} /prefix/${target})
+  install(CODE "
+    set(_l \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${dir}/${name}\")
+    message(STATUS \"Installing: \${_l} -> ${rel}\")
+    file(MAKE_DIRECTORY \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${dir}\")
+    file(REMOVE \"\${_l}\")
+    file(CREATE_LINK \"${rel}\" \"\${_l}\" SYMBOLIC)
+    list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_l}\")
+  ")
+endfunction()
+foreach(t kite-trace kite-lab kite-stats)
+  kite_install_link(${CMAKE_INSTALL_BINDIR} ${t} ${KITE_PRIVATE_LIBDIR}/${t})
+endforeach()
+kite_install_link(${KITE_PRIVATE_LIBDIR} kite-replay ${CMAKE_INSTALL_BINDIR}/kite-replay)
+kite_install_link(${KITE_PRIVATE_LIBDIR} libkite.so ${CMAKE_INSTALL_LIBDIR}/libkite.so.${PROJECT_VERSION_MAJOR})
+if(TARGET kite-secure)
+  kite_install_link(${KITE_PRIVATE_LIBDIR} libkite-secure.so
+                    ${CMAKE_INSTALL_LIBDIR}/libkite-secure.so.${PROJECT_VERSION_MAJOR})
+endif()
 
 # Man pages (plain roff, installed as they are)
 install(FILES ${PROJECT_SOURCE_DIR}/man/kite.3 DESTINATION ${CMAKE_INSTALL_MANDIR}/man3)
 install(FILES ${PROJECT_SOURCE_DIR}/man/kite-replay.1 ${PROJECT_SOURCE_DIR}/man/kite-trace.1
+              ${PROJECT_SOURCE_DIR}/man/kite-lab.1 ${PROJECT_SOURCE_DIR}/man/kite-stats.1
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 
 # ---- tests ----
@@ -96,6 +127,13 @@ find_program(KITE_PYTHON3 python3)
 add_test(NAME help COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_help.sh
          ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(help PROPERTIES LABELS "tools;package" TIMEOUT 120)
+# libkite-api: the kite_* API beside the C library's malloc (tests/install/api_beside.c)
+if(TARGET kite-api)
+  kite_test(api_beside SOURCES ${PROJECT_SOURCE_DIR}/tests/install/api_beside.c LIBS kite-api ${CMAKE_DL_LIBS}
+            LABELS package)
+endif()
+add_test(NAME tools_plot COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_plot.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(tools_plot PROPERTIES LABELS tools TIMEOUT 300)
 
 add_test(NAME man COMMAND bash ${PROJECT_SOURCE_DIR}/tests/install/test_man.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(man PROPERTIES LABELS package TIMEOUT 60 SKIP_RETURN_CODE 77)

@@ -1,5 +1,6 @@
 # cmake/rust.cmake -- the Rust crates in bindings/rust (kite-sys, kite): `cargo test` as
-# one CTest test, rust_cargo_test (label rust), in the normal build only. The crates build
+# one CTest test, rust_cargo_test (label rust), and again with the feature `secure`
+# (rust_cargo_test_secure), in the normal build only. The crates build
 # the core from src/ themselves (cc crate); cargo's output goes to build/cargo/. The first
 # run fetches the crates named in bindings/rust/Cargo.lock from crates.io; later runs need
 # no network. Without cargo (looked up on PATH and in ~/.cargo/bin) the test reports
@@ -13,6 +14,12 @@ if(KITE_CARGO)
            COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${CMAKE_BINARY_DIR}/cargo
                    ${KITE_CARGO} test --locked --manifest-path ${PROJECT_SOURCE_DIR}/bindings/rust/Cargo.toml)
   set_tests_properties(rust_cargo_test PROPERTIES LABELS rust TIMEOUT 600)
+  # the feature `secure`: the crates over kite's secure build (kite/tests/secure.rs)
+  add_test(NAME rust_cargo_test_secure
+           COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${CMAKE_BINARY_DIR}/cargo-secure
+                   ${KITE_CARGO} test --locked --features kite/secure
+                   --manifest-path ${PROJECT_SOURCE_DIR}/bindings/rust/Cargo.toml)
+  set_tests_properties(rust_cargo_test_secure PROPERTIES LABELS rust TIMEOUT 600)
 else()
   message(STATUS "kite: cargo not found: rust_cargo_test (the Rust bindings) will be skipped")
   add_test(NAME rust_cargo_test

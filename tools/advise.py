@@ -25,10 +25,13 @@ import importlib.util
 import json
 import math
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from array import array
 from collections import Counter, defaultdict
 
@@ -36,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import kitesites  # noqa: E402
+import kitewindow  # noqa: E402
 from kitecommon import machine_info, median  # noqa: E402
 
 KITE_COLOR = "#e8590c"
@@ -69,13 +73,15 @@ def life_bucket(n):
     return max(0, n.bit_length() - 1)
 
 
-def analyze(path):
-    """One pass over a kite trace (or a .script). Returns a dict of plain data."""
+def analyze(path, log=None):
+    """One pass over a kite trace (or a .script). Returns a dict of plain data; log (when
+    given) gets a progress line every 4 M requests."""
     a = dict(path=path, command="", pid=None, ops=0, kinds=Counter(), tids=Counter(),
              foreign_frees=0, foreign_reallocs=0, bytes_requested=0, peak_live=0, peak_at=0,
              sizes=Counter(), size_bytes=Counter(), lifetimes=Counter(), freed=0,
              sites_recorded=False, maps=[])
     live_series = array("q")
+    codes = array("B")   # kind and size bucket per request (kitewindow.choose_window)
     live = {}      # id -> [size, first birth op, site]
     site_stats = defaultdict(lambda: [0, 0])  # pcs -> [allocations, bytes]
     last_alloc = None
@@ -146,6 +152,9 @@ def analyze(path):
                         cur -= b[0]
                         a["lifetimes"][life_bucket(a["ops"] - b[1])] += 1
                         a["freed"] += 1
+                        code = kitewindow.request_code("f", size_bucket(b[0]))
+                    if t[1] == "-":
+                        code = kitewindow.request_code("f", 3)
                     last_alloc = None
                 else:
                     if op == "r":
@@ -174,18 +183,23 @@ def analyze(path):
                     k = size_bucket(size)
                     a["sizes"][k] += 1
                     a["size_bytes"][k] += size
+                    code = kitewindow.request_code(op, k)
             except ValueError:
                 raise AdviseError(f"{where}: cannot read the numbers in '{s[:80]}'")
             a["kinds"][op] += 1
             a["tids"][tid] += 1
             a["ops"] += 1
+            codes.append(code)
             if cur > a["peak_live"]:
                 a["peak_live"], a["peak_at"] = cur, a["ops"]
             live_series.append(cur)
+            if log and not a["ops"] & ((1 << 22) - 1):
+                log(f"reading the trace: {a['ops']:,} requests")
     if fmt is None or a["ops"] == 0:
         raise AdviseError(f"{path}: no allocation requests in the trace")
     a["format"] = fmt
     a["live_series"] = live_series
+    a["codes"] = codes
     a["end_live"] = cur
     a["leaked"] = [(bid, b[0], b[2]) for bid, b in live.items()]
     a["site_stats"] = dict(site_stats)
@@ -242,8 +256,11 @@ def symbolize_sites(a, top=15):
 # Allocators and replays
 # ---------------------------------------------------------------------------------------
 def _bench_run_module():
-    """bench/run.py, imported for its allocator discovery (one list of peers in the project)."""
-    path = os.path.join(ROOT, "bench", "run.py")
+    """bench/run.py, imported for its allocator discovery (one list of peers in the project):
+    installed, the copy beside this file (lib/kite/bench/run.py)."""
+    path = os.path.join(HERE, "bench", "run.py")
+    if not os.path.exists(path):
+        path = os.path.join(ROOT, "bench", "run.py")
     spec = importlib.util.spec_from_file_location("kite_bench_run", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -260,16 +277,23 @@ def mimalloc3_path():
     return None
 
 
+# the link flag that puts each real malloc in a program at build time (Debian's -dev names)
+LINK_FLAGS = dict(kite="-lkite", jemalloc="-ljemalloc", tcmalloc="-ltcmalloc",
+                  mimalloc="-lmimalloc", tbbmalloc="-ltbbmalloc_proxy")
+
+
 def find_allocators(build_dir, want_policies=True):
-    """[dict(name, kind 'real'|'policy', preload, args, status, reason)] in report order."""
+    """[dict(name, kind 'real'|'policy', preload, args, status, reason)] in report order,
+    each name once (bench/run.py's discovery lists mimalloc3 itself when .venv has it)."""
     found = []
     for d in _bench_run_module().discover_allocators(build_dir, [], False):
         found.append(dict(name=d["name"], kind="real", preload=d["path"], args=["--malloc"],
                           status=d["status"], reason=d["reason"]))
-    m3 = mimalloc3_path()
-    found.append(dict(name="mimalloc3", kind="real", preload=m3, args=["--malloc"],
-                      status="ok" if m3 else "skipped",
-                      reason="" if m3 else "cmeel-mimalloc not in .venv (pip install cmeel-mimalloc)"))
+    if not any(x["name"] == "mimalloc3" for x in found):
+        m3 = mimalloc3_path()
+        found.append(dict(name="mimalloc3", kind="real", preload=m3, args=["--malloc"],
+                          status="ok" if m3 else "skipped",
+                          reason="" if m3 else "cmeel-mimalloc not in .venv (pip install cmeel-mimalloc)"))
     if want_policies:
         replay = os.path.join(build_dir, "kite-replay")
         try:
@@ -281,12 +305,22 @@ def find_allocators(build_dir, want_policies=True):
             if n not in ("kite", "malloc"):
                 found.append(dict(name=n, kind="policy", preload=None, args=["--policy", n],
                                   status="ok", reason=""))
-    return found
+    seen = set()
+    out = []
+    for x in found:
+        if x["name"] not in seen:
+            seen.add(x["name"])
+            out.append(x)
+    return out
 
 
-def replay_once(build_dir, alloc, trace, timeout):
-    """One kite-replay --json run. Returns (result dict, None) or (None, failure text)."""
-    cmd = [os.path.join(build_dir, "kite-replay")] + alloc["args"] + ["--json", trace]
+def replay_once(build_dir, alloc, trace, timeout, rng=None):
+    """One kite-replay --json run (timing lines rng=(first, last) only, when given).
+    Returns (result dict, None) or (None, failure text); a timeout's text starts TIMEOUT."""
+    cmd = [os.path.join(build_dir, "kite-replay")] + alloc["args"] + ["--json"]
+    if rng:
+        cmd += ["-r", str(rng[0]), str(rng[1])]
+    cmd.append(trace)
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if alloc["preload"]:
@@ -294,7 +328,7 @@ def replay_once(build_dir, alloc, trace, timeout):
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return None, f"TIMEOUT after {timeout} s"
+        return None, f"TIMEOUT after {timeout:.0f} s"
     except OSError as e:
         return None, f"cannot run kite-replay: {e.strerror}"
     if r.returncode != 0:
@@ -313,25 +347,57 @@ def replay_once(build_dir, alloc, trace, timeout):
         return None, f"unreadable kite-replay output ({e})"
 
 
-def replay_all(build_dir, allocs, trace, repeats, timeout, log):
-    """Runs every ok allocator `repeats` times, round robin. Fills alloc['runs'] / ['failure']."""
+def replay_all(build_dir, allocs, trace, repeats, timeout, log, rng=None, deadline=None):
+    """Runs every ok allocator `repeats` times, round robin. Fills alloc['runs'] /
+    ['failure']. With a deadline (time.monotonic()), no replay starts after it and none runs
+    past it: an allocator that got no run is 'skipped' (budget spent), one that got fewer
+    keeps them. Each replay prints a progress line with the time spent and an estimate of
+    the time left (the replays so far, per allocator, times the ones still to come)."""
     todo = [x for x in allocs if x["status"] == "ok"]
     for x in todo:
-        x["runs"], x["failure"] = [], None
+        x["runs"], x["failure"], x["spent"] = [], None, []
+    total = len(todo) * repeats
+    t0 = time.monotonic()
+    done = 0
+    cut = False
     for rep in range(repeats):
-        log(f"replay round {rep + 1}/{repeats}: {len(todo)} allocators")
         for x in todo:
             if x["failure"]:
+                done += 1
                 continue
-            res, fail = replay_once(build_dir, x, trace, timeout)
+            now = time.monotonic()
+            left = None if deadline is None else deadline - now
+            if left is not None and left <= 0.05:
+                cut = True
+                break
+            t1 = time.monotonic()
+            res, fail = replay_once(build_dir, x, trace, timeout if left is None else min(timeout, left), rng)
+            x["spent"].append(time.monotonic() - t1)
+            done += 1
+            if fail and fail.startswith("TIMEOUT") and left is not None and left < timeout:
+                cut = True     # the budget, not the allocator, ended it: the run is dropped
+                break
             if fail:
                 x["failure"] = fail
             else:
                 x["runs"].append(res)
+            el = time.monotonic() - t0
+            est = sum(median(y["spent"]) if y["spent"] else median(x["spent"]) for y in todo
+                      if not y["failure"]) * repeats - sum(sum(y["spent"]) for y in todo if not y["failure"])
+            what = fail if fail else f"{fmt_ns(res['total_ns'])} of allocator time"
+            log(f"replay {done}/{total} (round {rep + 1}/{repeats}) {x['name']}: {what}; "
+                f"{el:.0f} s elapsed, about {max(est, 0):.0f} s left")
+        if cut:
+            log(f"budget spent after {time.monotonic() - t0:.0f} s: {done} of {total} replays run")
+            break
     for x in todo:
         if x["failure"]:
             x["status"] = "failed"
             x["reason"] = x["failure"]
+            continue
+        if not x["runs"]:
+            x["status"] = "skipped"
+            x["reason"] = "the time budget was spent before its turn (raise --budget)"
             continue
         t = [r["total_ns"] for r in x["runs"]]
         fp = [r["footprint"] for r in x["runs"]]
@@ -341,6 +407,7 @@ def replay_all(build_dir, allocs, trace, repeats, timeout, log):
                  p99_ns=median([r["p99_ns"] for r in x["runs"]]),
                  util=median([r["utilization"] for r in x["runs"]]),
                  footprint_kind=x["runs"][0]["footprint_kind"])
+    return time.monotonic() - t0
 
 
 # ---------------------------------------------------------------------------------------
@@ -454,6 +521,116 @@ def verdict(a, allocs, repeats):
                    "per-thread caches and lock contention are not measured here: confirm with a "
                    "whole-program run under LD_PRELOAD.")
     return out
+
+
+def python_runtime(cmd, env):
+    """For a CPython program: 'hidden' when it keeps small objects in its own allocator
+    (pymalloc: objects up to 512 bytes never reach malloc), 'malloc' when PYTHONMALLOC=malloc
+    sends them all to malloc; None for any other program. Looks at the program's name and,
+    for a script, its #! line."""
+    if not cmd:
+        return None
+    names = [os.path.basename(cmd[0])]
+    path = shutil.which(cmd[0]) or cmd[0]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(128)
+        if head.startswith(b"#!"):
+            names += [os.path.basename(w) for w in head[2:].split(b"\n")[0].decode("latin-1").split()]
+    except OSError:
+        pass
+    for nm in names:
+        base = nm.split("python", 1)
+        if len(base) == 2 and base[0] == "" and all(c.isdigit() or c == "." for c in base[1]):
+            return "malloc" if env.get("PYTHONMALLOC", "") in ("malloc", "malloc_debug") else "hidden"
+    return None
+
+
+def switch_line(x, cmd, runtime):
+    """(preload line, link flag or None) that gives cmd allocator x, as it was measured: with
+    PYTHONMALLOC=malloc in front when the capture had it."""
+    prefix = "PYTHONMALLOC=malloc " if runtime == "malloc" else ""
+    prog = shlex.join(cmd) if cmd else "PROGRAM ARGS"
+    if x["preload"] is None:
+        return (f"{prefix}{prog}", None)
+    return (f"{prefix}LD_PRELOAD={shlex.quote(x['preload'])} {prog}", LINK_FLAGS.get(x["name"]))
+
+
+def program_verdict(a, allocs, meta):
+    """The verdict's first sentences, in the program's terms: its run time, the share of it
+    spent in the allocator it has (glibc's), what the fastest real malloc would save in
+    seconds and peak memory, and the line that switches to it. Also returns the figures for
+    the JSON block."""
+    e = html.escape
+    prog, win = meta.get("program"), meta["window"]
+    scale = win["scale"]
+    real = [x for x in allocs if x["kind"] == "real"]
+    best, ties, order = rank(real, "time")
+    glibc = next((x for x in real if x["name"] == "glibc" and x["status"] == "ok"), None)
+    out, fig = [], {}
+    if not best or not glibc:
+        return out, fig
+    t_g = glibc["time_med"] * scale / 1e9
+    fig["glibc_s"] = t_g
+    reqs = f"{a['ops']:,} malloc-family requests"
+    if prog:
+        share = t_g / prog["wall_s"] if prog["wall_s"] > 0 else None
+        fig["share"] = share
+        out.append(f"<b>The program ran {prog['wall_s']:.2f} s</b> (peak RSS "
+                   f"{fmt_bytes(prog['maxrss_kib'] * 1024)}, timed once without the capture). Its "
+                   f"{reqs} take about <b>{t_g * 1e3:.3g} ms in glibc's malloc</b>, the one it uses "
+                   f"now: <b>{share * 100:.2g}% of its run time</b>.")
+    else:
+        out.append(f"Its {reqs} take about <b>{t_g * 1e3:.3g} ms in glibc's malloc</b> (the run "
+                   f"time of the program is not known from a trace alone: run advise on the "
+                   f"program to see the share).")
+    runtime = meta.get("runtime")
+    cmd = meta.get("cmd")
+    if best is glibc or glibc in ties:
+        out.append("glibc's malloc is " + ("among the fastest here (within the spread of the "
+                   "best)" if best is not glibc else "the fastest here") +
+                   ": switching allocators would not save time on this program.")
+        fig["best"] = "glibc"
+        return out + _python_note(runtime), fig
+    t_b = best["time_med"] * scale / 1e9
+    save = t_g - t_b
+    fig.update(best=best["name"], best_s=t_b, save_s=save)
+    tie = (f" (undecided with {', '.join(e(r['name']) for r in ties)}: within its spread)"
+           if ties else "")
+    part = f"{save * 1e3:.3g} ms less"
+    if prog and prog["wall_s"] > 0:
+        frac = save / prog["wall_s"]
+        fig["save_share"] = frac
+        part += f", <b>{frac * 100:.2g}% of the run</b>"
+        if frac < 0.01:
+            part += " (under 1%: the allocator is not where this program's time goes)"
+    mem = ""
+    if glibc.get("fp_med") is not None and best.get("fp_med") is not None:
+        d = glibc["fp_med"] - best["fp_med"]
+        fig["save_peak_bytes"] = d
+        mem = (f"; its peak footprint in the replay is {fmt_bytes(best['fp_med'])} against "
+               f"glibc's {fmt_bytes(glibc['fp_med'])} "
+               f"({fmt_bytes(abs(d))} {'less' if d >= 0 else 'more'})")
+    out.append(f"The fastest, <b>{e(best['name'])}</b>{tie}, would take about {t_b * 1e3:.3g} ms: "
+               f"{part}{mem}.")
+    pre, link = switch_line(best, cmd, runtime)
+    fig["switch"] = pre
+    how = f"To switch: <code class=\"switch\">{e(pre)}</code>"
+    if link:
+        how += f", or link the program with <code>{e(link)}</code>"
+        fig["link"] = link
+    out.append(how + ".")
+    return out + _python_note(runtime), fig
+
+
+def _python_note(runtime):
+    if runtime == "hidden":
+        return ["<b>Python</b> keeps objects of up to 512 bytes in its own allocator "
+                   "(pymalloc), which the trace does not see: this compares only what reaches "
+                   "malloc. To compare the mallocs on every object, run advise again with "
+                   "<code>PYTHONMALLOC=malloc</code> in front; a switch found that way needs "
+                   "it in front of the program too."]
+    return []
 
 
 # ---------------------------------------------------------------------------------------
@@ -647,13 +824,27 @@ def render(a, allocs, sites, n_sites, leaks, n_leaks, repeats, meta):
                  f'{len(a["tids"])} thread{"s" if len(a["tids"]) != 1 else ""}'
                  f'{rc_note}.</p>')
     parts.append('<h2 id="verdict">Verdict</h2><div class="verdict">')
-    for s in verdict(a, allocs, repeats):
+    first, figures = program_verdict(a, allocs, meta)
+    win = meta["window"]
+    if win["whole"]:
+        wnote = f"Replayed: the whole trace ({a['ops']:,} requests)."
+    else:
+        wnote = (f'Replayed: <span id="window">requests {win["start"] + 1:,}..{win["end"]:,} of '
+                 f'{a["ops"]:,}</span> ({win["ops"] * 100 / a["ops"]:.2g}%), the window of that '
+                 f'length whose mix of request kinds and sizes is nearest the whole trace\'s '
+                 f'(distance {win["distance"]:.3f} of 1), to fit the budget of '
+                 f'{meta["budget"]:g} s; its {win["warm"]:,} blocks live at the start are '
+                 f'allocated first, untimed. The times in the sentences above are the window\'s scaled by '
+                 f'{win["scale"]:.3g} to the whole run; footprints are the window\'s.')
+    for s in first + [wnote] + verdict(a, allocs, repeats):
         parts.append(f"<p>{s}</p>")
     parts.append("</div>")
 
     # -- allocators table
     parts.append('<h2 id="allocators">Time and footprint per allocator</h2>')
-    parts.append(f'<p class="note">Each allocator replays the captured requests '
+    scope = ("the captured requests" if win["whole"] else
+             f"the window of {win['ops']:,} requests (times not scaled here)")
+    parts.append(f'<p class="note">Each allocator replays {scope} '
                  f'(<code>kite-replay --json</code>) {repeats} times, round robin; shown: median '
                  f'(min&ndash;max). <i>Time</i> is the allocator\'s own time: the sum of the '
                  f'per-request latencies, clock cost subtracted. <i>Footprint</i> is, for a real '
@@ -671,7 +862,7 @@ def render(a, allocs, sites, n_sites, leaks, n_leaks, repeats, meta):
         if x["status"] == "ok":
             cells = (_num_td(x["time_med"], fmt_ns(x["time_med"])) + _num_td(x["time_min"], fmt_ns(x["time_min"]))
                      + _num_td(x["time_max"], fmt_ns(x["time_max"])) + _num_td(x["avg_ns"], f"{x['avg_ns']:.1f} ns")
-                     + _num_td(x["p99_ns"], f"{x['p99_ns']} ns")
+                     + _num_td(x["p99_ns"], f"{x['p99_ns']:.0f} ns")
                      + _num_td(x["fp_med"], fmt_bytes(x["fp_med"])) + _num_td(x["fp_min"], fmt_bytes(x["fp_min"]))
                      + _num_td(x["fp_max"], fmt_bytes(x["fp_max"]))
                      + _num_td(x["util"], "—" if x["util"] is None else f"{x['util'] * 100:.1f}%") + f"<td>ok ({len(x['runs'])} run{'s' if len(x['runs']) != 1 else ''})</td>")
@@ -800,6 +991,9 @@ def render(a, allocs, sites, n_sites, leaks, n_leaks, repeats, meta):
                 sizes={str(k): v for k, v in sorted(a["sizes"].items())},
                 lifetimes={str(k): v for k, v in sorted(a["lifetimes"].items())},
                 charts=meta["charts"], sites=sites, leaks=leaks,
+                program=meta["program"], budget_s=meta["budget"], replay_s=meta["replay_s"],
+                window={k: win[k] for k in ("start", "end", "ops", "scale", "distance", "whole")},
+                verdict=figures,
                 allocators=[{k: x.get(k) for k in ("name", "kind", "status", "reason", "time_med",
                                                     "time_min", "time_max", "fp_med", "fp_min",
                                                     "fp_max", "util", "footprint_kind")}
@@ -835,6 +1029,59 @@ def capture(cmd, out_trace, sites, log, build_dir):
     return r.returncode
 
 
+def time_program(cmd, log):
+    """Runs cmd once as it is (its output discarded): wall seconds, peak RSS, exit status."""
+    log(f"timing: {' '.join(cmd)} (once, without the capture)")
+    t = time.monotonic()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as e:
+        raise AdviseError(f"cannot run {cmd[0]}: {e.strerror}")
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return dict(wall_s=time.monotonic() - t, maxrss_kib=ru.ru_maxrss, rc=p.returncode)
+
+
+CALIBRATION_REQUESTS = 100_000
+
+
+def plan_window(a, trace, tmp, build, allocs, args, log):
+    """The requests to replay within the budget: dict(start, end, ops, scale, distance, file,
+    range, whole, calibration_s). A calibration replay (glibc, the trace's first
+    CALIBRATION_REQUESTS requests) gives a cost per request; the window is what 60% of the
+    rest of the budget buys at that cost for every replay to come (the other 40% is left to
+    slower allocators and the lab policies, which the deadline then cuts). The calibration
+    counts against the budget; writing the window's trace, like reading the trace, does not
+    (both take a time proportional to the trace, before any replay)."""
+    n = a["ops"]
+    whole = dict(start=0, end=n, ops=n, scale=1.0, distance=0.0, file=trace, range=None,
+                 whole=True, calibration_s=0.0)
+    if not args.budget or a["format"] != "kite" or n <= CALIBRATION_REQUESTS:
+        return whole
+    runs = sum(1 for x in allocs if x["status"] == "ok") * args.repeats
+    cal = os.path.join(tmp, "calibrate.trace")
+    first, last, _ = kitewindow.write_window(trace, cal, 0, CALIBRATION_REQUESTS)
+    t = time.monotonic()
+    res, fail = replay_once(build, dict(args=["--malloc"], preload=None), cal,
+                            args.budget, (first, last))
+    spent = time.monotonic() - t
+    cost = spent / CALIBRATION_REQUESTS
+    os.unlink(cal)
+    if fail:
+        raise AdviseError(f"the calibration replay failed: {fail}")
+    k = int(0.6 * max(args.budget - spent, 0) / (max(runs, 1) * cost))
+    if k >= n:
+        return dict(whole, calibration_s=spent)
+    k = max(k, min(n, 10_000))
+    start, end, dist = kitewindow.choose_window(a["codes"], k, a["peak_at"])
+    path = os.path.join(tmp, "window.trace")
+    log(f"budget: {args.budget:g} s for {runs} replays at about {cost * 1e9:.0f} ns a request: "
+        f"replaying requests {start + 1:,}..{end:,} of {n:,} (mix distance {dist:.3f})")
+    first, last, warm = kitewindow.write_window(trace, path, start, end)
+    return dict(start=start, end=end, ops=end - start, scale=n / (end - start), distance=dist,
+                file=path, range=(first, last), whole=False, warm=warm, calibration_s=spent)
+
+
 def run(args):
     """args: the parsed options of `kite-lab advise`. Returns the exit status."""
     def log(msg):
@@ -847,14 +1094,24 @@ def run(args):
             print(f"advise: {os.path.join(build, need)} not found (run make)", file=sys.stderr)
             return 2
     tmp = tempfile.mkdtemp(prefix="kite-advise-")
+
+    def stop(signum, frame):       # so that finally removes the trace on kill too
+        raise SystemExit(128 + signum)
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        program_rc = None
+        program_rc, prog = None, None
         if args.trace:
             trace = args.trace
         else:
-            trace = os.path.abspath(args.save_trace) if args.save_trace else os.path.join(tmp, "program.trace")
+            if args.save_trace:
+                trace = os.path.abspath(args.save_trace)
+            elif args.keep_trace:
+                trace = os.path.abspath(os.path.splitext(args.output)[0] + ".trace")
+            else:
+                trace = os.path.join(tmp, "program.trace")
+            prog = time_program(args.command, log)
             program_rc = capture(args.command, trace, not args.no_sites, log, build)
-        a = analyze(trace)
+        a = analyze(trace, log)
         log(f"trace: {a['ops']:,} requests, {len(a['tids'])} threads, peak {fmt_bytes(a['peak_live'])} live")
         allocs = find_allocators(build, want_policies=not args.no_policies)
         if args.allocators:
@@ -865,20 +1122,40 @@ def run(args):
                       f"{', '.join(x['name'] for x in allocs)}", file=sys.stderr)
                 return 2
             allocs = [x for x in allocs if x["name"] in want]
-        replay_all(build, allocs, trace, args.repeats, args.timeout, log)
+        win = plan_window(a, trace, tmp, build, allocs, args, log)
+        t_start = time.monotonic()
+        deadline = t_start + args.budget - win["calibration_s"] if args.budget else None
+        replay_all(build, allocs, win["file"], args.repeats, args.timeout, log,
+                   win["range"], deadline)
+        replay_s = time.monotonic() - t_start + win["calibration_s"]
         sites, n_sites, leaks, n_leaks = symbolize_sites(a, top=args.top)
         meta = dict(date=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-                    machine=machine_info(), git=git_describe(), program_rc=program_rc, charts=[])
+                    machine=machine_info(), git=git_describe(), program_rc=program_rc, charts=[],
+                    program=prog, window=win, budget=args.budget,
+                    replay_s=replay_s, cmd=args.command or None,
+                    runtime=python_runtime(args.command, os.environ) if args.command else None)
         page = render(a, allocs, sites, n_sites, leaks, n_leaks, args.repeats, meta)
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(page)
         log(f"report -> {args.output}")
+        if not args.trace and (args.keep_trace or args.save_trace):
+            log(f"trace kept: {trace}")
         return 0
     except AdviseError as e:
         print(f"advise: {e}", file=sys.stderr)
         return 2
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def default_build_dir():
+    """The source tree's build/, or, installed, lib/kite/ (kite-replay and libkite.so are
+    linked there beside libkite-trace.so)."""
+    if os.path.exists(os.path.join(HERE, "kite-replay")):
+        return HERE
+    return os.path.join(ROOT, "build")
 
 
 def add_arguments(ap):
@@ -887,6 +1164,16 @@ def add_arguments(ap):
     ap.add_argument("--trace", metavar="FILE",
                     help="analyse this kite trace (or .script) instead of running a program")
     ap.add_argument("--save-trace", metavar="FILE", help="keep the captured trace here")
+    ap.add_argument("--keep-trace", action="store_true",
+                    help="keep the captured trace beside the report (REPORT minus .html, plus "
+                         ".trace); without it, or --save-trace, the trace is deleted, also when "
+                         "advise is interrupted")
+    ap.add_argument("--budget", type=float, default=180, metavar="SECONDS",
+                    help="time for the replays, their calibration included (default: "
+                         "%(default)g). A trace too big for it is replayed over a window of "
+                         "consecutive requests whose mix is nearest the whole trace's, and the "
+                         "times are scaled to the whole (docs/advise.md); 0: the whole trace, "
+                         "no limit")
     ap.add_argument("-n", "--repeats", type=int, default=3, metavar="N",
                     help="replays per allocator, round robin (default: %(default)s)")
     ap.add_argument("--allocators", metavar="LIST",
@@ -899,8 +1186,9 @@ def add_arguments(ap):
     ap.add_argument("--timeout", type=float, default=300, metavar="S",
                     help="seconds one replay may take before it is reported as TIMEOUT "
                          "(default: %(default)s)")
-    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"), metavar="DIR",
-                    help="where kite-replay, libkite.so and libkite-trace.so are (default: build/)")
+    ap.add_argument("--build-dir", default=default_build_dir(), metavar="DIR",
+                    help="where kite-replay, libkite.so and libkite-trace.so are (default: the "
+                         "source tree's build/, or installed, the directory of kite-lab)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     ap.add_argument("command", nargs="*", metavar="-- PROGRAM ARGS",
                     help="the program to capture, after --")
@@ -913,5 +1201,7 @@ def check_arguments(ap, args):
         ap.error("--top must be at least 1")
     if args.timeout <= 0:
         ap.error("--timeout must be positive")
+    if args.budget < 0:
+        ap.error("--budget must be 0 (no limit) or a number of seconds")
     if bool(args.trace) == bool(args.command):
         ap.error("give either -- PROGRAM ARGS... or --trace FILE")

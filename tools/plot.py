@@ -3,6 +3,11 @@
 
     tools/plot.py [RESULTS_JSON] [OUT_DIR]      (defaults: docs/lab/results.json docs/lab)
 
+RESULTS_JSON is tools/lab.py's results.json, or bench/run.py's (make bench's): its charts
+(time_ratio.png, peak_rss.png, scaling.png) are then drawn by bench/run.py's own code.
+The charts need matplotlib: the project's .venv has it (`make venv`; .venv/bin/python
+tools/plot.py), else `apt install python3-matplotlib`; without it plot.py says so in one line.
+
 Charts, as the seed draws them (one line or bar per allocator; kite in thick black, the
 others in 16 distinct colour/marker/dash combinations, legends right of the axes):
   insert-delete-time.png       time for the N frees + N mallocs, over N (log-log)
@@ -181,11 +186,50 @@ def utilization_chart(results, path):
     plt.close(fig)
 
 
+class PlotError(Exception):
+    pass
+
+
 def load_results(path):
-    """results.json: a first line holding {"command": ...}, then the results object."""
-    with open(path) as f:
-        first, _, rest = f.read().partition("\n")
-    return json.loads(rest) if rest.strip() else json.loads(first)
+    """tools/lab.py's results.json (a first line holding {"command": ...}, then the results
+    object) or bench/run.py's (one object with "meta" and "rows")."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise PlotError(f"cannot read {path}: {e.strerror}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    first, _, rest = text.partition("\n")
+    try:
+        return json.loads(rest) if rest.strip() else json.loads(first)
+    except ValueError as e:
+        raise PlotError(f"{path} is not a results.json of tools/lab.py or bench/run.py ({e})")
+
+
+def is_bench_results(results):
+    return isinstance(results, dict) and "rows" in results and "meta" in results
+
+
+def draw_bench(results, out_dir):
+    """bench/run.py's charts of its own results.json, by its own chart code."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "run.py")
+    spec = importlib.util.spec_from_file_location("kite_bench_run", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = results["rows"]
+    cases, seen = [], set()
+    for r in rows:
+        if r["label"] not in seen:
+            seen.add(r["label"])
+            cases.append(dict(label=r["label"], workload=r["workload"], threads=r.get("threads")))
+    os.makedirs(out_dir, exist_ok=True)
+    return [os.path.basename(f) for f in
+            mod.charts(os.path.abspath(out_dir), rows, results["allocators"], cases,
+                       results["meta"].get("size"))]
 
 
 def draw_all(results, out_dir):
@@ -307,8 +351,18 @@ def main(argv):
     a = ap.parse_args(argv)
     res = a.results
     out = a.out or os.path.dirname(res) or "."
-    results = load_results(res)
-    for name in draw_all(results, out):
+    try:
+        results = load_results(res)
+        import matplotlib  # noqa: F401  (checked here, so the message is one line)
+    except PlotError as e:
+        print(f"plot.py: {e}", file=sys.stderr)
+        return 1
+    except ImportError:
+        print("plot.py: needs matplotlib: run it with the project's .venv/bin/python (`make venv` "
+              "makes it) or `apt install python3-matplotlib`", file=sys.stderr)
+        return 1
+    names = draw_bench(results, out) if is_bench_results(results) else draw_all(results, out)
+    for name in names:
         print(os.path.join(out, name))
     return 0
 

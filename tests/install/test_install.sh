@@ -7,6 +7,10 @@
 #   2. pkg-config --cflags --libs kite
 #   3. static: CMake kite::kite-static
 # Each program checks its own results and that kite served its allocations (consumer.h).
+# Also: the secure build and libkite-api installed (a program linked with -lkite-api through
+# pkg-config keeps glibc's malloc beside kite_malloc: api_beside.c), the tools kite-lab and
+# kite-stats with their man pages, run from the tree (kite-lab advise writes a report), and,
+# for an install of its own, make uninstall's script leaves no file behind.
 # Without pkg-config (.ci/run installs it) the rest runs and the test ends as skipped (77).
 set -euo pipefail
 build=${1:+$(realpath "$1")}; src=$(realpath "$2"); given_prefix=${3:-}
@@ -29,7 +33,11 @@ libdir=$(dirname "$(find "$prefix" -name "libkite.so.$version" | head -1)")
 # the tree
 for f in "libkite.so.$version" "libkite.so.$major" libkite.so libkite.a pkgconfig/kite.pc \
          cmake/kite/kiteConfig.cmake cmake/kite/kiteConfigVersion.cmake cmake/kite/kiteTargets.cmake \
-         kite/libkite-trace.so kite/libkite-lab.so kite/kite-trace kite/kitetrace.py; do
+         kite/libkite-trace.so kite/libkite-lab.so kite/kite-trace kite/kitetrace.py \
+         "libkite-secure.so.$version" "libkite-secure.so.$major" "libkite-api.so.$version" \
+         "libkite-api.so.$major" libkite-api.so pkgconfig/kite-api.pc kite/kite-lab kite/advise.py \
+         kite/kitewindow.py kite/kitesites.py kite/kitecommon.py kite/bench/run.py kite/kite-stats \
+         kite/kite-replay kite/libkite.so kite/libkite-secure.so; do
   [ -e "$libdir/$f" ] || fail "missing $libdir/$f"
 done
 [ "$(readlink "$libdir/libkite.so.$major")" = "libkite.so.$version" ] || fail "libkite.so.$major link"
@@ -37,7 +45,8 @@ done
 soname=$(objdump -p "$libdir/libkite.so.$version" | awk '$1 == "SONAME" { print $2 }')
 [ "$soname" = "libkite.so.$major" ] || fail "SONAME is '$soname', want libkite.so.$major"
 for f in include/kite.h include/kite/buddy.h include/kite/version.h bin/kite-replay bin/kite-trace \
-         share/man/man3/kite.3 share/man/man1/kite-replay.1 share/man/man1/kite-trace.1; do
+         bin/kite-lab bin/kite-stats share/man/man3/kite.3 share/man/man1/kite-replay.1 \
+         share/man/man1/kite-trace.1 share/man/man1/kite-lab.1 share/man/man1/kite-stats.1; do
   [ -e "$prefix/$f" ] || [ -e "$prefix/$f.gz" ] || fail "missing $prefix/$f"   # .gz: Debian's
 done
 # the installed tools run from the tree
@@ -48,7 +57,20 @@ if command -v sort >/dev/null; then
   (cd "$tmp" && "$prefix/bin/kite-trace" -o "$tmp/sort.trace" -- sort in.txt >/dev/null 2>"$tmp/kt.err") \
     || { cat "$tmp/kt.err"; fail "installed kite-trace could not capture sort"; }
   "$prefix/bin/kite-replay" --check --kite "$tmp/sort.trace" >/dev/null || fail "replay of the installed capture"
+  # kite-lab advise from the installed tree: its allocators are the installed kite and glibc
+  "$prefix/bin/kite-lab" advise -q -n 1 --budget 0 --allocators kite,glibc,seglist -o "$tmp/advise.html" \
+    --trace "$tmp/sort.trace" 2>"$tmp/advise.err" || { cat "$tmp/advise.err"; fail "installed kite-lab advise"; }
+  grep -q 'data-allocator="kite"><td>kite</td><td>real malloc</td><td class="num"' "$tmp/advise.html" 2>/dev/null \
+    || fail "installed kite-lab advise: no timed kite row"
+  # the secure build, preloaded by its SONAME's path, serves a real program
+  LD_PRELOAD="$libdir/libkite-secure.so.$major" KITE_SHOW_STATS=json sort "$tmp/in.txt" >"$tmp/sorted" 2>"$tmp/stats.json" \
+    || fail "sort under the installed libkite-secure.so"
+  [ "$(tr -d '\n' <"$tmp/sorted")" = ab ] || fail "sort under libkite-secure.so: wrong output"
+  "$prefix/bin/kite-stats" "$tmp/stats.json" >"$tmp/stats.txt" 2>&1 && [ -s "$tmp/stats.txt" ] \
+    || { cat "$tmp/stats.txt"; fail "installed kite-stats on a snapshot"; }
 fi
+"$prefix/bin/kite-lab" >/dev/null 2>"$tmp/lab.err" || true   # exit 2: no command
+grep -q '^ *advise ' "$tmp/lab.err" || fail "installed kite-lab without a command lists no command"
 
 run() { # name program args...
   local name=$1 rc=0; shift
@@ -96,6 +118,19 @@ cc -o "$tmp/pc_c" "$src/tests/install/app.c" $(pkg-config --cflags --libs kite) 
 # shellcheck disable=SC2046
 c++ -o "$tmp/pc_cxx" "$src/tests/install/app.cpp" $(pkg-config --cflags --libs kite) -Wl,-rpath,"$pc_libdir" \
   && run pkg-config-cxx "$tmp/pc_cxx" shared "$libdir/" || fail "pkg-config C++ build"
+
+# libkite-api through pkg-config: malloc stays glibc's, kite_malloc is kite's
+# shellcheck disable=SC2046
+cc -o "$tmp/api_beside" "$src/tests/install/api_beside.c" $(pkg-config --cflags --libs kite-api) -ldl \
+    -Wl,-rpath,"$pc_libdir" && "$tmp/api_beside" "$(realpath "$libdir")/" || fail "libkite-api program"
+
+# make uninstall removes every file of an install of our own
+if [ -z "$given_prefix" ]; then
+  bash "$src/tools/uninstall.sh" "$build/install_manifest.txt" "$prefix" >"$tmp/uninstall.log" 2>&1 \
+    || { cat "$tmp/uninstall.log"; fail "uninstall"; }
+  left=$(find "$prefix" \( -type f -o -type l \) | head -5)
+  [ -z "$left" ] || fail "uninstall left files: $left"
+fi
 
 [ "$fails" = 0 ] && echo "install: all checks passed ($prefix)" || echo "install: $fails failed"
 [ "$fails" = 0 ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/install/test_man.sh SOURCE_DIR -- the man pages under man/ render without a warning
-# (groff -man -ww, and man -l when man-db is there), and kite.3 covers every KITE_* variable
-# the core reads (src/) and every function include/kite.h declares.
+# (groff -man -ww, and man -l when man-db is there), kite.3 covers every KITE_* variable
+# the core reads (src/) and every function include/kite.h declares, and kite-lab.1 every
+# option of `kite-lab advise`.
 # Exit 77 (skip) without groff.
 set -uo pipefail
 src=$1
@@ -9,7 +10,7 @@ command -v groff >/dev/null || { echo "SKIP: groff is not installed"; exit 77; }
 fails=0
 shopt -s nullglob
 pages=("$src"/man/*.[1-8])
-[ "${#pages[@]}" = 3 ] || { echo "FAIL: want kite.3, kite-replay.1, kite-trace.1 in $src/man, found ${#pages[@]} pages"; fails=$((fails + 1)); }
+[ "${#pages[@]}" = 5 ] || { echo "FAIL: want kite.3, kite-replay.1, kite-trace.1, kite-lab.1, kite-stats.1 in $src/man, found ${#pages[@]} pages"; fails=$((fails + 1)); }
 for page in "${pages[@]}"; do
   before=$fails
   err=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$page" 2>&1)
@@ -31,5 +32,11 @@ fns=$(grep -oE '\bkite_[a-z_]+\(' "$src/include/kite.h" | tr -d '(' | sort -u)
 [ -n "$fns" ] || { echo "FAIL: no kite_* function found in $src/include/kite.h"; fails=$((fails + 1)); }
 for fn in $fns; do
   grep -q "\b$fn\b" "$src/man/kite.3" || { echo "FAIL: kite.3 does not mention $fn"; fails=$((fails + 1)); }
+done
+# kite-lab.1 describes every option of `kite-lab advise -h`
+opts=$(python3 "$src/tools/kite-lab" advise -h | grep -oE '^  (-[a-z], )?--[a-z-]+' | grep -oE -- '--[a-z-]+' | sort -u)
+[ -n "$opts" ] || { echo "FAIL: kite-lab advise -h lists no option"; fails=$((fails + 1)); }
+for o in $opts; do
+  grep -q -- "^\.BI\? .*${o//-/\\\\-}" "$src/man/kite-lab.1" || { echo "FAIL: kite-lab.1 does not describe $o"; fails=$((fails + 1)); }
 done
 [ "$fails" = 0 ]

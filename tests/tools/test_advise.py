@@ -141,6 +141,103 @@ def test_report_of_a_leaky_program():
     check(not re.search(r"<(link|img|iframe)\b|\b(src|href)=\"(https?:)?//", text), "no external assets")
     eq(len(re.findall(r'<svg class="chart"', text)), len(data["charts"]), "every chart is an inline SVG")
     check(len(data["charts"]) == 7, f"seven charts: {data['charts']}")
+    # each allocator once (bench/run.py's discovery and advise both knew mimalloc3)
+    names = [x["name"] for x in data["allocators"]]
+    eq(sorted(n for n in set(names) if names.count(n) > 1), [], f"no allocator twice: {names}")
+    check("kite is" not in vt or re.search(r"kite is \w+ of (\d+)", vt) is None
+          or int(re.search(r"kite is \w+ of (\d+)", vt).group(1))
+          == sum(1 for x in data["allocators"] if x["kind"] == "real" and x["status"] == "ok"),
+          "kite's rank counts each real malloc once")
+
+
+def test_budget_on_a_busy_program():
+    """advise_busy (about 2 s, 1.5 M allocations) under a 6 s budget: the replays fit it by
+    replaying a window, the report says which and speaks in the program's terms, and the trace
+    is gone afterwards."""
+    out = os.path.join(TMP, "busy.html")
+    tmpdir = os.path.join(TMP, "tmpdir")
+    os.makedirs(tmpdir)
+    env = dict(os.environ, TMPDIR=tmpdir)
+    r = run(advise_cmd("--budget", "6", "-n", "2", "--no-policies", "--no-sites", "-o", out,
+                       "--", os.path.join(BUILD, "advise_busy")), env=env, timeout=900)
+    eq(r.returncode, 0, f"advise exit status: {r.stderr[-800:]}")
+    eq(os.listdir(tmpdir), [], "the trace and every temporary file are deleted")
+    check(not os.path.exists(os.path.join(TMP, "busy.trace")), "no trace kept without --keep-trace")
+    text = open(out, encoding="utf-8").read() if os.path.exists(out) else ""
+    data = report_data(text) or {}
+    win = data.get("window") or {}
+    check(3_000_000 <= data.get("ops", 0) <= 3_000_010, f"1.5 M mallocs and 1.5 M frees (and stdio's): {data.get('ops')}")
+    check(win.get("whole") is False and 0 < win.get("ops", 0) < data.get("ops", 0),
+          f"a window, not the whole trace: {win}")
+    check(abs(win.get("scale", 0) - data.get("ops", 0) / max(win.get("ops", 1), 1)) < 1e-6,
+          "times scaled by requests / window")
+    check(data.get("replay_s", 1e9) <= data.get("budget_s", 0) + 2,
+          f"the replays kept to the budget: {data.get('replay_s')} s of {data.get('budget_s')}")
+    m = re.search(r'<span id="window">requests ([\d,]+)\.\.([\d,]+) of ([\d,]+)</span>', text)
+    check(m is not None and int(m.group(2).replace(",", "")) - int(m.group(1).replace(",", "")) + 1
+          == win.get("ops"), "the verdict names the window")
+    # progress: one line per replay with the time spent and an estimate
+    prog = re.findall(r"advise: replay (\d+)/(\d+) \(round \d/2\) (\S+): .*; (\d+) s elapsed, about (\d+) s left", r.stderr)
+    check(len(prog) >= 2, f"a progress line per replay: {r.stderr[-600:]}")
+    v = re.search(r'<div class="verdict">(.*?)</div>', text, re.S)
+    vt = html.unescape(re.sub(r"<[^>]+>", "", v.group(1))) if v else ""
+    first = vt.strip().split(". ")[0]
+    check(first.startswith("The program ran ") and "peak RSS" in first, f"the verdict opens with the run: {vt[:200]}")
+    check(re.search(r"take about [\d.]+ ms in glibc's malloc, the one it uses now: [\d.e+-]+% of its run time", vt)
+          is not None, f"the allocator's share of the run: {vt[:400]}")
+    fig = data.get("verdict", {})
+    prog_data = data.get("program") or {}
+    check(prog_data.get("rc") == 0 and prog_data.get("wall_s", 0) > 0 and prog_data.get("maxrss_kib", 0) > 0,
+          f"the program's run: {prog_data}")
+    if fig.get("best") not in (None, "glibc"):
+        check(fig["switch"].endswith(" " + os.path.join(BUILD, "advise_busy")) and "LD_PRELOAD=" in fig["switch"],
+              f"the line to switch: {fig}")
+        check(f"To switch: {fig['switch']}" in vt, "the verdict gives it")
+        check(abs(fig["save_s"] - (fig["glibc_s"] - fig["best_s"])) < 1e-9 and fig["save_s"] >= 0, f"the saving: {fig}")
+    else:
+        check("switching allocators would not save time" in vt, f"glibc best: says so: {vt[:400]}")
+
+
+def test_trace_deleted_when_killed():
+    tmpdir = os.path.join(TMP, "tmpkill")
+    os.makedirs(tmpdir)
+    env = dict(os.environ, TMPDIR=tmpdir)
+    p = subprocess.Popen(advise_cmd("--budget", "60", "-o", os.path.join(TMP, "killed.html"), "--no-sites",
+                                    "--", os.path.join(BUILD, "advise_busy")),
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    for line in p.stderr:            # kill it once it replays: the trace is then complete
+        seen += line
+        if "advise: replay " in line or "advise: budget" in line:
+            break
+    p.terminate()
+    p.communicate(timeout=120)
+    check("advise: replay " in seen or "advise: budget" in seen, f"it got to the replays: {seen[-300:]}")
+    eq(p.returncode, 128 + 15, "exit status after SIGTERM")
+    eq(os.listdir(tmpdir), [], "nothing left in the temporary directory")
+
+
+def test_window_trace_replays_clean():
+    """kitewindow's trace of a middle window passes kite-replay --check (every id it frees
+    was allocated, first by the warm-up), and the window holds the requested requests."""
+    sys.path.insert(0, TOOLS)
+    import kitewindow
+    src = os.path.join(SRC, "tests", "data", "traces", "sort.trace")
+    a = advise.analyze(src)
+    start, end, dist = kitewindow.choose_window(a["codes"], 100, a["peak_at"])
+    eq(end - start, 100, f"100 requests: {start}..{end}")
+    check(0 <= dist <= 1, f"distance {dist}")
+    out = os.path.join(TMP, "window.trace")
+    first, last, warm = kitewindow.write_window(src, out, start, end)
+    lines = open(out).read().splitlines()
+    eq(len(lines), last, "the last timed line is the file's last")
+    eq(last - first + 1, 100, "100 timed lines")
+    eq(first - 3, warm, "the warm-up lines come before them")
+    r = run([os.path.join(BUILD, "kite-replay"), "--check", out])
+    eq(r.returncode, 0, f"kite-replay --check: {r.stderr[-300:]}")
+    r = run([os.path.join(BUILD, "kite-replay"), "--json", "-r", str(first), str(last), out])
+    eq(json.loads(r.stdout)["ranges"][0]["requests"] if r.returncode == 0 else None, 100,
+       "kite-replay times the 100 requests")
 
 
 def test_old_trace_without_sites():
@@ -331,7 +428,8 @@ def test_rendering_in_chromium():
 
 def main():
     tests = [test_report_of_a_leaky_program, test_old_trace_without_sites, test_bad_usage,
-             test_rendering_in_chromium]
+             test_rendering_in_chromium, test_window_trace_replays_clean,
+             test_budget_on_a_busy_program, test_trace_deleted_when_killed]
     rc = run_tests(tests, "test_")
     if rc == 0:
         shutil.rmtree(TMP, ignore_errors=True)

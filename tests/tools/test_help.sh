@@ -35,7 +35,7 @@ for exe in "$build"/kite-wl-* "$build"/kite-bench-exec "$build"/kite-replay "$bu
   [ -x "$exe" ] || { echo "FAIL: $exe not built"; fails=$((fails + 1)); continue; }
   check "$(basename "$exe")" "$exe"
 done
-for s in tools/kite-trace tools/kite-lab-traces tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
+for s in tools/kite-trace tools/kite-lab tools/kite-lab-traces tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py \
          tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py; do
   check "$s" "$py" "$src/$s"
 done
@@ -46,5 +46,17 @@ for s in tools/kite-trace tools/kite-stats tools/trace-convert tools/gen_trace.p
          tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py bench/fastpath.sh tools/peer-hardened-malloc; do
   [ -x "$src/$s" ] && head -1 "$src/$s" | grep -q '^#!' || { echo "FAIL: $s is not an executable script"; fails=$((fails + 1)); }
 done
+# every script the README names (tools/..., bench/...) is an executable script, so the
+# README's command line runs as written
+for s in $(grep -oE '(^|[`( ])(tools|bench)/[A-Za-z0-9_.-]+' "$src/README.md" | sed 's/^[`( ]//' | sort -u); do
+  [ -f "$src/$s" ] || { echo "FAIL: README.md names $s, which is not a file"; fails=$((fails + 1)); continue; }
+  [ -x "$src/$s" ] && head -1 "$src/$s" | grep -q '^#!' || { echo "FAIL: README.md names $s, not an executable script"; fails=$((fails + 1)); }
+done
+# kite-lab without a command lists its commands (on stderr, exit 2: no command is bad usage)
+"$py" "$src/tools/kite-lab" >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ "$rc" != 2 ] || ! grep -q '^ *advise ' "$tmp/err"; then
+  echo "FAIL: kite-lab without a command: exit $rc (want 2), its commands on stderr: $(head -c 300 "$tmp/err")"
+  fails=$((fails + 1))
+fi
 echo "$n tools checked, $fails failures"
 [ "$fails" = 0 ]

@@ -5,7 +5,8 @@
 //! they only hold the operator new/delete override, which a Rust program does not want).
 //! The flags are those of the core's no-override build in cmake/core.cmake: the `kite_*`
 //! API only (KITE_OVERRIDE=0, the process keeps its own malloc), release assertions
-//! (KITE_DEBUG=0), hidden visibility, no semantic interposition, initial-exec TLS.
+//! (KITE_DEBUG=0), hidden visibility, no semantic interposition, initial-exec TLS. With the
+//! feature `secure`, KITE_SECURE=1 as well: the secure build (secure.c's wrappers).
 //!
 //! The sources are found at `../../..` from this crate (the repository root), or under
 //! `$KITE_SOURCE_DIR` when that is set (a checkout elsewhere).
@@ -114,6 +115,11 @@ fn main() {
         .flag("-ftls-model=initial-exec")
         .flag("-fno-plt")
         .flag("-fno-stack-protector");
+    // feature "secure": the secure build, as cmake/core.cmake's kite-secure (secure.c's
+    // wrappers around the kite_* entry points, secure_layout.h's layout)
+    if env::var_os("CARGO_FEATURE_SECURE").is_some() {
+        build.define("KITE_SECURE", "1");
+    }
     build.compile("kite");
 
     println!("cargo:rustc-link-lib=pthread");
