@@ -44,7 +44,11 @@
  *   purger                the optional background purger thread (KITE_BACKGROUND)
  *   links                 the small pages' link arrays (guarded maps of their own)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
- *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
+ *   heap                  per-thread heaps, one module in four files (heap_impl.h shared):
+ *                         heap.c queues, pin, direct[], generic malloc and local free;
+ *                         heap_reclaim.c a fresh page (reclaim, steal, cache, new run);
+ *                         heap_abandon.c abandonment, adoption, trim; heap_pool.c the heap
+ *                         structs (one obtain, one retire), first-class heaps, stats walk
  *   alloc / free          the public entry points (fast paths first)
  *   introspect, override  statistics and options API; the standard names
  *   visit                 live counts (statistics) and block walks (kite_heap_visit ...)

@@ -57,7 +57,8 @@ LAYERS = [
     ("purger", {"purger": ["purger.h", "purger.c"]}),
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
-    ("heap", {"heap": ["heap.h", "heap.c"]}),
+    # one module in five files (heap_impl.h: what they share); their calls go both ways
+    ("heap", {"heap": ["heap.h", "heap_impl.h", "heap.c", "heap_reclaim.c", "heap_abandon.c", "heap_pool.c"]}),
     ("guarded", {"guarded": ["guarded.h", "guarded.c"]}),
     # the entry points: the public API (<kite.h> is its contract, so nothing below may include
     # it) and what the runtime calls (init.c: constructor, destructor, fork handlers; the first
@@ -385,10 +386,19 @@ def picture(graph, cgraph):
             label = "%2d %-7s" % (li, name) if k == 0 else ""
             inc = order(graph.get(mod, ()))
             called = [only_in(mod, m) for m in order(cgraph.get(mod, {}))]
-            lines.append(("%-10s %-14s %-30s %s" % (label, mod, " ".join(files),
-                                                     ("includes " + " ".join(inc)) if inc else "")).rstrip())
+            # the files column wraps at 30 characters (a module of many files takes more rows)
+            cols = [""]
+            for f in files:
+                if cols[-1] and len(cols[-1]) + 1 + len(f) > 30:
+                    cols.append("")
+                cols[-1] = (cols[-1] + " " + f).strip()
+            arrows = [("includes " + " ".join(inc)) if inc else ""]
             if called:
-                lines.append(" " * 57 + "calls    " + " ".join(called))
+                arrows.append("calls    " + " ".join(called))
+            for r in range(max(len(cols), len(arrows))):
+                lines.append(("%-10s %-14s %-30s %s" % (label if r == 0 else "", mod if r == 0 else "",
+                                                         cols[r] if r < len(cols) else "",
+                                                         arrows[r] if r < len(arrows) else "")).rstrip())
     lines.append("```")
     return "\n".join(lines) + "\n"
 
