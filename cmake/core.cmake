@@ -14,7 +14,7 @@ set(_kc ${PROJECT_SOURCE_DIR}/src)
 set(KITE_CORE_SOURCES
     ${_kc}/os/linux.c
     ${_kc}/message.c ${_kc}/sizeclass.c ${_kc}/stats.c ${_kc}/options.c ${_kc}/report.c ${_kc}/secret.c
-    ${_kc}/buddy.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
+    ${_kc}/buddy.c ${_kc}/buddy_range.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/purger.c ${_kc}/links.c ${_kc}/page.c ${_kc}/heap.c ${_kc}/heap_reclaim.c
     ${_kc}/heap_abandon.c ${_kc}/heap_pool.c ${_kc}/stack.c ${_kc}/guarded.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/visit.c ${_kc}/override.c

@@ -37,7 +37,9 @@
  *   message, options, stats, sizeclass, report, secret, secure_layout.h   the bottom:
  *                         assertions and formatting, KITE_* options, counters, size-class
  *                         tables, misuse reports, secrets; the secure build's block format
- *   buddy (kite/buddy.h)  the buddy page heap inside each arena
+ *   buddy (kite/buddy.h)  the buddy page heap inside each arena: buddy_impl.h its data
+ *                         structure and invariants I1-I5, buddy.c allocation and free,
+ *                         buddy_range.c reserve/unreserve and allocation at a given place
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units, purge
  *   huge                  blocks with their own OS mapping, the huge cache

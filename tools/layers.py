@@ -50,7 +50,7 @@ LAYERS = [
         "secure_layout": ["secure_layout.h"],  # the secure build's constants, block format, layout hooks
         "stack": ["stack.h", "stack.c"],  # call stacks (guarded allocations, heap profiles)
     }),
-    ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
+    ("buddy", {"buddy": ["buddy.c", "buddy_range.c", "buddy_impl.h", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
     ("arena", {"arena": ["arena.h", "arena.c"]}),
     ("huge", {"huge": ["huge.h", "huge.c"]}),
