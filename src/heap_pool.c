@@ -93,8 +93,10 @@ static int heap_key_set(kite_heap_t *h) {
 }
 
 /* A heap struct from the pool (or carved), reset, of the given kind, on the live list;
- * NULL + ENOMEM. A thread's heap needs the thread-exit key first: made here once. */
-static kite_heap_t *heap_obtain(bool user) {
+ * NULL + ENOMEM. A thread's heap needs the thread-exit key first: made here once. Cold (a
+ * thread's start, kite_heap_new): compiled for size, its reset is one string store instead
+ * of a call to memset. */
+static KITE_COLD kite_heap_t *heap_obtain(bool user) {
   _kite_options_ensure();
   _kite_lock(&_kite_heap_lock);
   if (!user && !heap_key_made) {
