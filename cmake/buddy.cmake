@@ -1,6 +1,6 @@
 # cmake/buddy.cmake -- the standalone buddy page heap (kite-buddy), its tests, its benchmark
 # and the lab's buddy variants (kite-lab-buddy).
-add_library(kite-buddy STATIC ${PROJECT_SOURCE_DIR}/src/buddy.c)
+add_library(kite-buddy STATIC ${PROJECT_SOURCE_DIR}/src/buddy.c ${PROJECT_SOURCE_DIR}/src/buddy_range.c)
 set_target_properties(kite-buddy PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(kite-buddy PUBLIC ${PROJECT_SOURCE_DIR}/include)
 

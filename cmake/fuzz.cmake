@@ -130,7 +130,7 @@ endif()
 
 if(EXISTS ${_kf_src}/fuzz_buddy.c)
   _kite_fuzz_target(fuzz_buddy MAIN ${_kf_src}/fuzz_buddy.c
-                    SOURCES ${PROJECT_SOURCE_DIR}/src/buddy.c INCLUDES ${_kf_inc})
+                    SOURCES ${PROJECT_SOURCE_DIR}/src/buddy.c ${PROJECT_SOURCE_DIR}/src/buddy_range.c INCLUDES ${_kf_inc})
 endif()
 
 if(EXISTS ${_kf_src}/fuzz_trace.c)

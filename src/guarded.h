@@ -11,7 +11,7 @@
  *            the fast path is never consulted, the slow path's compare is the one it had);
  *            realloc_generic: a guarded block goes to realloc_guarded (new block, copy,
  *            free), its old size from _kite_guarded_usable.
- *   heap.c   heap_reclaim leaves the current pages alone while sampling is on.
+ *   heap_reclaim.c   heap_reclaim leaves the current pages alone while sampling is on.
  *   free.c   free_generic: a pointer the page map marks GUARDED goes to _kite_guarded_free;
  *            _kite_lookup (usable size, kite_owns): _kite_guarded_usable.
  *   init.c   the fork hooks; introspect.c kite_check: _kite_guarded_check.

@@ -1,6 +1,7 @@
 /* src/heap.h -- per-thread heaps: page queues per size class, the direct[] table the
  * malloc fast path indexes, thread-exit abandonment and adoption of pages, first-class heaps.
- * Layer: above page (and huge, arena for runs); below alloc/free.
+ * Layer: above page (and huge, arena for runs); below alloc/free. One module in four files
+ * (heap.c says which does what; heap_impl.h is what they share).
  *
  * Ownership: a heap is touched only by its thread (and, after the thread exited, by
  * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
@@ -33,16 +34,16 @@ typedef struct kite_heap_s {
   struct kite_heap_s *next_all, *prev_all;
   bool user;                        /* a first-class heap (kite_heap_new): never adopts */
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */
-  uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap.c) */
+  uint32_t reclaim_cls;             /* next class heap_reclaim looks at (heap_reclaim.c) */
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
   uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
   uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
-  /* Guards full[] and full_count[] (heap.c: another thread's heap_steal takes dead pages
-   * off them): a spin lock (0 free, 1 held; heap.c's list_lock). The owner holds it only
-   * around its own changes of those lists and never takes heap_lock while holding it;
-   * heap_steal only tries it, under heap_lock. */
+  /* Guards full[] and full_count[] (heap_reclaim.c: another thread's heap_steal takes dead
+   * pages off them): a spin lock (0 free, 1 held; heap_impl.h's list_lock). The owner holds
+   * it only around its own changes of those lists and never takes _kite_heap_lock while
+   * holding it; heap_steal only tries it, under _kite_heap_lock. */
   uint32_t lock;
-  /* First-class heaps' handle generation (heap.c, I-H1): the handle kite_heap_new gives out
+  /* First-class heaps' handle generation (heap_pool.c, I-H1): the handle kite_heap_new gives out
    * carries its low 16 bits; kite_heap_destroy adds 1 (atomic: a stale handle's check may
    * race with the struct's reuse). Kept by heap_reset. */
   uint32_t handle_gen;
@@ -73,13 +74,13 @@ kite_heap_t *_kite_heap_get(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
 /* Remote free of block b (a carved, live block) of small page pg, which the caller saw
- * without an owner (abandoned by an exited thread). Takes heap_lock. False if pg was adopted
+ * without an owner (abandoned by an exited thread). Takes _kite_heap_lock. False if pg was adopted
  * meanwhile (the caller frees b as any remote free); true when b is freed, and pg, if b was
  * its last live block, given back to the arena. */
 bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i);
 
 /* First-class heaps (kite_heap_new / kite_heap_destroy). The public kite_heap_t pointer is
- * a handle, not the struct (heap.c, I-H1): _kite_heap_new_user returns a handle (NULL +
+ * a handle, not the struct (heap_pool.c, I-H1): _kite_heap_new_user returns a handle (NULL +
  * ENOMEM), and every entry point that takes one turns it into the struct with
  * _kite_heap_of_handle, which reports an invalid or stale handle as "kite: WHAT: invalid or
  * stale heap: 0x..." (_kite_report_invalid) and returns NULL; errno is then EINVAL. */
@@ -101,9 +102,9 @@ void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);
 #ifdef KITE_TEST_HOOKS
-/* Test builds (heap.c): heap_create acts as if pthread_setspecific failed while this is
- * set; the hook runs in a thread exit's heap_abandon right before the heap leaves the live
- * list (its pages already given up). */
+/* Test builds (heap_pool.c): a thread's heap creation acts as if pthread_setspecific failed
+ * while this is set; the hook runs in every heap_retire (a thread's exit, kite_heap_destroy)
+ * right before the heap leaves the live list (its pages already given up). */
 extern bool _kite_test_fail_setspecific;
 extern void (*_kite_test_hook_heap_abandon)(void);
 #endif
@@ -116,7 +117,7 @@ extern void (*_kite_test_hook_heap_abandon)(void);
 bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth);
 /* Every class of h at depth 2 and its page cache. */
 bool _kite_heap_check(const kite_heap_t *h);
-/* The calling thread's heap, and every abandoned page (takes heap_lock). Other threads'
+/* The calling thread's heap, and every abandoned page (takes _kite_heap_lock). Other threads'
  * heaps are not read: only their threads may. */
 bool _kite_heap_check_all(void);
 #endif

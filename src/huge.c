@@ -213,29 +213,37 @@ static kite_huge_t *huge_grow(kite_huge_t *h, size_t len) {
   return h;
 }
 
+/* A block of len bytes (page-aligned) from the huge cache, grown or trimmed to len; NULL
+ * when the cache has no map for it. Its bytes are not zero. */
+static void *huge_alloc_cached(size_t len) {
+  kite_huge_t *c = huge_cache_take(len);
+  if (c && c->user_len < len) {
+    kite_huge_t *g = huge_grow(c, len);
+    if (!g) huge_unmap(c); /* a fresh map replaces it */
+    c = g;
+  }
+  if (!c) return NULL;
+  huge_trim(c, len);
+  __atomic_store_n(&c->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
+  huge_seal(c);
+  huge_live(1, (int64_t)c->user_len);
+  KITE_TOOL_RUN_FRESH(c->user, c->user_len);
+  __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
+  kite_assert_internal(huge_check_block(c, true));
+  kite_assert_expensive(_kite_huge_check());
+  return c->user;
+}
+
 void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   if (align < KITE_OS_PAGE) align = KITE_OS_PAGE;
   size_t len = (size + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
   if (len < size || len > ((size_t)1 << KITE_ADDR_BITS)) { errno = ENOMEM; return NULL; }
   *zero = true;
   if (align == KITE_OS_PAGE && __atomic_load_n(&huge_cache_bytes, __ATOMIC_RELAXED)) {
-    kite_huge_t *c = huge_cache_take(len);
-    if (c && c->user_len < len) {
-      kite_huge_t *g = huge_grow(c, len);
-      if (!g) huge_unmap(c); /* a fresh map replaces it */
-      c = g;
-    }
-    if (c) {
-      huge_trim(c, len);
-      __atomic_store_n(&c->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
-      huge_seal(c);
-      huge_live(1, (int64_t)c->user_len);
-      KITE_TOOL_RUN_FRESH(c->user, c->user_len);
+    void *p = huge_alloc_cached(len);
+    if (p) {
       *zero = false;
-      __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
-      kite_assert_internal(huge_check_block(c, true));
-      kite_assert_expensive(_kite_huge_check());
-      return c->user;
+      return p;
     }
   }
   size_t off = align > KITE_OS_PAGE ? (align < KITE_ARENA_SIZE ? align : KITE_ARENA_SIZE) : KITE_OS_PAGE;

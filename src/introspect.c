@@ -209,7 +209,7 @@ KITE_API int kite_option_set(kite_option_t option, long value) {
   return 0;
 }
 
-/* Every validator, each under the lock that guards its structure (heap_lock, the huge cache
+/* Every validator, each under the lock that guards its structure (_kite_heap_lock, the huge cache
  * lock, the arena lock, one at a time): the size-class tables, the calling thread's heap and
  * every page in it (with their free lists), the abandoned pages, the huge cache, every arena
  * (buddy heap, units, descriptors of free units) and the page map. Other threads' heaps

@@ -1,5 +1,5 @@
 /* src/stats.h -- process-wide counters (atomics). Per-heap counters live in the heaps and
- * are merged in by heap.c (_kite_heap_collect_stats); the field table that says how each
+ * are merged in by heap_pool.c (_kite_heap_collect_stats); the field table that says how each
  * is shown is in visit.c, the printers in introspect.c and override.c.
  * Layer: bottom.
  */

@@ -37,7 +37,9 @@
  *   message, options, stats, sizeclass, report, secret, secure_layout.h   the bottom:
  *                         assertions and formatting, KITE_* options, counters, size-class
  *                         tables, misuse reports, secrets; the secure build's block format
- *   buddy (kite/buddy.h)  the buddy page heap inside each arena
+ *   buddy (kite/buddy.h)  the buddy page heap inside each arena: buddy_impl.h its data
+ *                         structure and invariants I1-I5, buddy.c allocation and free,
+ *                         buddy_range.c reserve/unreserve and allocation at a given place
  *   pagemap               "is this address kite's?" (one byte per 64 MiB)
  *   arena                 64 MiB reservations, runs of units (arena.c; arena_int.h the
  *                         module's shared header, arena_check.c its validators), the purge
@@ -46,7 +48,11 @@
  *   purger                the optional background purger thread (KITE_BACKGROUND)
  *   links                 the small pages' link arrays (guarded maps of their own)
  *   page                  the small-page life cycle (carve, pop, collect, remote push)
- *   heap                  per-thread heaps: queues, abandonment, adoption, first-class heaps
+ *   heap                  per-thread heaps, one module in four files (heap_impl.h shared):
+ *                         heap.c queues, pin, direct[], generic malloc and local free;
+ *                         heap_reclaim.c a fresh page (reclaim, steal, cache, new run);
+ *                         heap_abandon.c abandonment, adoption, trim; heap_pool.c the heap
+ *                         structs (one obtain, one retire), first-class heaps, stats walk
  *   prof, prof_write      the sampled heap profiler (KITE_PROF) and its pprof file format
  *   alloc / free          the public entry points (fast paths first)
  *   introspect, override  statistics and options API; the standard names

@@ -150,7 +150,7 @@ void (*_kite_test_hook_heap_live_page)(void);
 /* Another thread's pages may be given back and their arena unmapped while we follow their
  * links (a page we reach may have left the heap a moment ago): the walk holds off the
  * unmapping of arenas (_kite_arena_hold_unmap), so every descriptor it reaches stays
- * readable. Called under heap_lock (_kite_heap_foreach), which comes before the arena's
+ * readable. Called under _kite_heap_lock (_kite_heap_foreach), which comes before the arena's
  * purge lock. */
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
   flush_own(); /* the caller's quarantined blocks are not live */

@@ -30,7 +30,7 @@ void _kite_live_collect(kite_live_t *out);
 
 /* One heap's figures (its queues and full lists; a snapshot for another thread's heap).
  * Holds off the unmapping of arenas while it walks (so it takes the arena's purge lock:
- * call it under heap_lock or no lock, never under an arena lock). */
+ * call it under _kite_heap_lock or no lock, never under an arena lock). */
 typedef struct kite_heap_live_s { uint64_t live_blocks, pages, remote_frees; } kite_heap_live_t;
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
 #ifdef KITE_TEST_HOOKS
@@ -74,7 +74,7 @@ typedef struct kite_stat_field_s {
 } kite_stat_field_t;
 extern const kite_stat_field_t _kite_stat_fields[KITE_STAT_COUNT];
 
-/* Every figure at once: the counters merged (heap_lock), the live ones walked (arena lock),
+/* Every figure at once: the counters merged (_kite_heap_lock), the live ones walked (arena lock),
  * then v[] computed from them by the table. */
 typedef struct kite_snapshot_s {
   kite_gstats_t s;

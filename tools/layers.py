@@ -50,7 +50,7 @@ LAYERS = [
         "secure_layout": ["secure_layout.h"],  # the secure build's constants, block format, layout hooks
         "stack": ["stack.h", "stack.c"],  # call stacks (guarded allocations, heap profiles)
     }),
-    ("buddy", {"buddy": ["buddy.c", "<kite/buddy.h>"]}),
+    ("buddy", {"buddy": ["buddy.c", "buddy_range.c", "buddy_impl.h", "<kite/buddy.h>"]}),
     ("pagemap", {"pagemap": ["pagemap.h", "pagemap.c"]}),
     # the mechanism (arena.c), its validators, the purge policy and the huge-page modes: one
     # module, as they share the arena header and the slot table (arena_int.h)
@@ -59,7 +59,8 @@ LAYERS = [
     ("purger", {"purger": ["purger.h", "purger.c"]}),
     ("links", {"links": ["links.h", "links.c"]}),
     ("page", {"page": ["page.h", "page.c"]}),
-    ("heap", {"heap": ["heap.h", "heap.c"]}),
+    # one module in five files (heap_impl.h: what they share); their calls go both ways
+    ("heap", {"heap": ["heap.h", "heap_impl.h", "heap.c", "heap_reclaim.c", "heap_abandon.c", "heap_pool.c"]}),
     ("guarded", {"guarded": ["guarded.h", "guarded.c"],
                  "prof": ["prof.h", "prof.c", "prof_write.c"]}),  # the heap profiler (beside guarded)
     # the entry points: the public API (<kite.h> is its contract, so nothing below may include
@@ -388,10 +389,19 @@ def picture(graph, cgraph):
             label = "%2d %-7s" % (li, name) if k == 0 else ""
             inc = order(graph.get(mod, ()))
             called = [only_in(mod, m) for m in order(cgraph.get(mod, {}))]
-            lines.append(("%-10s %-14s %-30s %s" % (label, mod, " ".join(files),
-                                                     ("includes " + " ".join(inc)) if inc else "")).rstrip())
+            # the files column wraps at 30 characters (a module of many files takes more rows)
+            cols = [""]
+            for f in files:
+                if cols[-1] and len(cols[-1]) + 1 + len(f) > 30:
+                    cols.append("")
+                cols[-1] = (cols[-1] + " " + f).strip()
+            arrows = [("includes " + " ".join(inc)) if inc else ""]
             if called:
-                lines.append(" " * 57 + "calls    " + " ".join(called))
+                arrows.append("calls    " + " ".join(called))
+            for r in range(max(len(cols), len(arrows))):
+                lines.append(("%-10s %-14s %-30s %s" % (label if r == 0 else "", mod if r == 0 else "",
+                                                         cols[r] if r < len(cols) else "",
+                                                         arrows[r] if r < len(arrows) else "")).rstrip())
     lines.append("```")
     return "\n".join(lines) + "\n"
 

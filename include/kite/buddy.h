@@ -20,7 +20,7 @@
  *
  * Cost: alloc and free are O(log units) in the worst case and touch a few tree nodes on
  * average; reserve and unreserve are O(log^2 units) plus the number of blocks already inside
- * the range. The tree is described in src/buddy.c; docs/buddy.md has the measurements.
+ * the range. The tree is described in src/buddy_impl.h; docs/buddy.md has the measurements.
  */
 #ifndef KITE_BUDDY_H
 #define KITE_BUDDY_H

@@ -78,7 +78,7 @@ def test_upward_call_fails():
                "void _kite_heap_fork_prepare(void);\nvoid _kite_arena_probe(void) { _kite_heap_fork_prepare(); }\n")
         rc, _, err = run("--check", "--root", d)
         eq(rc, 1, "exit status")
-        check("src/arena.c (default, secure, valgrind builds): calls _kite_heap_fork_prepare of src/heap.c: "
+        check("src/arena.c (default, secure, valgrind builds): calls _kite_heap_fork_prepare of src/heap_pool.c: "
               "arena (layer arena) -> heap (layer heap) goes upward" in err, "names the call: " + err)
         check(": includes" not in err, "no include is blamed: " + err)
     finally:
@@ -97,7 +97,7 @@ def test_upward_call_in_low_header_fails():
                "#if KITE_SECURE\nvoid _kite_huge_probe(void) { _kite_secret_probe(); }\n#endif\n")
         rc, _, err = run("--check", "--root", d)
         eq(rc, 1, "exit status")
-        check("src/huge.c (secure build): calls _kite_heap_fork_parent of src/heap.c: huge (layer huge) -> heap "
+        check("src/huge.c (secure build): calls _kite_heap_fork_parent of src/heap_pool.c: huge (layer huge) -> heap "
               "(layer heap) goes upward (the call is in src/huge.c or in an inline function of a header it includes)"
               in err, "names the call and the build: " + err)
     finally:

@@ -308,6 +308,64 @@ TEST(heap_create_fails_cleanly_without_its_key) {
   expect_true(ok[2]);
 }
 
+/* ---- one pool, one way in and one way out, for both kinds of heap ---- */
+
+/* The struct behind a first-class heap's handle (heap_pool.c, I-H1: the tag is above bit 48). */
+static kite_heap_t *struct_of(kite_heap_t *handle) {
+  return (kite_heap_t *)((uintptr_t)handle & (((uintptr_t)1 << 48) - 1));
+}
+static uint32_t tag_of(kite_heap_t *handle) { return (uint32_t)((uintptr_t)handle >> 48); }
+static kite_heap_t *thread_heap;
+static int thread_heap_user;
+static void *note_thread_heap(void *arg) {
+  (void)arg;
+  void *p = kite_malloc(32); /* the thread's first request obtains its heap */
+  thread_heap = _kite_heap_tls;
+  thread_heap_user = thread_heap->user;
+  kite_free(p);
+  return NULL;
+}
+
+/* A first-class heap and a thread's heap are obtained from one pool and retired into it by
+ * one path: the struct of a destroyed heap is the next thread's heap (reset: no longer
+ * first-class, the old handle's tag stale), that thread's exit hands it back, and the next
+ * kite_heap_new gets it again with a tag two generations on. Each retire takes the heap off
+ * the live list and keeps what it counted. */
+TEST(heap_pool_serves_threads_and_first_class_heaps) {
+  int live0 = live_heaps();
+  kite_gstats_t s0, s1;
+  kite_heap_t *a = kite_heap_new();
+  assert_true(a != NULL);
+  kite_heap_t *sa = struct_of(a);
+  expect_int_eq(live_heaps(), live0 + 1);
+  expect_true(sa->user);
+  void *b[50];
+  for (int i = 0; i < 50; i++) b[i] = kite_heap_malloc(a, 40);
+  for (int i = 0; i < 50; i++) expect_true(b[i] != NULL);
+  _kite_heap_collect_stats(&s0);
+  kite_heap_destroy(a); /* frees the 50 blocks with the heap */
+  expect_int_eq(live_heaps(), live0);
+  _kite_heap_collect_stats(&s1);
+  expect_uint_eq(issued_sum(&s1), issued_sum(&s0)); /* moved into the globals, not lost */
+  expect_true((__atomic_load_n(&sa->handle_gen, __ATOMIC_RELAXED) & 0xffffu) != tag_of(a));
+
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, note_thread_heap, NULL), 0);
+  pthread_join(t, NULL);
+  expect_ptr_eq(thread_heap, sa);
+  expect_int_eq(thread_heap_user, 0);
+  expect_int_eq(live_heaps(), live0); /* the thread's exit retired it */
+
+  kite_heap_t *c = kite_heap_new();
+  assert_true(c != NULL);
+  expect_ptr_eq(struct_of(c), sa);
+  expect_uint_eq(tag_of(c), (tag_of(a) + 2) & 0xffffu);
+  expect_true(sa->user);
+  expect_true(kite_heap_malloc(c, 24) != NULL);
+  kite_heap_destroy(c);
+  expect_int_eq(live_heaps(), live0);
+}
+
 /* ---- fork during an arena's growth ---- */
 
 static int grow_forked, grow_child_status = -1;
@@ -520,6 +578,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(exiting_heap_counted_once);
   RUN_CHECKED(heap_counters_read_while_owner_writes);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
+  RUN_CHECKED(heap_pool_serves_threads_and_first_class_heaps);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);

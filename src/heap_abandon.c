@@ -1,0 +1,226 @@
+/* src/heap_abandon.c -- pages of exited threads: abandonment, adoption, frees into
+ * abandoned pages, trim (heap_impl.h: shared parts).
+ *
+ * Data structures: abandoned[cls], one doubly linked list (next, prev) per class of pages
+ * whose thread exited, with its blocks still live; abandoned_empty, how many pages on them
+ * are empty (kept for the next thread). All guarded by _kite_heap_lock.
+ *
+ * At thread exit every non-empty page is abandoned: heap = NULL, pushed on abandoned[cls]; a
+ * thread short of pages of that class adopts it. A free of a block of an abandoned page takes
+ * _kite_heap_lock (_kite_heap_free_abandoned): the free that leaves the page empty keeps it at
+ * the front of its list for the next thread (at most KITE_ABANDONED_EMPTY_MAX pages so kept)
+ * or gives it back to the arena, so memory of exited threads does not wait for an adopter
+ * that may never come.
+ *
+ * Invariants (under _kite_heap_lock):
+ *   I-A1 heap == NULL on a small page with blocks means: on its abandoned list (abandon and
+ *        adopt change both together, in one _kite_heap_lock section).
+ *   I-A2 abandoned_empty counts the listed pages with used == 0, and they sit at the fronts
+ *        of their lists; there are at most KITE_ABANDONED_EMPTY_MAX of them.
+ *   I-A3 nobody collects an abandoned page's thread_free while _kite_heap_lock is held but
+ *        its holder (abandoned_settle), so a validator may read the lists under it.
+ */
+#include "heap_impl.h"
+#include "options.h"
+#include "stats.h"
+#include "message.h"
+
+static kite_page_t *abandoned[KITE_CLASSES];
+/* Empty pages kept on the abandoned lists (at their fronts) for the next threads: at most
+ * this many; an abandoned page emptied beyond it goes back to the arena at once. */
+#define KITE_ABANDONED_EMPTY_MAX 128
+static uint32_t abandoned_empty;
+
+/* The abandoned lists are doubly linked (next, prev), so that the free that empties a page
+ * can take it out of the middle. Caller holds _kite_heap_lock. */
+static void abandoned_push(kite_page_t *pg) {
+  kite_page_t *first = abandoned[pg->cls];
+  pg->prev = NULL;
+  pg->next = first;
+  if (first) first->prev = pg;
+  __atomic_store_n(&abandoned[pg->cls], pg, __ATOMIC_RELAXED); /* peeked unlocked */
+}
+static void abandoned_unlink(kite_page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next;
+  else __atomic_store_n(&abandoned[pg->cls], pg->next, __ATOMIC_RELAXED);
+  if (pg->next) pg->next->prev = pg->prev;
+  pg->next = pg->prev = NULL;
+}
+
+/* Caller holds _kite_heap_lock; pg is abandoned. If every block is free (the remote frees on
+ * thread_free are all that is left), merges them and sets used to 0; then, with keep and
+ * fewer than KITE_ABANDONED_EMPTY_MAX empty pages kept, moves pg to the front of its list
+ * (the next thread short of that class adopts it without a trip through the arena and a
+ * page fault), else unlinks it and returns true: the caller gives it to the arena after
+ * unlocking. Pages already empty (used == 0) are left alone unless !keep. */
+static bool abandoned_settle(kite_page_t *pg, bool keep) {
+  if (pg->used == 0) {
+    if (keep) return false;
+    abandoned_empty--;
+    abandoned_unlink(pg);
+    return true;
+  }
+  uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+  if (KITE_TF_COUNT(tfw) != pg->used) return false;
+  uint32_t remote;
+  _kite_page_collect(pg, true, false, &remote);
+  if (remote) _kite_stat_add(&_kite_stats.remote_frees, remote);
+  if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
+  abandoned_unlink(pg);
+  if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
+    abandoned_empty++;
+    abandoned_push(pg);
+    return false;
+  }
+  return true;
+}
+
+bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
+  _kite_lock(&_kite_heap_lock);
+  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL) { /* adopted meanwhile */
+    _kite_unlock(&_kite_heap_lock);
+    return false;
+  }
+  /* no owner, so no owner's store can race the push (the claim settled other frees) */
+  kite_check(_kite_page_push_remote(pg, i));
+  bool empty = abandoned_settle(pg, true);
+  _kite_unlock(&_kite_heap_lock);
+  if (empty) run_free(pg);
+  return true;
+}
+
+/* Take an abandoned page of class cls, if any. */
+kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) {
+  for (int tries = 0; tries < 8; tries++) {
+    if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
+    _kite_lock(&_kite_heap_lock);
+    kite_page_t *pg = abandoned[cls];
+    if (pg) {
+      if (pg->used == 0) abandoned_empty--;
+      abandoned_unlink(pg);
+      __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    }
+    _kite_unlock(&_kite_heap_lock);
+    if (!pg) return NULL;
+    _kite_stat_add(&_kite_stats.pages_adopted, 1);
+    page_collect(h, pg, true);
+    kite_assert_internal(_kite_page_check(pg, true, 0) && pg->cls == cls);
+    if (pg->free != KITE_LINK_END || pg->capacity < pg->reserved) {
+      q_push_front(&h->queue[cls], pg);
+      return pg;
+    }
+    _kite_heap_full_push(h, pg);
+  }
+  return NULL;
+}
+
+/* The pages of an exiting thread's heap h (thread exit, or a heap whose thread key could not
+ * be set): empty ones are released, the others abandoned (I-A1). */
+void _kite_heap_abandon_pages(kite_heap_t *h) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
+    /* the full list leaves h's lock at once: no heap_steal sees it after this */
+    list_lock(h);
+    kite_pageq_t full = h->full[c];
+    h->full[c].first = h->full[c].last = NULL;
+    full_count_add(h, c, -(int)h->full_count[c]);
+    list_unlock(h);
+    kite_pageq_t *qs[2] = {&h->queue[c], &full};
+    for (int k = 0; k < 2; k++) {
+      kite_page_t *pg;
+      while ((pg = qs[k]->first) != NULL) {
+        q_remove(qs[k], pg);
+        pg->used &= ~KITE_PAGE_IN_FULL;
+        page_collect(h, pg, true);
+        if (pg->used == 0) { page_release(h, pg, false); continue; }
+        kite_assert_internal(_kite_page_check(pg, true, 0));
+        _kite_lock(&_kite_heap_lock);
+        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+        abandoned_push(pg);
+        /* the frees that came after the collect may have emptied it */
+        bool empty = abandoned_settle(pg, true);
+        _kite_unlock(&_kite_heap_lock);
+        _kite_stat_add(&_kite_stats.pages_abandoned, 1);
+        if (empty) run_free(pg);
+      }
+    }
+  }
+}
+
+size_t _kite_heap_trim(void) {
+  size_t released = 0;
+  kite_heap_t *h = _kite_heap_tls;
+  /* the calling thread's empty pages, the current ones included */
+  for (unsigned c = 0; h != &_kite_heap_empty && c < KITE_CLASSES; c++) {
+    if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
+    kite_page_t *pg = h->queue[c].first;
+    while (pg) {
+      kite_page_t *next = pg->next;
+      page_collect(h, pg, true);
+      if (pg->used == 0) {
+        q_remove(&h->queue[c], pg);
+        released += KITE_UNIT_SIZE << pg->order;
+        page_release(h, pg, false);
+      }
+      pg = next;
+    }
+    _kite_heap_pin(h, c);
+  }
+  while (h != &_kite_heap_empty && h->cache) {
+    kite_page_t *pg = h->cache;
+    h->cache = pg->next;
+    h->cache_count--;
+    pg->next = NULL;
+    run_free(pg);
+    released += KITE_UNIT_SIZE;
+  }
+  /* abandoned pages that became empty */
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
+    _kite_lock(&_kite_heap_lock);
+    kite_page_t *empty = NULL;
+    for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
+      next = pg->next;
+      if (abandoned_settle(pg, false)) { pg->next = empty; empty = pg; }
+    }
+    _kite_unlock(&_kite_heap_lock);
+    while (empty) {
+      kite_page_t *pg = empty;
+      empty = pg->next;
+      pg->next = NULL;
+      released += KITE_UNIT_SIZE << pg->order;
+      run_free(pg);
+    }
+  }
+  return released;
+}
+
+bool _kite_heap_check_all(void) {
+  if (!_kite_heap_check(_kite_heap_tls)) return false;
+  bool ok = true;
+  _kite_lock(&_kite_heap_lock);
+  /* abandoned pages: nobody owns them, and nobody collects them while _kite_heap_lock is held */
+  uint32_t n_empty = 0;
+  for (unsigned c = 0; c < KITE_CLASSES && ok; c++) {
+    kite_page_t *slow = abandoned[c];
+    uint64_t k = 0;
+    kite_page_t *prev = NULL;
+    for (kite_page_t *pg = abandoned[c]; pg && ok; prev = pg, pg = pg->next, k++) {
+      if (k && (k & 1) == 0) {
+        slow = slow->next;
+        if (slow == pg) { ok = _kite_check_failed("heap: abandoned list has a cycle", c); break; }
+      }
+      if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->cls != c)
+        ok = _kite_check_failed("heap: abandoned page owned or of another class", (uintptr_t)pg);
+      else if (pg->prev != (k ? prev : NULL))
+        ok = _kite_check_failed("heap: abandoned list's back link", (uintptr_t)pg);
+      else if (pg->used == 0)
+        n_empty++;
+      else ok = _kite_page_check(pg, true, 0);
+    }
+  }
+  if (ok && n_empty != abandoned_empty)
+    ok = _kite_check_failed("heap: count of empty abandoned pages", abandoned_empty);
+  _kite_unlock(&_kite_heap_lock);
+  return ok;
+}
