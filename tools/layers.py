@@ -56,7 +56,7 @@ LAYERS = [
     ("huge", {"huge": ["huge.h", "huge.c"]}),
     ("purger", {"purger": ["purger.h", "purger.c"]}),
     ("links", {"links": ["links.h", "links.c"]}),
-    ("page", {"page": ["page.h", "page.c"]}),
+    ("page", {"page": ["page.h", "page.c", "remote.h", "remote.c"]}),
     ("heap", {"heap": ["heap.h", "heap.c"]}),
     ("guarded", {"guarded": ["guarded.h", "guarded.c"]}),
     # the entry points: the public API (<kite.h> is its contract, so nothing below may include
@@ -64,6 +64,7 @@ LAYERS = [
     # kite_heap_new runs its start-up too)
     ("entry", {
         "api": ["<kite.h>"],
+        "classify": ["classify.h"],  # what a pointer is (page map, descriptor, block)
         "alloc": ["alloc.h", "alloc.c"],
         "entry": ["entry.h"],
         "free": ["free.c"],
