@@ -76,6 +76,21 @@ bool _kite_remote_push_claimed(kite_page_t *pg, uint32_t i, bool abandoned) {
   return _kite_remote_push(pg, e, i, link, old, abandoned);
 }
 
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_abandoned_fn abandoned) {
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
+  uint16_t *e = &pg->links[i], link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
+  /* R2: the entry links to the head read above before the push (R3: fails on the owner's
+   * store) */
+  if (!(old & KITE_TF_ABANDONED) && link != mine) {
+    if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      _kite_remote_invalid(pg, i);
+      return;
+    }
+    mine = link;
+  }
+  if (!_kite_remote_push(pg, e, i, mine, old, false)) abandoned(pg, i);
+}
+
 void _kite_remote_mark_abandoned(kite_page_t *pg, bool abandoned) {
   if (abandoned) __atomic_fetch_or(&pg->thread_free, KITE_TF_ABANDONED, __ATOMIC_ACQ_REL);
   else __atomic_fetch_and(&pg->thread_free, ~KITE_TF_ABANDONED, __ATOMIC_ACQ_REL);

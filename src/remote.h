@@ -50,24 +50,30 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
   return false;
 }
 
+/* The push of block i after its first try failed (its entry holds `mine`, written by this
+ * thread), and the call to abandoned(pg, i) when the page is abandoned: out of line, so
+ * that the remote free's path stays straight and needs no stack frame. */
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_abandoned_fn abandoned) KITE_NOINLINE;
 /* Free block i (<= reserved, classify.h C1) of small page pg (head) from a thread that does
  * not own it: claim it and push it on thread_free, or report an invalid or double free
  * (R1, R3), or, on an abandoned page, call abandoned(pg, i). */
 static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_abandoned_fn abandoned) {
   uint16_t *e = &pg->links[i];
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  uint16_t live = KITE_LINK_LIVE, link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
+  /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
+  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_read, __ATOMIC_ACQUIRE);
-  if (hook) { /* the claim's read, then the hook, then its write (the CAS) */
-    if (__atomic_load_n(e, __ATOMIC_RELAXED) != KITE_LINK_LIVE) {
+  if (hook) { /* the claim's read, then the hook, then its write (the CAS from what it read) */
+    seen = __atomic_load_n(e, __ATOMIC_RELAXED);
+    if (seen != KITE_LINK_LIVE) {
       _kite_remote_invalid(pg, i);
       return;
     }
     hook(_kite_page_block(pg, i));
   }
 #endif
-  if (unlikely(!__atomic_compare_exchange_n(e, &live, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
+  if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
     _kite_remote_invalid(pg, i);
     return;
   }
@@ -88,8 +94,12 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
   hook = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
   if (hook) hook(b);
 #endif
-  if (likely(_kite_remote_push(pg, e, i, link, old, false))) return;
-  abandoned(pg, i);
+  /* the push, first try (R2, R5); a moved head or the abandoned bit: out of line */
+  uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + i; /* count + 1, head i */
+  if (likely(!(old & KITE_TF_ABANDONED)) &&
+      likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
+    return;
+  _kite_remote_push_again(pg, i, link, abandoned);
 }
 
 /* Push block i, claimed by this thread, whose entry still holds REMOTE|END (what

@@ -15,6 +15,8 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
+ *   emptied_page_leaves_queue the local free that empties a page that is not the current
+ *                             one takes it out of the heap's queue and gives it back
  *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
  *                             and pushed after: the page is settled (empty), not left
  *                             committed for an adopter or a trim
@@ -27,6 +29,7 @@
 #include "types.h"
 #include "page.h"
 #include "remote.h"
+#include "heap.h"
 
 extern void (*_kite_report_invalid_hook)(const char *what, const void *p); /* message.h */
 void _kite_test_owner_free_store(void *p); /* free.c, test builds */
@@ -255,6 +258,34 @@ TEST(relink_is_a_cas) {
 }
 
 /* ---- R5 ---- */
+/* Is pg on queue q? */
+static int on_queue(const kite_pageq_t *q, const kite_page_t *pg) {
+  for (const kite_page_t *x = q->first; x; x = x->next)
+    if (x == pg) return 1;
+  return 0;
+}
+TEST(emptied_page_leaves_queue) {
+  enum { SIZE = 3072, MAX = 64 }; /* a class no other test uses; a page holds fewer */
+  void *b[MAX];
+  size_t n = 0;
+  b[n++] = kite_malloc(SIZE);
+  kite_page_t *first = page_of(b[0]);
+  /* fill the first page, then one block of the next (it becomes the current page) */
+  while (n < MAX) {
+    b[n] = kite_malloc(SIZE);
+    if (page_of(b[n++]) != first) break;
+  }
+  assert_true(n < MAX);
+  kite_heap_t *h = _kite_heap_tls;
+  unsigned cls = first->cls;
+  for (size_t k = 0; k + 1 < n; k++) kite_free(b[k]); /* every block of the first page */
+  expect_int_eq(on_queue(&h->queue[cls], first), 0);
+  expect_int_eq(on_queue(&h->full[cls], first), 0);
+  expect_int_eq(__atomic_load_n(&first->heap, __ATOMIC_RELAXED) == h && first->kind == KITE_KIND_SMALL, 0);
+  expect_int_eq((kite_check)(), 1);
+  kite_free(b[n - 1]);
+}
+
 static void *owner_p;
 static int owner_go;
 static void *owner_body(void *arg) {
@@ -296,6 +327,7 @@ int main(void) {
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(emptied_page_leaves_queue);
   RUN_CHECKED(late_free_settles_abandoned_page);
   return test_main_end();
 }
