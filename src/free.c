@@ -97,8 +97,12 @@ static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
 
 /* Free block i (<= reserved, C1) at p of small page pg (head) from any thread. */
 static void free_small(kite_page_t *pg, void *p, uint32_t i) {
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != _kite_heap_tls) {
-    _kite_remote_free(pg, i, free_remote_abandoned);
+  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (owner != _kite_heap_tls) {
+    /* a page seen abandoned (its thread exited) is freed to under heap_lock at once, not
+     * after a push that would find the bit (remote.c R5) */
+    if (owner == NULL && _kite_remote_claim_alone(pg, i)) free_remote_abandoned(pg, i);
+    else if (owner != NULL) _kite_remote_free(pg, i, free_remote_abandoned);
     return;
   }
   if (pg->links[i] != KITE_LINK_LIVE) {

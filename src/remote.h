@@ -102,6 +102,20 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
   _kite_remote_push_again(pg, i, link, abandoned);
 }
 
+/* Claim block i for a free that will push it under heap_lock (the page was seen abandoned):
+ * LIVE -> REMOTE|END with one CAS (R1). false: reported (not handed out). */
+static inline bool _kite_remote_claim_alone(kite_page_t *pg, uint32_t i) {
+  uint16_t live = KITE_LINK_LIVE;
+  if (unlikely(!__atomic_compare_exchange_n(&pg->links[i], &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+    _kite_remote_invalid(pg, i);
+    return false;
+  }
+  void *b = _kite_page_block(pg, i);
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
+  KITE_TOOL_BLOCK_FREE(b, pg->block_size);
+  return true;
+}
 /* Push block i, claimed by this thread, whose entry still holds REMOTE|END (what
  * _kite_remote_free leaves for its abandoned call). abandoned: the caller holds heap_lock
  * and pg is abandoned (the push keeps the bit). true: pushed, or reported (R3); false: the
