@@ -55,9 +55,10 @@ typedef struct {
 static inline unsigned _kite_classify(const void *p, kite_ptr_t *c) {
   uintptr_t u = (uintptr_t)p;
   unsigned k = _kite_pagemap_kind(u);
-  if (k == KITE_PM_HUGE) return KITE_PTR_HUGE;
-  if (k == KITE_PM_GUARDED) return KITE_PTR_GUARDED; /* guarded.c checks the slot itself */
-  if (k != KITE_PM_ARENA) return KITE_PTR_INVALID;
+  if (unlikely(k != KITE_PM_ARENA)) {
+    if (k == KITE_PM_HUGE) return KITE_PTR_HUGE;
+    return k == KITE_PM_GUARDED ? KITE_PTR_GUARDED : KITE_PTR_INVALID; /* guarded.c checks the slot itself */
+  }
   kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
   c->page = pg;
   uint8_t kind = __atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE);
