@@ -18,7 +18,7 @@ set(KITE_CORE_SOURCES
     ${_kc}/message.c ${_kc}/sizeclass.c ${_kc}/stats.c ${_kc}/options.c ${_kc}/report.c ${_kc}/secret.c
     ${_kc}/buddy.c ${_kc}/buddy_range.c ${_kc}/pagemap.c ${_kc}/arena.c ${_kc}/huge.c
     ${_kc}/arena_check.c ${_kc}/decay.c ${_kc}/thp.c
-    ${_kc}/purger.c ${_kc}/links.c ${_kc}/page.c ${_kc}/heap.c ${_kc}/heap_reclaim.c
+    ${_kc}/purger.c ${_kc}/links.c ${_kc}/page.c ${_kc}/remote.c ${_kc}/heap.c ${_kc}/heap_reclaim.c
     ${_kc}/heap_abandon.c ${_kc}/heap_pool.c ${_kc}/stack.c ${_kc}/guarded.c ${_kc}/prof.c ${_kc}/prof_write.c
     ${_kc}/alloc.c ${_kc}/free.c ${_kc}/introspect.c ${_kc}/visit.c ${_kc}/override.c
     ${_kc}/init.c ${_kc}/version.c)
@@ -107,6 +107,13 @@ endif()
 
 # One 8-byte write into a page descriptor: malloc stays inside the page or stops.
 kite_internals_test(core_meta_write tests/unit/test_meta_write.c)
+
+# The remote-free protocol (src/remote.c) and the owner's take, through the internals.
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_remote.c)
+  kite_test(core_remote SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_remote.c
+            LIBS kite-noover-debug LABELS core unit)
+  target_include_directories(core_remote PRIVATE ${_kc})
+endif()
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)

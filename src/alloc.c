@@ -26,6 +26,7 @@
 #include "huge.h"
 #include "arena.h"
 #include "pagemap.h"
+#include "classify.h"
 #include "options.h"
 #include "message.h"
 #include "guarded.h"
@@ -53,12 +54,10 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(
       uint16_t *l = pg->links;
       pg->free = l[i];
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-      /* a 16-bit immediate store (gcc would load the constant into a register first) */
+      /* a 16-bit immediate store (gcc loads the constant into a register first) */
       __asm__("movw $-1, (%1,%2,2)" : "=m"(*(uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])l) : "r"(l), "r"((uint64_t)i));
-#elif defined(__SANITIZE_THREAD__)
-      __atomic_store_n(&l[i], (uint16_t)KITE_LINK_LIVE, __ATOMIC_RELAXED);
 #else
-      l[i] = KITE_LINK_LIVE;
+      KITE_STORE_RELAXED(l[i], (uint16_t)KITE_LINK_LIVE); /* remote.c R1 compares it */
 #endif
       pg->used++;
       void *b = _kite_page_block(pg, i);
@@ -254,12 +253,11 @@ KITE_API void *kite_realloc(void *p, size_t n) {
   uintptr_t u = (uintptr_t)p;
   if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
     kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
+    uint64_t i;
     if (likely(__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL)) {
-      uint64_t off = (uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)); /* < the run's size */
-      unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
-      if (likely((uint64_t)m < pg->div_magic)) {
-        uint32_t i = (uint32_t)(m >> 64); /* <= reserved: links[] holds reserved + 1 entries */
-        if (unlikely(!_kite_page_block_live(pg, i))) return realloc_not_live(pg, i, p);
+      /* classify.h C1: i <= reserved, and the entries past the carved blocks read 0 */
+      if (likely(_kite_block_index(pg, (uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)), &i))) {
+        if (unlikely(!_kite_page_block_live(pg, (uint32_t)i))) return realloc_not_live(pg, (uint32_t)i, p);
         size_t old = pg->block_size;
         if (likely(n <= old && n > old / 2)) return p;
         if (n == 0) { kite_free(p); return NULL; }
@@ -291,18 +289,18 @@ static KITE_NOINLINE void *realloc_generic(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
   if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) return realloc_guarded(p, n); /* guarded.h */
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  size_t old;
-  if (pg && pg->kind == KITE_KIND_SMALL) {
+  kite_ptr_t c = {NULL, 0};
+  unsigned kind = _kite_classify(p, &c);
+  kite_page_t *pg = c.page;
+  size_t old, huge = kind == KITE_PTR_HUGE ? _kite_huge_usable(p) : 0;
+  if (kind == KITE_PTR_SMALL) {
     /* kite_realloc serves these itself; here only when pg->kind changed between the two
      * reads (the page was freed meanwhile: a use after free) */
-    uint32_t i = (uint32_t)_kite_page_index_of(pg, p); /* carved: _kite_lookup checked */
-    if (!_kite_page_block_live(pg, i)) return realloc_not_live(pg, i, p);
+    if (!_kite_page_block_live(pg, c.index)) return realloc_not_live(pg, c.index, p);
     old = pg->block_size;
     if (n <= old && n > old / 2) return p;
     return realloc_small_move(p, old, n);
-  } else if (pg) {
+  } else if (kind == KITE_PTR_LARGE) {
     old = pg->large_size;
     if (n > KITE_SMALL_MAX && n <= KITE_LARGE_MAX && !pg->sampled) { /* prof.h: a record keeps its block */
       unsigned order = large_order(n);

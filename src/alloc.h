@@ -50,17 +50,12 @@ size_t _kite_core_malloc_usable_size(const void *p);
 bool _kite_core_owns(const void *p);
 #endif
 
-/* Classify p. Returns the head descriptor for arena blocks (small or large), NULL for
- * huge blocks (*huge = usable size) and for invalid pointers (*huge = 0). A small block is
- * valid when p is the start of a block carved so far (it may be free). */
-kite_page_t *_kite_lookup(const void *p, size_t *huge);
 /* init.c: once per process (idempotent, cheap after the first call): options, the exit
  * statistics' stderr duplicate, fork handlers. */
 void _kite_process_init(void);
 #ifdef KITE_TEST_HOOKS
-/* Test builds (free.c): called by another thread's free of a small block right after its
- * claim, before its push; and the owner's fast-free stores for block p, unchecked. */
-extern void (*_kite_test_hook_remote_claimed)(void *p);
+/* Test builds (free.c): the owner's fast-free stores for block p, unchecked (remote.h has
+ * the remote free's hooks). */
 void _kite_test_owner_free_store(void *p);
 #endif
 #endif

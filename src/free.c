@@ -1,320 +1,196 @@
 /* src/free.c -- free: the fast path first, then the generic paths, and the queries that
- * classify a pointer (malloc_usable_size, kite_owns).
+ * classify a pointer (malloc_usable_size, kite_owns). Pointers are classified by
+ * classify.h; other threads' blocks go through remote.c's protocol.
  *
- * Fast path (x86-64, -O2; counted with callgrind, see docs/design.md):
- *   free(p): page map says "arena" -> descriptor by masking -> owner is this thread's heap
- *            -> one multiply gives "p is a block start" and the block's index i ->
- *            links[i] == LIVE (else: not handed out) -> links[i] = local_free, local_free =
- *            i, --used; used <= 0 (empty, or the page is on the full list) -> slow path.
- *            The block itself is never read or written.
- * Everything else (other threads' blocks, large runs, huge maps, invalid pointers) goes to
- * *_generic functions, out of line.
+ * Fast path: page map says "arena" -> the unit's descriptor by masking -> it names this
+ * thread's heap (classify.h C2: so it is the head, and p lies in its first unit) -> one
+ * multiply gives "p is a block start" and its index i -> links[i] == LIVE -> links[i] =
+ * local_free, local_free = i, --used; used <= 0 (empty, or the page is on the full list)
+ * -> the heap's slow path. The block itself is never read or written.
+ * Everything else is one call: another thread's block (free_arena_generic: remote.c),
+ * large runs, huge maps and invalid pointers (free_generic).
  *
- * Double frees: a block is freed only from LIVE. The owner checks and writes its entry with
- * plain accesses (it alone writes entries that are not LIVE); another thread claims LIVE ->
- * REMOTE with one CAS (page.h: when that CAS lands between the owner's check and store,
- * the owner's collect finds the overwritten claim and reports it). Uncarved blocks read 0.
+ * Double frees: a block is freed only from LIVE. The owner checks and writes its entry
+ * with plain accesses (it alone writes entries that are not LIVE or REMOTE); another thread
+ * claims LIVE -> REMOTE with one CAS (remote.c R1, R3: when both free one block at once,
+ * one of them reports). Uncarved blocks' entries read 0.
  */
 #include <kite.h>
 #include "alloc.h"
 #include "entry.h"
 #include "heap.h"
 #include "page.h"
+#include "remote.h"
+#include "classify.h"
 #include "huge.h"
 #include "arena.h"
-#include "pagemap.h"
 #include "message.h"
 #include "guarded.h"
 #include "prof.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define FREE_NOCLONE __attribute__((noclone)) /* keep free_arena_generic's arguments as declared */
+/* Three steps of the fast path below. On x86-64 (outside TSan builds) each is written in
+ * assembly, where gcc's code for the C takes one to three more instructions on every free
+ * (it loads div_magic into a register and copies the offset for the multiply, builds the
+ * entry's address with a lea, and decrements used with a load, subtract, store and test);
+ * the C is the spelling everywhere else, TSan builds included (with atomics TSan sees). */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+/* i = the index of the block at offset u & 0xFFFF, else goto out (classify.h's
+ * _kite_block_index: the multiply and the compare read div_magic from memory) */
+#define FREE_BLOCK_INDEX(pg, u, i, out)                                                              \
+  do {                                                                                             \
+    uint64_t lo_;                                                                                  \
+    __asm__("mulq %2" : "=a"(lo_), "=d"(i) : "m"((pg)->div_magic), "0"((uint64_t)(uint16_t)(u)) : "cc"); \
+    __asm__ goto("cmpq %0, %1\n\tjae %l[" #out "]" : : "m"((pg)->div_magic), "r"(lo_) : "cc" : out);        \
+  } while (0)
+#define FREE_IF_NOT_LIVE(l, i, out)                                                                \
+  __asm__ goto("cmpw $-1, (%0,%1,2)\n\tjne %l[" #out "]" : : "r"(l), "r"(i),                               \
+               "m"(*(const uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])(l)) : "cc" : out)
+/* --used <= 0 (emptied, or on the full list): one read-modify-write and its flags */
+#define FREE_DEC_USED(pg, out) __asm__ goto("subl $1, %0\n\tjle %l[" #out "]" : "+m"((pg)->used) : : "cc" : out)
 #else
-#define FREE_NOCLONE
+#define FREE_BLOCK_INDEX(pg, u, i, out) if (unlikely(!_kite_block_index((pg), (uint16_t)(u), &(i)))) goto out
+#define FREE_IF_NOT_LIVE(l, i, out) if (unlikely(KITE_LOAD_RELAXED((l)[i]) != KITE_LINK_LIVE)) goto out
+#define FREE_DEC_USED(pg, out) if (unlikely(--(pg)->used <= 0)) goto out
 #endif
-#if defined(__SANITIZE_THREAD__)
-void __tsan_write4(void *addr); /* the TSan runtime's hook for a 4-byte store */
-#endif
+
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 static KITE_NOINLINE void free_generic(void *p);
-/* h comes fourth (the third argument is unused): kite_free holds it in that register (rcx on
- * x86-64), and the multiply's rdx does not clobber it. */
-static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h);
-/* The local free's slow end (an emptied page, or one on the full list), for kite_free. */
+/* The local free's slow end: the page emptied, or it sits on the full list (used's sign
+ * bit, page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
-static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p);
-static KITE_NOINLINE void free_local_slow(kite_page_t *pg);
-
-/* 29 instructions (with the return) for a block of this thread's own small page that does not
- * empty it (docs/design.md). */
+/* The fast path (docs/design.md): this thread's LIVE block of a small page. */
 KITE_API void kite_free(void *p) {
-  uintptr_t u = (uintptr_t)p;
-  if (likely(_kite_pagemap_kind(u) == KITE_PM_ARENA)) {
-    /* _kite_unit_of(u), from the page map's index u >> 26 (one shift instead of a mask) */
-    uintptr_t base = u >> KITE_ARENA_SHIFT;
-#if defined(__x86_64__)
-    __asm__("shlq %1, %0" : "+r"(base) : "i"(KITE_ARENA_SHIFT) : "cc"); /* gcc copies u and masks: one more */
-#else
-    base <<= KITE_ARENA_SHIFT;
-#endif
-    kite_page_t *pg = _kite_unit_at(base, u);
-    kite_heap_t *h = _kite_heap_tls;
-    /* owner: pg->heap is stored atomically by others, so it is read as one atomic access. On
-     * x86-64 that is the compare's own memory operand (an aligned 8-byte read is atomic, and
-     * the asm cannot be split or repeated); gcc does not fold a C relaxed atomic load into
-     * the compare (one instruction more). TSan builds use the C atomic, which it sees. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-    __asm__ goto("cmpq %0, %1\n\tjne %l[arena]" : : "r"(h), "m"(pg->heap) : "cc" : arena);
-#else
-    if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) goto arena;
-#endif
-    {
-      /* block start and index in one multiply (offsets in the head unit only: other units'
-       * descriptors never match a heap); uncarved blocks' entries read 0, not LIVE */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-      /* the multiply and the compare read div_magic from memory (gcc loads it first) */
-      uint64_t lo, i;
-      __asm__("mulq %2" : "=a"(lo), "=d"(i) : "m"(pg->div_magic), "0"((uint64_t)(uint16_t)u) : "cc");
-      __asm__ goto("cmpq %0, %1\n\tjae %l[arena]" : : "m"(pg->div_magic), "r"(lo) : "cc" : arena);
-      {
-#else
-      unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)u * pg->div_magic;
-      if (likely((uint64_t)m < pg->div_magic)) {
-        uint64_t i = (uint64_t)(m >> 64);
-#endif
-        uint16_t *l = pg->links;
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-        __asm__ goto("cmpw $-1, (%0,%1,2)\n\tjne %l[arena]" : : "r"(l), "r"(i), "m"(*(const uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])l) : "cc" : arena);
-#else
-        if (unlikely(KITE_LOAD_RELAXED(l[i]) != KITE_LINK_LIVE)) goto arena;
-#endif
-        {
-          if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
-          KITE_TOOL_BLOCK_FREE(p, pg->block_size);
-#if defined(__SANITIZE_THREAD__)
-          __atomic_store_n(&l[i], pg->local_free, __ATOMIC_RELAXED);
-#else
-          l[i] = pg->local_free;
-#endif
-          pg->local_free = (uint16_t)i;
-#if defined(__x86_64__)
-          /* one read-modify-write and its flags (gcc emits load, sub, store, test). The same
-           * in sanitizer builds: ASan checks no metadata access of kite's anyway (its maps are
-           * not poisoned); TSan does not see inside asm, so the access is announced to it
-           * (used is owner-only: a report would be a real race). */
-#if defined(__SANITIZE_THREAD__)
-          __tsan_write4(&pg->used);
-#endif
-          __asm__ goto("subl $1, %0\n\tjle %l[slow]" : "+m"(pg->used) : : "cc" : slow);
-          return;
-        slow:
-#else
-          if (likely(--pg->used > 0)) return;
-#endif
-          free_local_slow(pg); /* not h: it would have to outlive the multiply */
-          return;
-        }
-      }
-    }
-  arena:
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-    {
-      uintptr_t any; /* the unused argument: whatever rdx holds, no instruction to set it */
-      __asm__("" : "=d"(any));
-      free_arena_generic(p, pg, any, h);
-    }
-#else
-    free_arena_generic(p, pg, 0, h);
-#endif
+  uintptr_t u = (uintptr_t)p, a = u >> KITE_ARENA_SHIFT; /* the page map's index */
+  if (unlikely(a >= KITE_PAGEMAP_SIZE || KITE_LOAD_RELAXED(_kite_pagemap[a]) != KITE_PM_ARENA)) {
+    free_generic(p); /* NULL, huge, guarded, or not kite's */
     return;
   }
-  free_generic(p);
+  kite_page_t *pg = _kite_unit_at(a * KITE_ARENA_SIZE, u); /* a multiple of the index: one shift */
+  kite_heap_t *h = _kite_heap_tls;
+  uint64_t i;
+  /* pg->heap is stored by other threads: one relaxed read (classify.h C2: a descriptor that
+   * names this heap is a head, and p lies in its first unit: its offset is u's low 16 bits) */
+  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) goto other;
+  FREE_BLOCK_INDEX(pg, u, i, other);
+  FREE_IF_NOT_LIVE(pg->links, i, other);
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
+  KITE_TOOL_BLOCK_FREE(p, pg->block_size);
+  KITE_STORE_RELAXED(pg->links[i], pg->local_free); /* remote.c R3 */
+  pg->local_free = (uint16_t)i;
+  FREE_DEC_USED(pg, slow);
+  return;
+slow:
+  free_local_slow(pg); /* not h: it would have to outlive the multiply */
+  return;
+other:
+  free_arena_generic(p, pg); /* mostly another thread's block (remote.c) */
 }
 
-/* The rare end of a free to another thread's page, out of line so that the remote path
- * below needs no saved registers: a page with no owner (its thread exited: heap.c pushes
- * the block, and gives the page back once empty). Remote frees are counted by the owner
- * when it takes them back (heap.c's page_collect), not here. */
-static KITE_COLD void free_invalid(const kite_page_t *pg, uint32_t i) {
-  _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
-}
+static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
+
+/* Block i of small page pg was claimed by this thread, but the page is abandoned (remote.c
+ * R5): freed under heap_lock, or pushed as any remote free if a heap adopted the page. */
 static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
-  /* adopted meanwhile: pushed as to any owned page (its new owner may race a double free) */
-  if (!_kite_heap_free_abandoned(pg, i) && !_kite_page_push_remote(pg, i)) free_invalid(pg, i);
+  while (!_kite_heap_free_abandoned(pg, i))
+    if (_kite_remote_push_claimed(pg, i, false)) return;
 }
 
-/* Free block i (at p) of small page pg (head descriptor) owned by h, this thread's heap. */
-static inline __attribute__((always_inline)) void free_small_own(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
+/* Free block i (<= reserved, C1) at p of small page pg (head) from any thread. */
+static void free_small(kite_page_t *pg, void *p, uint32_t i) {
+  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (owner != _kite_heap_tls) {
+    /* a page seen abandoned (its thread exited) is freed to under heap_lock at once, not
+     * after a push that would find the bit (remote.c R5) */
+    if (owner == NULL && _kite_remote_claim_alone(pg, i)) free_remote_abandoned(pg, i);
+    else if (owner != NULL) _kite_remote_free(pg, i, free_remote_abandoned);
+    return;
+  }
   if (pg->links[i] != KITE_LINK_LIVE) {
-    free_invalid(pg, i);
+    free_invalid(p);
     return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
   KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
   __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
   pg->local_free = (uint16_t)i;
-  if (--pg->used <= 0) _kite_free_local_slow(h, pg);
+  if (--pg->used <= 0) _kite_free_local_slow(_kite_heap_tls, pg);
 }
 
-#ifdef KITE_TEST_HOOKS
-void (*_kite_test_hook_remote_claimed)(void *p);
-/* What the owner's fast free does once it has read LIVE: its link, local_free, used (plain
- * stores, no check). The racing double free's test calls it between another thread's
- * claim and push, where an owner that read LIVE just before the claim would store. */
-void _kite_test_owner_free_store(void *p) {
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  uint32_t i = (uint32_t)_kite_page_index_of(pg, p);
-  pg->links[i] = pg->local_free;
-  pg->local_free = (uint16_t)i;
-  pg->used--;
-}
-#endif
-
-/* Free block i (at p) of small page pg (head descriptor) from any thread (h: its heap;
- * owner: pg->heap as the caller read it); p is a block start of pg, i <= pg->reserved (an
- * uncarved block's entry reads 0, as does the spare entry past the last block).
- * Remote (~30 instructions with kite_free's entry before it, x86-64 -O2, callgrind;
- * docs/design.md): claim the entry LIVE -> REMOTE|END (one CAS; fails: not handed out) ->
- * pg->heap still set (else the page is abandoned: out of line) -> push i on thread_free
- * (one CAS). */
-static inline __attribute__((always_inline)) void free_small_any(kite_heap_t *h, kite_heap_t *owner, kite_page_t *pg, void *p, size_t i) {
-  if (owner == h) {
-    free_small_own(h, pg, p, (uint32_t)i);
+/* free(p) in an arena that the fast path did not take (d: p's unit's descriptor). A
+ * descriptor with an owner is a small page's head and p lies in its first unit (C2): the
+ * remote path needs no head or kind lookup (the acquire pairs with the owner's release
+ * store). The owner is not tested against this thread's heap: the fast path took every
+ * LIVE block of this thread's pages, so what is left of them fails the claim and is
+ * reported (remote.c R1). Anything else (an abandoned page, a page's other units, large
+ * runs) goes through free_generic. */
+static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
+  uint64_t i;
+  if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
+    _kite_remote_free(d, (uint32_t)i, free_remote_abandoned);
     return;
-  }
-  uint16_t *e = &pg->links[i];
-  if (unlikely(!_kite_page_claim_remote(pg, i))) {
-    free_invalid(pg, (uint32_t)i);
-    return;
-  }
-#ifdef KITE_TEST_HOOKS
-  if (_kite_test_hook_remote_claimed) _kite_test_hook_remote_claimed(p);
-#endif
-  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == NULL)) {
-    free_remote_abandoned(pg, (uint32_t)i);
-    return;
-  }
-  /* false: the owner's own free of the block stored its link after our claim (a racing
-   * double free): the owner has it; report ours */
-  if (unlikely(!_kite_page_push_remote_at(pg, e, i))) free_invalid(pg, (uint32_t)i);
-}
-
-#if KITE_SECURE
-/* secure.c: free carved block p of small page pg (its head descriptor), which the wrapper
- * found with its own page-map lookup (kept with the block in its quarantine): no second
- * lookup. As free_generic does for a small block, from the index on. */
-void _kite_core_free_small(kite_page_t *pg, void *p) {
-  uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
-  uint32_t i = (uint32_t)(((unsigned __int128)off * pg->div_magic) >> 64);
-  free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, i);
-}
-#endif
-
-kite_page_t *_kite_lookup(const void *p, size_t *huge) {
-  uintptr_t u = (uintptr_t)p;
-  *huge = 0;
-  unsigned k = _kite_pagemap_kind(u);
-  if (k == KITE_PM_HUGE) { *huge = _kite_huge_usable(p); return NULL; }
-  /* guarded.h: a live guarded block answers as a huge one does (its usable size, no page) */
-  if (k == KITE_PM_GUARDED) { *huge = _kite_guarded_usable(p); return NULL; }
-  if (k != KITE_PM_ARENA) return NULL;
-  kite_page_t *d = _kite_unit_of(u);
-  kite_page_t *pg = _kite_page_head(d);
-  uint8_t *start = _kite_page_start(pg);
-  if (pg->kind == KITE_KIND_SMALL) {
-    return _kite_page_block_at(pg, (uint64_t)(u - (uintptr_t)start)) ? pg : NULL;
-  }
-  if (pg->kind == KITE_KIND_LARGE && (uint8_t *)p == start) return pg;
-  return NULL;
-}
-
-/* free(p) of a pointer the page map puts in an arena (d: its unit's descriptor) that the
- * fast path did not take (h: this thread's heap): mostly another thread's block (remote
- * free). Checks a small block as _kite_lookup() does without consulting the page map again;
- * anything else (large run, invalid pointer) goes to free_generic. Only the head of a small
- * page has an owner (page.c and heap.c set heap, release, on nothing else), so a unit with
- * one needs no head or kind lookup: the acquire pairs with those stores. */
-/* A unit without an owner: a small page's other unit, an abandoned page, a large run, or
- * not a block at all. */
-static KITE_NOINLINE void free_arena_headless(kite_heap_t *h, kite_page_t *d, void *p) {
-  kite_page_t *pg = _kite_page_head(d);
-  if (__atomic_load_n(&pg->kind, __ATOMIC_ACQUIRE) == KITE_KIND_SMALL) {
-    kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-    /* _kite_page_index_of without its sign: i < capacity <= KITE_PAGE_MAX_BLOCKS */
-    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0));
-    unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
-    uint64_t i = (uint64_t)(m >> 64);
-    if (likely((uint64_t)m < pg->div_magic && i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED))) {
-      free_small_any(h, owner, pg, p, (uint32_t)i);
-      return;
-    }
   }
   free_generic(p);
-}
-
-static KITE_NOINLINE FREE_NOCLONE void free_arena_generic(void *p, kite_page_t *d, uintptr_t unused, kite_heap_t *h) {
-  (void)unused;
-  kite_heap_t *owner = __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE);
-  if (unlikely(owner == NULL)) {
-    free_arena_headless(h, d, p);
-    return;
-  }
-  /* d is the head of a small page and p in its first unit: p's offset in the unit is its
-   * offset in the page. The index is <= reserved (the unit holds no more blocks), so no
-   * capacity test: uncarved entries read 0, never LIVE, and the claim fails on them. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-  uint64_t lo, i; /* the multiply and the compare read div_magic from memory, as in kite_free */
-  __asm__("mulq %2" : "=a"(lo), "=d"(i) : "m"(d->div_magic), "0"((uint64_t)(uint16_t)(uintptr_t)p) : "cc");
-  __asm__ goto("cmpq %0, %1\n\tjae %l[generic]" : : "m"(d->div_magic), "r"(lo) : "cc" : generic);
-  free_small_any(h, owner, d, p, i);
-  return;
-generic:
-  free_generic(p);
-#else
-  unsigned __int128 m = (unsigned __int128)(uint64_t)(uint16_t)(uintptr_t)p * d->div_magic;
-  if (unlikely((uint64_t)m >= d->div_magic)) {
-    free_generic(p);
-    return;
-  }
-  free_small_any(h, owner, d, p, (uint32_t)(uint64_t)(m >> 64));
-#endif
 }
 
 static KITE_NOINLINE void free_generic(void *p) {
   if (p == NULL) return;
-  /* guarded.h: a block of the sampled guarded allocations (KITE_GUARDED_SAMPLE) */
-  if (unlikely(_kite_pagemap_kind((uintptr_t)p) == KITE_PM_GUARDED)) { _kite_guarded_free(p); return; }
-  if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) {
+  kite_ptr_t c;
+  switch (_kite_classify(p, &c)) {
+  case KITE_PTR_SMALL:
+    free_small(c.page, p, c.index);
+    return;
+  case KITE_PTR_LARGE: {
+    /* claimed with one CAS on its kind, so of two racing frees one wins */
+    uint8_t k = KITE_KIND_LARGE;
+    if (__atomic_compare_exchange_n(&c.page->kind, &k, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      if (unlikely(c.page->sampled)) { /* prof.h: a block of the heap profiler */
+        c.page->sampled = 0;
+        if (_kite_prof_free_run(p, c.page)) return; /* kept, held, for the next sampled block */
+      }
+      _kite_heap_disown(&c.page->owned);
+      _kite_arena_free_run(c.page);
+      return;
+    }
+    break;
+  }
+  case KITE_PTR_HUGE:
     if (unlikely(__atomic_load_n(&_kite_prof_huge_live, __ATOMIC_RELAXED))) _kite_prof_free(p); /* prof.h */
     /* the claim, the header's reads and the disown are huge.c's, in that order: a racing
      * second free never reads a header the first is unmapping */
-    if (!_kite_huge_free(p, _kite_heap_disown)) _kite_report_invalid("free(): invalid pointer or double free", p);
+    if (_kite_huge_free(p, _kite_heap_disown)) return;
+    break;
+  case KITE_PTR_GUARDED: /* guarded.h: it reports a double or invalid free itself */
+    _kite_guarded_free(p);
     return;
   }
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  if (pg == NULL) {
-    _kite_report_invalid("free(): invalid pointer or double free", p);
-    return;
-  }
-  if (pg->kind == KITE_KIND_SMALL) {
-    free_small_any(_kite_heap_tls, __atomic_load_n(&pg->heap, __ATOMIC_RELAXED), pg, p, (uint32_t)_kite_page_index_of(pg, p));
-  } else {
-    /* a large run: claimed with one CAS on its kind, so of two racing frees one wins */
-    uint8_t k = KITE_KIND_LARGE;
-    if (!__atomic_compare_exchange_n(&pg->kind, &k, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-      _kite_report_invalid("free(): invalid pointer or double free", p);
-      return;
-    }
-    if (unlikely(pg->sampled)) { /* prof.h: a block of the heap profiler */
-      pg->sampled = 0;
-      if (_kite_prof_free_run(p, pg)) return; /* kept, held, for the next sampled block */
-    }
-    _kite_heap_disown(&pg->owned);
-    _kite_arena_free_run(pg);
-  }
+  free_invalid(p);
 }
+
+#if KITE_SECURE
+/* secure.c: free carved block p of small page pg (its head descriptor), which the wrapper
+ * classified itself (and kept with the block in its quarantine): no second page-map lookup. */
+void _kite_core_free_small(kite_page_t *pg, void *p) {
+  uint64_t i = 0; /* a carved block start (C1: no capacity test needed) */
+  _kite_block_index(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0)), &i);
+  free_small(pg, p, (uint32_t)i);
+}
+#endif
+
+#ifdef KITE_TEST_HOOKS
+/* What the owner's fast free does once it has read LIVE: its link, local_free, used (plain
+ * stores, no check). Tests call it where an owner that read LIVE just before another
+ * thread's claim would store (remote.c R3). */
+void _kite_test_owner_free_store(void *p) {
+  kite_ptr_t c;
+  if (_kite_classify(p, &c) != KITE_PTR_SMALL) return;
+  kite_page_t *pg = c.page;
+  KITE_STORE_RELAXED(pg->links[c.index], pg->local_free);
+  pg->local_free = (uint16_t)c.index;
+  pg->used--;
+}
+#endif
 
 KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
 KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
@@ -324,30 +200,40 @@ KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
 
 KITE_API size_t kite_malloc_usable_size(const void *p) {
   if (!p) return 0;
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  if (!pg) {
-    if (!huge) _kite_report_invalid("malloc_usable_size(): invalid pointer", p);
-    return huge;
-  }
-  if (pg->kind == KITE_KIND_SMALL) {
-    if (!_kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p))) {
+  kite_ptr_t c;
+  switch (_kite_classify(p, &c)) {
+  case KITE_PTR_SMALL:
+    if (!_kite_page_block_live(c.page, c.index)) {
       _kite_report_invalid("malloc_usable_size(): freed block", p);
       return 0;
     }
-    return pg->block_size;
+    return c.page->block_size;
+  case KITE_PTR_LARGE: return c.page->large_size;
+  case KITE_PTR_HUGE: {
+    size_t n = _kite_huge_usable(p);
+    if (n) return n;
+    break;
   }
-  return pg->large_size;
+  case KITE_PTR_GUARDED: {
+    size_t n = _kite_guarded_usable(p);
+    if (n) return n;
+    break;
+  }
+  }
+  _kite_report_invalid("malloc_usable_size(): invalid pointer", p);
+  return 0;
 }
 
 KITE_API bool kite_owns(const void *p) {
   if (!p) return false;
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  if (!pg) return huge != 0;
-  if (pg->kind == KITE_KIND_SMALL)
-    return _kite_page_block_live(pg, (uint32_t)_kite_page_index_of(pg, p));
-  return true;
+  kite_ptr_t c;
+  switch (_kite_classify(p, &c)) {
+  case KITE_PTR_SMALL: return _kite_page_block_live(c.page, c.index);
+  case KITE_PTR_LARGE: return true;
+  case KITE_PTR_HUGE: return _kite_huge_usable(p) != 0;
+  case KITE_PTR_GUARDED: return _kite_guarded_usable(p) != 0;
+  }
+  return false;
 }
 
 #if KITE_OVERRIDE

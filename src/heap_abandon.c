@@ -21,6 +21,7 @@
  *        its holder (abandoned_settle), so a validator may read the lists under it.
  */
 #include "heap_impl.h"
+#include "remote.h"
 #include "options.h"
 #include "stats.h"
 #include "message.h"
@@ -81,8 +82,8 @@ bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
     _kite_unlock(&_kite_heap_lock);
     return false;
   }
-  /* no owner, so no owner's store can race the push (the claim settled other frees) */
-  kite_check(_kite_page_push_remote(pg, i));
+  /* remote.c R5: the bit is set while we hold _kite_heap_lock, so the push lands (or reports) */
+  _kite_remote_push_claimed(pg, i, true);
   bool empty = abandoned_settle(pg, true);
   _kite_unlock(&_kite_heap_lock);
   if (empty) run_free(pg);
@@ -98,6 +99,7 @@ kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) {
     if (pg) {
       if (pg->used == 0) abandoned_empty--;
       abandoned_unlink(pg);
+      _kite_remote_mark_abandoned(pg, false); /* remote.c R5 */
       __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
     }
     _kite_unlock(&_kite_heap_lock);
@@ -136,8 +138,11 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
         kite_assert_internal(_kite_page_check(pg, true, 0));
         _kite_lock(&_kite_heap_lock);
         __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+        _kite_remote_mark_abandoned(pg, true); /* remote.c R5: later pushes come here */
         abandoned_push(pg);
-        /* the frees that came after the collect may have emptied it */
+        /* the frees that came after the collect may have emptied it (remote.c R5: a free
+         * that claimed its block before the bit and pushes after it sees the bit and
+         * settles the page itself) */
         bool empty = abandoned_settle(pg, true);
         _kite_unlock(&_kite_heap_lock);
         _kite_stat_add(&_kite_stats.pages_abandoned, 1);

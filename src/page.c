@@ -1,6 +1,7 @@
 /* src/page.c -- small pages (contract and invariants in page.h). */
 #include "page.h"
 #include "links.h"
+#include "remote.h"
 #include "message.h"
 #include "os.h"
 #include <errno.h>
@@ -65,60 +66,11 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   return n;
 }
 
-/* Walk a list taken from thread_free (head, n blocks): each entry must be REMOTE; it goes
- * on the allocation list. Returns the blocks moved. A non-REMOTE entry, or an index out of
- * the carved blocks, means an owner's free raced with another thread's free of the same
- * block (or the list is corrupt): reported, and the walk stops there.
- * One unsigned compare per block tells both "REMOTE" and "next is a carved block": an entry
- * minus REMOTE is below capacity only then (below REMOTE it wraps around); the list's last
- * entry (next == END) is the one expected exception. The list head, capacity and entries
- * stay in registers (a store to an entry could alias pg->free otherwise): 9 instructions a
- * block (x86-64, -O2). */
-static uint32_t take_remote(kite_page_t *pg, size_t i, uint32_t n) {
-  uint16_t *l = pg->links;
-  size_t cap = pg->capacity, head = pg->free; /* size_t: no zero-extension moves */
-  uint32_t k = n;
-  if (k == 0) goto out;
-  if (unlikely(i >= cap)) goto broken;
-  for (;;) {
-    uint16_t *e = &l[i];
-    size_t next = (size_t)__atomic_load_n(e, __ATOMIC_RELAXED) - KITE_LINK_REMOTE;
-    if (unlikely(next >= cap)) {
-      if (next == KITE_LINK_END && k == 1) { /* the last block */
-        __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED);
-        head = i;
-        k = 0;
-        goto out;
-      }
-      if (next > KITE_LINK_END) {
-        _kite_report_invalid("free(): double free (two threads freed one block at once)", _kite_page_block(pg, (uint32_t)i));
-        goto out;
-      }
-      /* REMOTE, but its next is not carved (or the list ends before its count): block i
-       * stays claimed, the walk stops at the next one */
-      __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED);
-      head = i;
-      k--;
-      goto broken;
-    }
-    __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED); /* REMOTE: only the owner writes it */
-    head = i;
-    i = next;
-    if (--k == 0) goto out;
-  }
-broken:
-  _kite_report_invalid("free(): cross-thread free list of a page is broken (racing double free)", _kite_page_block(pg, 0));
-out:
-  pg->free = (uint16_t)head;
-  return n - k;
-}
-
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote) {
   uint32_t issued = 0;
   *remote = 0;
-  if ((all || pg->free == KITE_LINK_END) && __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
-    uint64_t tf = __atomic_exchange_n(&pg->thread_free, KITE_TF_EMPTY, __ATOMIC_ACQUIRE);
-    uint32_t moved = take_remote(pg, KITE_TF_HEAD(tf), (uint32_t)KITE_TF_COUNT(tf));
+  if ((all || pg->free == KITE_LINK_END) && (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & ~KITE_TF_ABANDONED) != KITE_TF_EMPTY) {
+    uint32_t moved = _kite_remote_take(pg);
     pg->used -= (int32_t)moved;
     issued += moved;
     *remote = moved;

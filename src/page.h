@@ -1,5 +1,6 @@
-/* src/page.h -- the small-page life cycle: initialize, carve, pop, collect frees, and
- * the cross-thread free. A small page is a run of 2^k units holding blocks of one class.
+/* src/page.h -- the small-page life cycle: initialize, carve, pop, collect frees (the
+ * cross-thread ones through remote.c, which has their protocol). A small page is a run of
+ * 2^k units holding blocks of one class.
  *
  * Block i of a page starts at start + i * block_size; its state and list link are
  * links[i] (types.h: a free block's entry names the next block on its list, LIVE marks a
@@ -12,21 +13,16 @@
  *   - blocks [0, capacity) are carved (capacity <= reserved); uncarved blocks are untouched
  *     (a fresh page costs RSS only for what is used) and their entries read 0.
  *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
- *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE|END, not
- *     yet on thread_free);
+ *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
+ *     on thread_free);
  *   - used (low 31 bits) = carved - |free| - |local_free|, i.e. the number of blocks handed
  *     out plus those freed by other threads and not yet collected (plus 1 while the page is
  *     its heap's pinned one);
  *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
  *     full list: any local free then takes the generic path, which moves it back.
- *   - thread_free is pushed by other threads (one CAS each, head + count in one word) after
- *     they claimed the entry LIVE -> REMOTE with a 16-bit CAS; the owner (or whoever holds
- *     an abandoned page) takes it whole and walks exactly its count, keeping only REMOTE
- *     entries. When an owner's free races with another thread's free of the same block
- *     (the owner read LIVE before the claim and stores its own link after it): if that
- *     store lands before the pusher's link CAS, the push fails and the pusher reports; if
- *     after, the walk finds a non-REMOTE entry, reports the double free and stops (the
- *     blocks after it stay REMOTE: leaked). Either way the block is free once.
+ *   - thread_free holds the blocks other threads freed (head, count, and the ABANDONED
+ *     bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
+ *     free; the owner takes them back in _kite_page_collect.
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.
  * Layer: above links and arena; below heap. Owner-only functions say so.
@@ -67,21 +63,6 @@ static inline void *_kite_page_pop(kite_page_t *pg) {
   return b;
 }
 
-/* Index of the block at byte offset off (from the page start, < 2^32) of small page pg, or
- * -1 when off is not a block start carved so far. off / size == high half of off * ceil(2^64
- * / size), and off is a multiple of size iff the low half is below ceil(2^64 / size).
- * Any thread. */
-static inline int32_t _kite_page_index(const kite_page_t *pg, uint64_t off) {
-  unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
-  if ((uint64_t)m >= pg->div_magic) return -1;
-  uint64_t i = (uint64_t)(m >> 64);
-  return i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) ? (int32_t)i : -1;
-}
-/* Index of the block p points to the start of, or -1 (p is in pg's run). */
-static inline int32_t _kite_page_index_of(const kite_page_t *pg, const void *p) {
-  return _kite_page_index(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0)));
-}
-static inline bool _kite_page_block_at(const kite_page_t *pg, uint64_t off) { return _kite_page_index(pg, off) >= 0; }
 /* Is block i (carved) handed out? Any thread (a relaxed read of its entry). */
 static inline bool _kite_page_block_live(const kite_page_t *pg, uint32_t i) {
   return __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) == KITE_LINK_LIVE;
@@ -101,52 +82,10 @@ uint32_t _kite_page_extend(kite_page_t *pg);
  * thread_free (the remote-free statistic counts them here, not in the remote free's path).
  * Owner only. */
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote);
-/* Claim block i of pg for a free from a thread that does not own it: its entry goes LIVE ->
- * REMOTE|END with one CAS. false (nothing changed) when the block is not handed out: a
- * double or invalid free. */
-static inline bool _kite_page_claim_remote(kite_page_t *pg, size_t i) { /* i < KITE_PAGE_MAX_BLOCKS */
-  uint16_t live = KITE_LINK_LIVE, *e = &pg->links[i];
-  if (!__atomic_compare_exchange_n(e, &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
-                                   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-    return false;
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, (uint32_t)i));
-  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, (uint32_t)i), pg->block_size); /* before the push: the owner may pop it */
-  return true;
-}
-/* Push claimed block i (its entry REMOTE|END, at e == &pg->links[i]) on pg's thread_free
- * with one CAS. (e is passed in: after the claim's CAS the compiler would load links again.)
- * The entry takes the link to the list's head with a 16-bit CAS from the value this thread
- * stored last, never a plain store: an owner's free that read LIVE before the claim and
- * stores its own link after it (a racing double free) would otherwise be overwritten, the
- * block would sit on both lists and be counted free twice. false: that store came first (the
- * owner has the block on its local list; nothing is pushed, the caller reports). An owner's
- * store after the last CAS stays visible: the owner's collect finds the entry not REMOTE. */
-static inline bool _kite_page_push_remote_at(kite_page_t *pg, uint16_t *e, size_t i) {
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
-  uint16_t mine = (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END); /* the claim's value */
-  do {
-    /* REMOTE | head, as an addition (head <= KITE_LINK_END < KITE_LINK_REMOTE): one lea */
-    uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint32_t)old);
-    /* also when link == mine (an empty list): the compare is what sees the owner's store */
-    if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return false;
-    mine = link;
-    /* count + 1 (it stays below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i */
-#if defined(__x86_64__)
-    /* old + 2^16, then its low 16 bits replaced by i (gcc: move, mask, add, or) */
-    __asm__("leaq 0x10000(%1), %0\n\tmovw %w2, %w0" : "=&r"(nw) : "r"(old), "r"(i));
-#else
-    nw = ((old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16)) | i;
-#endif
-  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-  return true;
-}
-/* Push claimed block i (its entry REMOTE|END) on pg's thread_free with one CAS; false as
- * _kite_page_push_remote_at. */
-static inline bool _kite_page_push_remote(kite_page_t *pg, uint32_t i) { return _kite_page_push_remote_at(pg, &pg->links[i], i); }
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Check small page pg: geometry (kind, class, block size, div_magic, reserved, capacity,
- * start, link array). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
+ * link array). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
  * the link array holds capacity + 1 entries at least; free and local_free are disjoint,
  * acyclic lists of carved blocks; every carved block is LIVE, on one of them, or REMOTE
  * (thread_free's count matches its list, walked through REMOTE entries, plus blocks being

@@ -38,6 +38,8 @@
 #include "heap.h"
 #include "page.h"
 #include "pagemap.h"
+#include "huge.h"
+#include "classify.h"
 #include "message.h"
 #include "os.h"
 #include <errno.h>
@@ -136,14 +138,8 @@ static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
 
 /* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
 static inline kite_page_t *small_page_of(const void *p) {
-  uintptr_t u = (uintptr_t)p;
-  if (_kite_pagemap_kind(u) != KITE_PM_ARENA) return NULL;
-  kite_page_t *pg = _kite_page_head(_kite_unit_of(u));
-  if (pg->kind != KITE_KIND_SMALL) return NULL;
-  /* _kite_page_index_of without its sign (the index is below capacity <= 2^16) */
-  unsigned __int128 m = (unsigned __int128)(uint64_t)(u - (uintptr_t)_kite_page_block(pg, 0)) * pg->div_magic;
-  bool carved = (uint64_t)(m >> 64) < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
-  return (uint64_t)m < pg->div_magic && carved ? pg : NULL;
+  kite_ptr_t c;
+  return _kite_classify(p, &c) == KITE_PTR_SMALL ? c.page : NULL;
 }
 
 /* Why the canary of small block p is not its live value (seen): freed (the
@@ -222,9 +218,9 @@ static void large_free(void *p) {
 
 /* Is p the start of a live large run or huge block? */
 static inline bool is_large(const void *p) {
-  size_t huge;
-  kite_page_t *pg = _kite_lookup(p, &huge);
-  return huge != 0 || (pg != NULL && pg->kind == KITE_KIND_LARGE);
+  kite_ptr_t c;
+  unsigned k = _kite_classify(p, &c);
+  return k == KITE_PTR_LARGE || (k == KITE_PTR_HUGE && _kite_huge_usable(p) != 0);
 }
 
 /* ---- the quarantine ---- */

@@ -88,7 +88,6 @@ static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *
 #else
     uint32_t i = 0, head = bs - 16;
     for (; i + 32 <= head; i += 32) {
-      __asm__("" : "+r"(i)); /* keep it a loop */
       *(kite_secure_v2_t *)((uint8_t *)p + i) = z;
       *(kite_secure_v2_t *)((uint8_t *)p + i + 16) = z;
     }

@@ -83,12 +83,16 @@
 #define KITE_OVERRIDE 0
 #endif
 
-/* A relaxed load of a word another thread may write. Plain in release builds (x86-64 loads
- * are atomic, and the compiler may fold it into a compare), an atomic under TSan. */
+/* A relaxed load of a word another thread may write, and a relaxed store of a word another
+ * thread may read or compare-and-swap. Plain in release builds (aligned x86-64 loads and
+ * stores are atomic, and the compiler may fold a load into a compare), atomics under TSan,
+ * which sees them. */
 #if defined(__SANITIZE_THREAD__)
 #define KITE_LOAD_RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define KITE_STORE_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #else
 #define KITE_LOAD_RELAXED(x) (x)
+#define KITE_STORE_RELAXED(x, v) ((x) = (v))
 #endif
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)

@@ -102,20 +102,23 @@ def test_reader_counts_variants_strings_and_attributes():
 
 
 def test_stale_allow_list_entry_fails():
+    """A copy of the tool whose allow-lists name page.c (short) and a short function of it:
+    both entries are stale, and each is named (the real lists may be empty)."""
     d = copy_tree()
     try:
-        some = sorted(structure.ALLOW_FILES)[0] if structure.ALLOW_FILES else None
-        if some is None:
-            print("no file on the allow-list: the stale-entry case runs on a function entry", file=sys.stderr)
-            f, name = sorted(structure.ALLOW_FUNCS)[0]
-            write(os.path.join(d, "src", f), "int %s(void) { return 0; }\n" % name)
-            rc, _, err = run("--root", d)
-            check(rc == 1 and "ALLOW_FUNCS lists %s()" % name in err, "a function no longer long: " + err)
-            return
-        write(os.path.join(d, "src", some), "int x;\n")
-        rc, _, err = run("--root", d)
-        eq(rc, 1, "exit status")
-        check("ALLOW_FILES lists src/%s" % some in err, "names the stale entry: " + err)
+        with open(TOOL) as f:
+            text = f.read()
+        check("ALLOW_FILES = {" in text and "ALLOW_FUNCS = {" in text, "the tool's allow-lists")
+        text = text.replace("ALLOW_FILES = {", 'ALLOW_FILES = {"page.c": "a test entry", ', 1)
+        text = text.replace("ALLOW_FUNCS = {", 'ALLOW_FUNCS = {("page.c", "short_fn"): "a test entry", ', 1)
+        tool = os.path.join(d, "structure.py")
+        write(tool, text)
+        with open(os.path.join(d, "src", "page.c"), "a") as f:
+            f.write("int short_fn(void) { return 0; }\n")
+        p = subprocess.run([sys.executable, tool, "--root", d], capture_output=True, text=True)
+        eq(p.returncode, 1, "exit status: " + p.stderr)
+        check("ALLOW_FILES lists src/page.c" in p.stderr, "names the stale file entry: " + p.stderr)
+        check("ALLOW_FUNCS lists short_fn()" in p.stderr, "names the stale function entry: " + p.stderr)
     finally:
         shutil.rmtree(d)
 

@@ -27,6 +27,7 @@
 #include "types.h"
 #include "links.h"
 #include "page.h"
+#include "classify.h"
 #include "heap.h"
 #include "stats.h"
 
@@ -231,9 +232,7 @@ TEST(links_entry_states) {
   uint32_t ix[4];
   for (int i = 0; i < 4; i++) {
     assert_true(_kite_page_head(_kite_unit_of((uintptr_t)p[i])) == pg);
-    int32_t k = _kite_page_index_of(pg, p[i]);
-    assert_true(k >= 0);
-    ix[i] = (uint32_t)k;
+    assert_true(_kite_block_of(pg, (uintptr_t)p[i], &ix[i])); /* classify.h */
     expect_uint_eq(pg->links[ix[i]], KITE_LINK_LIVE);
   }
   expect_true(pg->capacity < pg->reserved); /* a fresh page: only its first part carved */

@@ -1,0 +1,333 @@
+/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R7)
+ * and the owner's take of the cross-thread list (_kite_page_collect), through the internals
+ * build (kite-noover-debug: KITE_TEST_HOOKS, validators on).
+ *
+ * Each test uses a size class of its own, so its blocks share one page that no other test
+ * touches. Threads are parked at the protocol's test hooks (remote.h) to make a race happen
+ * in one chosen order; misuse reports are counted through _kite_report_invalid_hook.
+ *   push_then_take            R2, R4: remote frees chain REMOTE|next from the head, the
+ *                             count follows; the owner's collect takes them all
+ *   claim_refuses_not_live    R1: a free of a freed or an uncarved block changes nothing
+ *   take_reports_owner_store  R3, R4: the owner's store after the push is reported by the
+ *                             take, and the block is free once
+ *   claim_is_one_rmw          R1: a thread parked between the claim's read and its write,
+ *                             while another frees the block completely (the list being
+ *                             non-empty): exactly one report, each block handed out once
+ *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
+ *                             and the list's head moves: the re-link fails and reports
+ *   emptied_page_leaves_queue the local free that empties a page that is not the current
+ *                             one takes it out of the heap's queue and gives it back
+ *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
+ *                             and pushed after: the page is settled (empty), not left
+ *                             committed for an adopter or a trim
+ */
+#define _GNU_SOURCE
+#include "test.h"
+#include <kite.h>
+#include <pthread.h>
+#include <sched.h>
+#include "types.h"
+#include "page.h"
+#include "remote.h"
+#include "heap.h"
+
+extern void (*_kite_report_invalid_hook)(const char *what, const void *p); /* message.h */
+void _kite_test_owner_free_store(void *p); /* free.c, test builds */
+
+/* ---- misuse reports ---- */
+static int reports;
+static const void *report_ptr;
+static void count_report(const char *what, const void *p) {
+  (void)what;
+  __atomic_store_n(&report_ptr, p, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&reports, 1, __ATOMIC_SEQ_CST);
+}
+static void reports_reset(void) {
+  __atomic_store_n(&reports, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&report_ptr, NULL, __ATOMIC_RELAXED);
+}
+static int reports_now(void) { return __atomic_load_n(&reports, __ATOMIC_SEQ_CST); }
+
+/* ---- parking a thread at a hook ---- */
+static __thread int park_here; /* set by the thread that is to park at the next hook */
+static int parked, released;
+static void park(void *p) {
+  (void)p;
+  if (!park_here) return;
+  park_here = 0;
+  __atomic_store_n(&parked, 1, __ATOMIC_SEQ_CST);
+  while (!__atomic_load_n(&released, __ATOMIC_SEQ_CST)) sched_yield();
+}
+static void wait_parked(void) {
+  while (!__atomic_load_n(&parked, __ATOMIC_SEQ_CST)) sched_yield();
+}
+static void unpark(void) { __atomic_store_n(&released, 1, __ATOMIC_SEQ_CST); }
+static void park_reset(void) {
+  __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&released, 0, __ATOMIC_SEQ_CST);
+}
+
+/* ---- threads ---- */
+static void *free_body(void *p) {
+  kite_free(p);
+  return NULL;
+}
+static void *free_parked_body(void *p) {
+  park_here = 1;
+  kite_free(p);
+  return NULL;
+}
+static pthread_t spawn(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, fn, arg) != 0) abort();
+  return t;
+}
+static void free_on_thread(void *p) { pthread_join(spawn(free_body, p), NULL); }
+
+static kite_page_t *page_of(const void *p) { return _kite_page_head(_kite_unit_of((uintptr_t)p)); }
+static uint32_t index_of(const kite_page_t *pg, const void *p) {
+  return (uint32_t)(((const uint8_t *)p - _kite_page_block(pg, 0)) / pg->block_size);
+}
+static uint64_t tf_of(const kite_page_t *pg) { return __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE); }
+static uint16_t entry(const kite_page_t *pg, uint32_t i) { return __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED); }
+/* Blocks on pg's allocation list equal to i (owner only). */
+static int on_free_list(const kite_page_t *pg, uint32_t i) {
+  int n = 0, guard = 0;
+  for (uint32_t k = pg->free; k != KITE_LINK_END && guard < KITE_PAGE_MAX_BLOCKS; k = pg->links[k], guard++) n += k == i;
+  return n;
+}
+static void collect(kite_page_t *pg, uint32_t *remote) { _kite_page_collect(pg, true, false, remote); }
+
+/* Allocate two pages' worth of blocks of size n: a and b (b may be NULL) must each come
+ * back exactly once; then free them all. */
+static void expect_handed_out_once(size_t n, const void *a, const void *b, uint32_t reserved) {
+  enum { MAX = 2 * KITE_PAGE_MAX_BLOCKS };
+  static void *got[MAX];
+  int seen_a = 0, seen_b = 0;
+  uint32_t k = 0;
+  for (; k < MAX && k < 2 * reserved; k++) {
+    got[k] = kite_malloc(n);
+    seen_a += got[k] == a;
+    seen_b += got[k] == b;
+  }
+  expect_int_eq(seen_a, 1);
+  if (b) expect_int_eq(seen_b, 1);
+  for (uint32_t j = 0; j < k; j++) kite_free(got[j]);
+}
+
+TEST(push_then_take) {
+  enum { N = 6 };
+  void *b[N];
+  for (int k = 0; k < N; k++) b[k] = kite_malloc(48);
+  kite_page_t *pg = page_of(b[0]);
+  for (int k = 1; k < N; k++) assert_ptr_eq(page_of(b[k]), pg);
+  int32_t used = pg->used;
+  for (int k = 0; k < 4; k++) free_on_thread(b[k]);
+  /* R2: head = the last pushed, each entry REMOTE|next back to END, count 4 */
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 4);
+  expect_uint_eq(KITE_TF_HEAD(tf), index_of(pg, b[3]));
+  for (int k = 3; k >= 0; k--) {
+    uint16_t want = (uint16_t)(KITE_LINK_REMOTE | (k ? index_of(pg, b[k - 1]) : KITE_LINK_END));
+    expect_uint_eq(entry(pg, index_of(pg, b[k])), want);
+  }
+  expect_int_eq(pg->used, used); /* counted until taken (R6) */
+  expect_true(_kite_page_check(pg, true, -1));
+  uint32_t remote = 0;
+  collect(pg, &remote); /* R4 */
+  expect_uint_eq(remote, 4);
+  expect_uint_eq(tf_of(pg), KITE_TF_EMPTY);
+  expect_int_eq(pg->used, used - 4);
+  for (int k = 0; k < 4; k++) expect_int_eq(on_free_list(pg, index_of(pg, b[k])), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  for (int k = 4; k < N; k++) kite_free(b[k]);
+}
+
+TEST(claim_refuses_not_live) {
+  reports_reset();
+  void *a = kite_malloc(80), *keep = kite_malloc(80);
+  kite_page_t *pg = page_of(a);
+  uint32_t i = index_of(pg, a);
+  kite_free(a); /* the owner's free: a is on local_free */
+  uint16_t before = entry(pg, i);
+  uint64_t tf = tf_of(pg);
+  free_on_thread(a);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, a);
+  expect_uint_eq(entry(pg, i), before);
+  expect_uint_eq(tf_of(pg), tf);
+  /* a block start past the carved ones: its entry reads 0 */
+  uint32_t cap = pg->capacity;
+  if (cap < pg->reserved) {
+    void *u = _kite_page_block(pg, cap);
+    free_on_thread(u);
+    expect_int_eq(reports_now(), 2);
+    expect_ptr_eq(report_ptr, u);
+    expect_uint_eq(entry(pg, cap), 0);
+    expect_uint_eq(tf_of(pg), tf);
+  }
+  expect_true(_kite_page_check(pg, true, -1));
+  kite_free(keep);
+}
+
+static void owner_store_hook(void *p) { _kite_test_owner_free_store(p); }
+TEST(take_reports_owner_store) {
+  reports_reset();
+  void *a = kite_malloc(112), *keep = kite_malloc(112);
+  kite_page_t *pg = page_of(a);
+  uint32_t i = index_of(pg, a);
+  /* the owner read LIVE before the claim; its stores land after the claimer's last look
+   * at the entry (nothing moved the head, so there was no re-link) */
+  __atomic_store_n(&_kite_test_hook_remote_push, owner_store_hook, __ATOMIC_RELEASE);
+  free_on_thread(a);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), 1);
+  expect_true(!_kite_link_is_remote(entry(pg, i)));
+  expect_true(!_kite_page_check(pg, true, -1)); /* until the take: count above REMOTE entries */
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_int_eq(reports_now(), 1); /* R3, R4: the take reports it */
+  expect_ptr_eq(report_ptr, a);
+  expect_uint_eq(remote, 0);
+  expect_int_eq(on_free_list(pg, i), 1); /* free once: through the owner's local list */
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(112, a, NULL, pg->reserved);
+  kite_free(keep);
+}
+
+TEST(claim_is_one_rmw) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(144), *k = kite_malloc(144), *keep = kite_malloc(144);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(k), pg);
+  free_on_thread(k); /* the cross-thread list is not empty */
+  __atomic_store_n(&_kite_test_hook_remote_read, park, __ATOMIC_RELEASE);
+  pthread_t first = spawn(free_parked_body, p); /* reads LIVE, parks before its write */
+  wait_parked();
+  free_on_thread(p); /* claims and pushes p */
+  unpark();
+  pthread_join(first, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_read, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), 2);
+  expect_int_eq((kite_check)(), 1);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 2);
+  expect_int_eq(reports_now(), 1);
+  expect_int_eq(on_free_list(pg, index_of(pg, p)), 1);
+  expect_int_eq(on_free_list(pg, index_of(pg, k)), 1);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(144, p, k, pg->reserved);
+  kite_free(keep);
+}
+
+TEST(relink_is_a_cas) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(176), *j = kite_malloc(176), *keep = kite_malloc(176);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  uint32_t i = index_of(pg, p);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
+  wait_parked();
+  free_on_thread(j);             /* the head moves: the claimer must re-link */
+  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  unpark();
+  pthread_join(claimer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1); /* the re-link's CAS saw the owner's store */
+  expect_ptr_eq(report_ptr, p);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 1);
+  expect_uint_eq(KITE_TF_HEAD(tf), index_of(pg, j));
+  expect_true(!_kite_link_is_remote(entry(pg, i)));
+  expect_int_eq((kite_check)(), 1);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 1);
+  expect_int_eq(reports_now(), 1);
+  expect_int_eq(on_free_list(pg, i), 1);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(176, p, j, pg->reserved);
+  kite_free(keep);
+}
+
+/* ---- R5 ---- */
+/* Is pg on queue q? */
+static int on_queue(const kite_pageq_t *q, const kite_page_t *pg) {
+  for (const kite_page_t *x = q->first; x; x = x->next)
+    if (x == pg) return 1;
+  return 0;
+}
+TEST(emptied_page_leaves_queue) {
+  enum { SIZE = 3072, MAX = 64 }; /* a class no other test uses; a page holds fewer */
+  void *b[MAX];
+  size_t n = 0;
+  b[n++] = kite_malloc(SIZE);
+  kite_page_t *first = page_of(b[0]);
+  /* fill the first page, then one block of the next (it becomes the current page) */
+  while (n < MAX) {
+    b[n] = kite_malloc(SIZE);
+    if (page_of(b[n++]) != first) break;
+  }
+  assert_true(n < MAX);
+  kite_heap_t *h = _kite_heap_tls;
+  unsigned cls = first->cls;
+  for (size_t k = 0; k + 1 < n; k++) kite_free(b[k]); /* every block of the first page */
+  expect_int_eq(on_queue(&h->queue[cls], first), 0);
+  expect_int_eq(on_queue(&h->full[cls], first), 0);
+  expect_int_eq(__atomic_load_n(&first->heap, __ATOMIC_RELAXED) == h && first->kind == KITE_KIND_SMALL, 0);
+  expect_int_eq((kite_check)(), 1);
+  kite_free(b[n - 1]);
+}
+
+static void *owner_p;
+static int owner_go;
+static void *owner_body(void *arg) {
+  (void)arg;
+  __atomic_store_n(&owner_p, kite_malloc(3000), __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&owner_go, __ATOMIC_ACQUIRE)) sched_yield();
+  return NULL; /* thread exit: the heap abandons the page, p still counted in used */
+}
+TEST(late_free_settles_abandoned_page) {
+  reports_reset();
+  park_reset();
+  pthread_t owner = spawn(owner_body, NULL);
+  void *p;
+  while ((p = __atomic_load_n(&owner_p, __ATOMIC_ACQUIRE)) == NULL) sched_yield();
+  kite_page_t *pg = page_of(p);
+  __atomic_store_n(&_kite_test_hook_remote_claimed, park, __ATOMIC_RELEASE);
+  pthread_t freer = spawn(free_parked_body, p); /* claims p, parks before the push */
+  wait_parked();
+  __atomic_store_n(&owner_go, 1, __ATOMIC_RELEASE);
+  pthread_join(owner, NULL); /* abandoned: p's claim keeps it from settling */
+  expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL);
+  expect_int_eq(pg->used, 1);
+  unpark();
+  pthread_join(freer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_claimed, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  /* settled: kept empty on its abandoned list for the next thread, or back in the arena */
+  expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
+  expect_int_eq((kite_check)(), 1);
+}
+
+#define RUN_CHECKED(name) do { RUN(name); expect_int_eq((kite_check)(), 1); } while (0)
+
+int main(void) {
+  test_rng_init(1);
+  __atomic_store_n(&_kite_report_invalid_hook, count_report, __ATOMIC_RELEASE);
+  RUN_CHECKED(push_then_take);
+  RUN_CHECKED(claim_refuses_not_live);
+  RUN_CHECKED(take_reports_owner_store);
+  RUN_CHECKED(claim_is_one_rmw);
+  RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(emptied_page_leaves_queue);
+  RUN_CHECKED(late_free_settles_abandoned_page);
+  return test_main_end();
+}
