@@ -36,7 +36,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build test test-main test-asan test-tsan test-clang uninstall cross-aarch64 musl test-cross cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build pprof test test-main test-asan test-tsan test-clang uninstall cross-aarch64 musl test-cross cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
 
 all: build
 
@@ -53,7 +53,11 @@ $(PY_VENV)/.ok: requirements.txt constraints.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
 	@touch $@
 
-test-main: build venv
+# Go's pprof, which the heap profiler's tests read profiles with (tools/install-pprof.sh)
+pprof: build
+	tools/install-pprof.sh build/gobin
+
+test-main: build venv pprof
 	cd build && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test-asan:
