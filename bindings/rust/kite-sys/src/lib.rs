@@ -91,6 +91,12 @@ pub const KITE_OPTION_HUGEPAGES: kite_option_t = 4;
 pub const KITE_OPTION_BACKGROUND: kite_option_t = 5;
 /// One in N allocations guarded (KITE_GUARDED_SAMPLE); 0 off.
 pub const KITE_OPTION_GUARDED_SAMPLE: kite_option_t = 6;
+/// Heap profiler: mean bytes between samples (KITE_PROF_SAMPLE), 1 .. 2^40.
+pub const KITE_OPTION_PROF_SAMPLE: kite_option_t = 7;
+/// Heap profiler: leak summary at exit (KITE_PROF_LEAKS, bool; read at start-up).
+pub const KITE_OPTION_PROF_LEAKS: kite_option_t = 8;
+/// Heap profiler: a profile every N MiB of new live peak (KITE_PROF_PEAK); 0 off.
+pub const KITE_OPTION_PROF_PEAK: kite_option_t = 9;
 
 extern "C" {
     /// `malloc`: NULL and `errno = ENOMEM` on failure.
@@ -151,6 +157,10 @@ extern "C" {
     ) -> bool;
     /// The same for every live block of the process (other threads quiescent).
     pub fn kite_visit_all(visitor: kite_block_visitor_t, arg: *mut c_void) -> bool;
+
+    /// Heap profiler (KITE_PROF): write the sampled heap profile to `path` in pprof's
+    /// format; 0, or -1 with errno set. Allocates nothing.
+    pub fn kite_prof_dump(path: *const c_char) -> c_int;
 
     /// The loaded library's version, "MAJOR.MINOR.PATCH" (a static NUL-terminated string).
     pub fn kite_version() -> *const c_char;
