@@ -75,9 +75,9 @@ KITE_API void *kite_malloc(size_t n) { return malloc_fast(n, malloc_generic); }
 /* malloc for the other entry points: they report their own failure. */
 static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generic_quiet); }
 
-static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
-  if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
-    return _kite_malloc_small_generic(h, n);
+/* Past the small route: a sampled small request, or a large or huge one. Out of line, so
+ * that malloc_generic_quiet stays a compare and a tail call (no frame of its own). */
+static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
   if (n <= KITE_SMALL_MAX) {
     if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n); /* prof.h: the heap profiler */
     /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
@@ -85,6 +85,12 @@ static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n
   }
   bool zero;
   return alloc_large(n, 0, &zero);
+}
+
+static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
+  if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
+    return _kite_malloc_small_generic(h, n);
+  return malloc_unrouted(n, h);
 }
 
 static KITE_COLD void *alloc_failed(size_t count, size_t size);
