@@ -90,7 +90,7 @@ CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_o
 # benchmark binary through popen (neither can start an aarch64 program under qemu-user);
 # the fork tests fork from several threads, which qemu-user 7.2 itself cannot (its
 # assertion cpu == current_cpu fails in the child)
-CROSS_EXCLUDE := ^(core_programs|test_buddy_bench|core_fork|core_fork_override|core_fork_secure)$$
+CROSS_EXCLUDE := ^(core_programs|test_buddy_bench|core_fork|core_fork_override|core_fork_secure|page16k_fork|page64k_fork)$$
 cross-deps:
 	@missing=""; for p in $(CROSS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
