@@ -1,11 +1,18 @@
 # cmake/prof.cmake -- the heap profiler's tests (src/prof.h): a program linked against
-# libkite.so (the override) whose profiles pprof reads. The normal build only: the
-# sanitizer builds have no override library.
+# libkite.so (the override), and against libkite-secure.so, whose profiles pprof reads. The
+# normal build only: the sanitizer builds have no override library.
 if(TARGET kite AND NOT KITE_SANITIZE)
   add_executable(prof_sites ${PROJECT_SOURCE_DIR}/tests/integration/prof_sites.c)
   target_include_directories(prof_sites PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_compile_options(prof_sites PRIVATE -O1 -g -fno-omit-frame-pointer)
   target_link_libraries(prof_sites PRIVATE kite Threads::Threads)
+  # the same program on the secure build (libkite-secure.so: its wrappers over the core)
+  if(TARGET kite-secure)
+    add_executable(prof_sites_secure ${PROJECT_SOURCE_DIR}/tests/integration/prof_sites.c)
+    target_include_directories(prof_sites_secure PRIVATE ${PROJECT_SOURCE_DIR}/include)
+    target_compile_options(prof_sites_secure PRIVATE -O1 -g -fno-omit-frame-pointer)
+    target_link_libraries(prof_sites_secure PRIVATE kite-secure Threads::Threads)
+  endif()
   add_test(NAME prof_pprof COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/integration/test_prof.py ${CMAKE_BINARY_DIR})
   set_tests_properties(prof_pprof PROPERTIES TIMEOUT 900)
 endif()

@@ -31,13 +31,14 @@
 #include "message.h"
 #include "guarded.h"
 #include "prof.h"
+#include "secure_layout.h"
 #include <errno.h>
 #include <string.h>
 
 static void *alloc_large(size_t n, size_t align, bool *zero);
 static void *alloc_run_or_huge(size_t n, size_t align, bool *zero);
 static void *large_run_ready(kite_page_t *pg, size_t n);
-static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n);
+static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked);
 static KITE_NOINLINE void *malloc_generic(size_t n, kite_heap_t *h);
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h);
 
@@ -79,7 +80,7 @@ static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generi
  * that malloc_generic_quiet stays a compare and a tail call (no frame of its own). */
 static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
   if (n <= KITE_SMALL_MAX) {
-    if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n); /* prof.h: the heap profiler */
+    if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n, n); /* prof.h: the heap profiler */
     /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
     return n <= KITE_GUARDED_MAX ? _kite_guarded_malloc(h, n) : _kite_malloc_small_generic(h, n);
   }
@@ -106,17 +107,38 @@ static inline unsigned large_order(size_t n) {
   return _kite_ceil_log2((n + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
 }
 
+/* The heap profiler's sampled blocks (prof.h). In the secure build the core serves its
+ * wrappers' requests, which carry a canary (small) or a guard page (large) beyond the
+ * program's bytes: a sample records the program's request, and a sampled small block's run
+ * has room for the guard page secure.c then puts after it, as after a large block. */
+#if KITE_SECURE
+#define PROF_ASKED_SMALL(n) ((n) > KITE_SECURE_CANARY ? (n) - KITE_SECURE_CANARY : (n))
+#define PROF_ASKED_LARGE(n) ((n) > KITE_SECURE_GUARD ? (n) - KITE_SECURE_GUARD : (n))
+#define PROF_RUN_BYTES(n) ((((n) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1)) + KITE_SECURE_GUARD)
+#else
+#define PROF_ASKED_SMALL(n) (n)
+#define PROF_ASKED_LARGE(n) (n)
+#define PROF_RUN_BYTES(n) (n)
+#endif
+
+/* A run of its own for a sampled small block of n bytes (a kept one when it fits), or NULL. */
+static void *prof_run(size_t n) {
+  size_t bytes = PROF_RUN_BYTES(n);
+  bool zero;
+  kite_page_t *cached = bytes <= KITE_UNIT_SIZE ? _kite_prof_cached_run() : NULL; /* kept at a sampled free */
+  return cached ? large_run_ready(cached, bytes) : alloc_run_or_huge(bytes, 0, &zero);
+}
+
 /* A small request the heap profiler samples: a run of its own, which free() takes to its
- * generic path (prof.h); a plain block when no run can be had. */
-static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n) {
+ * generic path (prof.h); a plain block when no run can be had. n is counted (a class's
+ * bytes), `asked` recorded (the request: less than n for a small aligned one). */
+static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked) {
   size_t weigh;
   void *p = _kite_prof_malloc_small(h, n, &weigh);
   if (!weigh) return p;
-  bool zero;
-  kite_page_t *cached = _kite_prof_cached_run(); /* a sampled block's run, kept at its free */
-  p = cached ? large_run_ready(cached, n) : alloc_run_or_huge(n, 0, &zero);
+  p = prof_run(n);
   if (!p) return _kite_malloc_small_generic(_kite_heap_tls, n);
-  _kite_prof_record(p, n, weigh);
+  _kite_prof_record(p, PROF_ASKED_SMALL(asked), weigh);
   return p;
 }
 
@@ -124,7 +146,8 @@ static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n) {
  * heap profiler while it is on (prof.h). */
 static void *alloc_large(size_t n, size_t align, bool *zero) {
   void *p = alloc_run_or_huge(n, align, zero);
-  if (unlikely(KITE_LOAD_RELAXED(_kite_prof_enabled)) && p && _kite_prof_large_due(n)) _kite_prof_record(p, n, n);
+  if (unlikely(KITE_LOAD_RELAXED(_kite_prof_enabled)) && p && _kite_prof_large_due(n))
+    _kite_prof_record(p, PROF_ASKED_LARGE(n), n);
   return p;
 }
 
@@ -180,6 +203,16 @@ KITE_API void *kite_calloc(size_t count, size_t size) {
   return likely(p != NULL) ? p : alloc_failed(count, size);
 }
 
+/* A small aligned request of class c while the heap profiler samples: a block of the list
+ * the sampler counted (the fast path's), else the sampler's way for a malloc of the class's
+ * size (prof.h): counted there, or sampled, its run aligned to a unit. */
+static KITE_NOINLINE void *prof_aligned(unsigned c, size_t n) {
+  kite_heap_t *h = _kite_heap_tls;
+  kite_page_t *pg = h->queue[c].first;
+  if (pg && pg->free != KITE_LINK_END) return _kite_page_pop(pg);
+  return prof_small(h, _kite_class_size_[c], n);
+}
+
 /* Small aligned blocks come from a class whose size is a multiple of the alignment (all
  * pages start on 64 KiB boundaries); bigger alignments from buddy runs (aligned to their
  * size) or huge maps. align is a power of two. */
@@ -188,6 +221,7 @@ static void *alloc_aligned(size_t align, size_t n) {
   if (n <= KITE_SMALL_MAX && align <= KITE_UNIT_SIZE) {
     unsigned c = _kite_class_of(n < align ? align : n);
     while (_kite_class_size_[c] & (align - 1)) c++;
+    if (unlikely(KITE_LOAD_RELAXED(_kite_prof_enabled))) return prof_aligned(c, n);
     return _kite_malloc_class(c);
   }
   bool zero;
@@ -361,20 +395,56 @@ KITE_API kite_heap_t *kite_heap_new(void) {
   return _kite_heap_new_user();
 }
 
+/* The heap profiler forgets the sampled blocks of first-class heap h, which its destroy
+ * frees without free() (prof.h P1). The heap's own thread, before the destroy. */
+static KITE_NOINLINE void prof_heap_forget(kite_heap_t *h) {
+  for (kite_owned_t *o = h->owned; o; o = o->next) {
+    if (_kite_pagemap_kind((uintptr_t)o->block) == KITE_PM_HUGE) {
+      _kite_prof_free(o->block);
+      continue;
+    }
+    kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)o->block));
+    if (!pg->sampled) continue;
+    _kite_prof_free(o->block);
+    pg->sampled = 0;
+  }
+}
+
 KITE_API void kite_heap_destroy(kite_heap_t *handle) {
   if (!handle) return;
   kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
-  if (h) _kite_heap_destroy_user(h);
+  if (!h) return;
+  if (unlikely(KITE_LOAD_RELAXED(_kite_prof_enabled))) prof_heap_forget(h);
+  _kite_heap_destroy_user(h);
 }
 
-static void *heap_malloc_quiet(kite_heap_t *h, size_t n) {
-  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
-  bool zero;
-  void *p = alloc_run_or_huge(n, 0, &zero); /* not sampled: kite_heap_destroy frees without free() */
-  if (!p) return NULL;
+/* Block p (a large run or huge block) belongs to first-class heap h (freed with it). */
+static void heap_own(kite_heap_t *h, void *p) {
   kite_owned_t *o = _kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE ? _kite_huge_owned(p)
                                                                     : &_kite_page_head(_kite_unit_of((uintptr_t)p))->owned;
   _kite_heap_own(h, o, p);
+}
+
+/* A small request to first-class heap h while the heap profiler samples. Every one comes
+ * here (these heaps have no fast path), so each is counted alone, in its class's bytes, on
+ * the count of the larger requests; a sampled one gets a run of its own, owned by h. */
+static KITE_NOINLINE void *prof_heap_small(kite_heap_t *h, size_t n) {
+  size_t s = _kite_class_size_[_kite_class_of(n)];
+  void *p = _kite_prof_large_due(s) ? prof_run(n) : NULL;
+  if (!p) return _kite_malloc_small_generic(h, n);
+  heap_own(h, p);
+  _kite_prof_record(p, PROF_ASKED_SMALL(n), s);
+  return p;
+}
+
+static void *heap_malloc_quiet(kite_heap_t *h, size_t n) {
+  bool prof = KITE_LOAD_RELAXED(_kite_prof_enabled);
+  if (n <= KITE_SMALL_MAX) return unlikely(prof) ? prof_heap_small(h, n) : _kite_malloc_small_generic(h, n);
+  bool zero;
+  void *p = alloc_run_or_huge(n, 0, &zero);
+  if (!p) return NULL;
+  heap_own(h, p);
+  if (unlikely(prof) && _kite_prof_large_due(n)) _kite_prof_record(p, PROF_ASKED_LARGE(n), n);
   return p;
 }
 

@@ -261,7 +261,6 @@ static void refuse_page(size_t page) {
 /* KITE_PROF (a path prefix, outside the table of numbers and words) and whether the
  * profiler samples (options.h). A prefix that does not fit is refused with one report. */
 static void prof_read(void) {
-#if !(defined(KITE_SECURE) && KITE_SECURE)
   const char *p = secure_getenv("KITE_PROF");
   bool on = p != NULL || _kite_opt(KITE_OPT_PROF_LEAKS) || _kite_opt(KITE_OPT_PROF_PEAK);
   if (p && strlen(p) >= sizeof _kite_prof_prefix) {
@@ -273,7 +272,6 @@ static void prof_read(void) {
     memcpy(_kite_prof_prefix, p, strlen(p) + 1);
   }
   __atomic_store_n(&_kite_prof_enabled, on, __ATOMIC_RELAXED);
-#endif
 }
 
 void _kite_options_read(void) {

@@ -122,7 +122,7 @@ extern const char *const _kite_env_other[];
 
 /* The heap profiler (prof.h) samples: KITE_PROF is set (its value, up to 255 bytes, is the
  * prefix of the profile written at exit; empty: none), or KITE_PROF_LEAKS or KITE_PROF_PEAK
- * is on. Read with the other options, once; the secure build never samples. */
+ * is on. Read with the other options, once (in the secure build too). */
 extern int _kite_prof_enabled;
 extern char _kite_prof_prefix[256];
 
@@ -135,8 +135,8 @@ extern char _kite_prof_prefix[256];
 extern size_t _kite_small_route KITE_HIDDEN;
 static inline size_t _kite_small_route_for(int64_t guarded_sample) {
 #if defined(KITE_SECURE) && KITE_SECURE
-  (void)guarded_sample;
-  return KITE_SMALL_MAX + 1; /* the secure build has guard pages of its own */
+  (void)guarded_sample; /* the secure build has guard pages of its own */
+  return __atomic_load_n(&_kite_prof_enabled, __ATOMIC_RELAXED) ? 0 : KITE_SMALL_MAX + 1;
 #else
   return guarded_sample > 0 || __atomic_load_n(&_kite_prof_enabled, __ATOMIC_RELAXED) ? 0 : KITE_SMALL_MAX + 1;
 #endif

@@ -20,7 +20,15 @@
  *   alloc.c  malloc_generic_quiet: small requests go through _kite_prof_malloc_small while
  *            profiling (options.h's _kite_small_route: the fast path is never consulted);
  *            alloc_large: _kite_prof_large_due / _kite_prof_record; realloc_generic never
- *            resizes a sampled block in place (its record would go stale).
+ *            resizes a sampled block in place (its record would go stale). Small aligned
+ *            requests take a block of the counted list, else go the small way with their
+ *            class's size; a first-class heap's requests (no fast path: each one passes)
+ *            are counted one by one on the large count, and its sampled blocks are owned
+ *            by it; kite_heap_destroy forgets the heap's sampled blocks first (P1).
+ *   secure.c the secure build's wrappers call the core with the canary's or the guard's
+ *            bytes added (alloc.c records the program's request); its slow path leaves
+ *            the quick refill to the core while profiling (the list must be counted); a
+ *            sampled small block comes back as a run, which it guards as a large one.
  *   free.c   free_generic: a large run with `sampled` set, and huge blocks while any huge
  *            one is sampled, go to _kite_prof_free.
  *   heap.c   heap_reclaim leaves the current pages alone while profiling (as for guarded).
@@ -35,9 +43,9 @@
  *   P2 prof_lock guards the stack table, the live table, the run cache and the totals; it is a leaf but
  *      for the file writes of a dump (no kite lock is taken under it, nothing allocates).
  *   P3 Stacks are captured before the lock, with no lock of kite's held (stack.h S2).
- * Not sampled: first-class heaps (kite_heap_malloc), small requests aligned above 16 bytes,
- * and the secure build. While profiling, KITE_GUARDED_SAMPLE samples nothing (one sampler
- * owns the allocation lists' count).
+ * Every allocating entry point is sampled, in the default and the secure build. While
+ * profiling, KITE_GUARDED_SAMPLE samples nothing (one sampler owns the allocation lists'
+ * count).
  * Layer: beside guarded (above heap: it counts and cuts the heap's allocation lists).
  */
 #ifndef KITE_PROF_H

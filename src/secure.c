@@ -176,10 +176,10 @@ static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t 
 
 /* A core small block about to be handed out: check it is a carved block of a small page
  * (else the core's free list was corrupt: heap corruption, abort), then block_ready. */
+static KITE_COLD bool sampled_ready(void *p);
 static bool small_ready(void *p) {
   kite_page_t *pg = small_page_of(p);
-  if (unlikely(pg == NULL)) /* a free list led outside kite's blocks: never hand that out */
-    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
+  if (unlikely(pg == NULL)) return sampled_ready(p); /* a block of the heap profiler, or corruption */
   return block_ready(p, pg->block_size);
 }
 
@@ -221,6 +221,22 @@ static inline bool is_large(const void *p) {
   kite_ptr_t c;
   unsigned k = _kite_classify(p, &c);
   return k == KITE_PTR_LARGE || (k == KITE_PTR_HUGE && _kite_huge_usable(p) != 0);
+}
+
+/* A core "small" block that is no small page's: the heap profiler serves a sampled small
+ * request with a large run of its own, with room for a guard page (prof.h, alloc.c), which
+ * gets its guard here as a large block does, and its head zeroed (calloc counts on a small
+ * block's first KITE_SECURE_ZERO_MAX bytes being zero). Anything else means a free list led
+ * outside kite's blocks: never handed out. False: not handed out. */
+static KITE_COLD bool sampled_ready(void *p) {
+  if (!KITE_LOAD_RELAXED(_kite_prof_enabled) || !is_large(p)) {
+    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
+    return false;
+  }
+  memset(p, 0, KITE_SECURE_ZERO_MAX);
+  if (KITE_SECURE_FLOOR || _kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false)) return true;
+  _kite_core_free(p);
+  return false;
 }
 
 /* ---- the quarantine ---- */
@@ -385,7 +401,13 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
      * its allocation list), so the block's page is at hand for the check: above 1016
      * bytes, and when the direct page had none (with the quarantine feeding one block at a
      * time to the page's own frees, that is most mallocs of a steady loop) */
-    kite_page_t *pg = _kite_heap_current_page(_kite_heap_tls, _kite_class_of(n + KITE_SECURE_CANARY));
+    kite_heap_t *h = _kite_heap_tls;
+    unsigned c = _kite_class_of(n + KITE_SECURE_CANARY);
+    kite_page_t *pg = h->queue[c].first;
+    /* the quick refill: not while the heap profiler samples, which counts each list the
+     * core's small path hands out (prof.h) */
+    if (pg == NULL || pg->free == KITE_LINK_END)
+      pg = KITE_LOAD_RELAXED(_kite_prof_enabled) ? NULL : _kite_heap_current_page(h, c);
     if (pg) {
       void *b = _kite_page_pop(pg);
       if (likely(block_ready(b, pg->block_size))) return b;

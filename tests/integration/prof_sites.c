@@ -18,9 +18,16 @@
  *          site_parent and freed it all).
  *   leak   mixed, then site_a frees all of its blocks and site_b keeps one block in four:
  *          at exit site_b and site_c leak, site_a does not. No dump: KITE_PROF writes one.
+ *   kinds  64 MiB in blocks of 16 B .. 4 KiB from four sites of the other entry points:
+ *          site_heap (kite_heap_malloc of a first-class heap, 40%), site_posix
+ *          (posix_memalign, 64-byte aligned, 20%), site_aligned (aligned_alloc, 256, 20%),
+ *          site_memalign (memalign, 1024, 20%); each keeps every other block. After the dump
+ *          the heap is destroyed and a second profile written to PATH.after (site_heap's
+ *          blocks went with the heap: none live there).
  */
 #define _GNU_SOURCE
 #include <kite.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +46,16 @@ __attribute__((noinline)) void *site_a(size_t n) { void *p = malloc(n); sink = 0
 __attribute__((noinline)) void *site_b(size_t n) { void *p = malloc(n); sink = 0; return p; }
 __attribute__((noinline)) void *site_c(size_t n) { void *p = malloc(n); sink = 0; return p; }
 __attribute__((noinline)) void *site_parent(size_t n) { void *p = malloc(n); sink = 0; return p; }
+static kite_heap_t *heap; /* kinds: site_heap's */
+__attribute__((noinline)) void *site_heap(size_t n) { void *p = kite_heap_malloc(heap, n); sink = 0; return p; }
+__attribute__((noinline)) void *site_posix(size_t n) {
+  void *p = NULL;
+  int rc = posix_memalign(&p, 64, n);
+  sink = 0;
+  return rc == 0 ? p : NULL;
+}
+__attribute__((noinline)) void *site_aligned(size_t n) { void *p = aligned_alloc(256, (n + 255) & ~(size_t)255); sink = 0; return p; }
+__attribute__((noinline)) void *site_memalign(size_t n) { void *p = memalign(1024, n); sink = 0; return p; }
 
 typedef struct {
   size_t alloc_b, alloc_n, live_b, live_n;
@@ -149,8 +166,46 @@ static int workload(const char *mode, const char *path, int threads) {
   return 0;
 }
 
+/* Mode kinds (above): the truth, then the dump; the heap destroyed, the second dump. */
+static int kinds(const char *path) {
+  static const char *names[4] = {"site_heap", "site_posix", "site_aligned", "site_memalign"};
+  static const size_t align[4] = {16, 64, 256, 1024};
+  const size_t share[4] = {64 * MIB / 10 * 4, 64 * MIB / 10 * 2, 64 * MIB / 10 * 2, 64 * MIB / 10 * 2};
+  size_t ab[4] = {0}, an[4] = {0}, lb[4] = {0}, ln[4] = {0};
+  static void *keep[4][KEEP_MAX];
+  uint64_t seed = 0x9E3779B97F4A7C15ull;
+  heap = kite_heap_new();
+  if (!heap) { perror("kite_heap_new"); return 2; }
+  for (int i = 0; i < 4; i++)
+    while (ab[i] < share[i]) {
+      size_t n = 16 + next(&seed) % 4081;
+      if (i == 2) n = (n + 255) & ~(size_t)255; /* aligned_alloc: a multiple of the alignment */
+      char *p = i == 0 ? site_heap(n) : i == 1 ? site_posix(n) : i == 2 ? site_aligned(n) : site_memalign(n);
+      if (!p || (uintptr_t)p % align[i]) { fprintf(stderr, "%s(%zu): %p\n", names[i], n, (void *)p); return 2; }
+      p[0] = p[n - 1] = 1;
+      ab[i] += n;
+      if (++an[i] % 2 || ln[i] == KEEP_MAX) {
+        free(p);
+        continue;
+      }
+      keep[i][ln[i]++] = p;
+      lb[i] += n;
+    }
+  for (int i = 0; i < 4; i++) printf("%s alloc %zu %zu live %zu %zu\n", names[i], ab[i], an[i], lb[i], ln[i]);
+  fflush(stdout);
+  if (kite_prof_dump(path) != 0) { perror("kite_prof_dump"); return 2; }
+  kite_heap_destroy(heap);
+  char after[4096];
+  snprintf(after, sizeof after, "%s.after", path);
+  if (kite_prof_dump(after) != 0) { perror("kite_prof_dump"); return 2; }
+  for (int i = 1; i < 4; i++) /* the heap's went with it */
+    for (size_t k = 0; k < ln[i]; k++) free(keep[i][k]);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: prof_sites mixed|small|fork|leak PATH [THREADS]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: prof_sites mixed|small|fork|leak|kinds PATH [THREADS]\n"); return 2; }
+  if (strcmp(argv[1], "kinds") == 0) return kinds(argv[2]);
   int threads = argc > 3 ? atoi(argv[3]) : 1;
   if (threads < 1 || threads > 16) threads = 1;
   if (strcmp(argv[1], "fork") != 0) return workload(argv[1], argv[2], threads);

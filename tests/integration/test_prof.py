@@ -7,7 +7,11 @@ profile with pprof (Go's github.com/google/pprof): `pprof -top` per sample type 
 each site's allocated and live bytes within 10% of the truth at the default sampling gap
 (512 KiB), on one thread, four threads and in a forked child; small blocks only at a 4 KiB
 gap; `pprof -traces` shows the site's stack down to main; the leak profile at exit
-(KITE_PROF_LEAKS=1) names exactly the sites that leaked, with its line on stderr.
+(KITE_PROF_LEAKS=1) names exactly the sites that leaked, with its line on stderr. The
+sites of a first-class heap (kite_heap_malloc) and of small aligned requests
+(posix_memalign, aligned_alloc, memalign) within 10% at a 4 KiB gap, and none of the heap's
+blocks live once it is destroyed. All of it again on the secure build (prof_sites_secure,
+linked against libkite-secure.so).
 
 usage: test_prof.py BUILD_DIR   (pprof: $KITE_PPROF, else on PATH, else ~/go/bin/pprof;
 without one the test fails and says how to install it)
@@ -24,6 +28,7 @@ from testlib import check, run_tests  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 PROG = os.path.join(BUILD, "prof_sites")
+SECURE = os.path.join(BUILD, "prof_sites_secure")  # the same, linked against libkite-secure.so
 SITES = ("site_a", "site_b", "site_c")
 TMP = tempfile.mkdtemp(prefix="kite-prof-")
 
@@ -39,24 +44,24 @@ def find_pprof():
 PPROF = find_pprof()
 
 
-def run_prog(mode, threads=1, env=None):
-    path = os.path.join(TMP, f"{mode}-{threads}.pb")
+def run_prog(mode, threads=1, env=None, prog=PROG):
+    path = os.path.join(TMP, f"{os.path.basename(prog)}-{mode}-{threads}.pb")
     e = dict(os.environ, KITE_PROF="", **(env or {}))
-    r = subprocess.run([PROG, mode, path, str(threads)], env=e, capture_output=True, text=True, timeout=600)
-    check(r.returncode == 0, f"prof_sites {mode} {threads}: exit {r.returncode}: {r.stderr[-500:]}")
+    r = subprocess.run([prog, mode, path, str(threads)], env=e, capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"{os.path.basename(prog)} {mode} {threads}: exit {r.returncode}: {r.stderr[-500:]}")
     truth = {}
     for line in r.stdout.splitlines():
         f = line.split()
-        if len(f) == 7 and f[0] in SITES:
+        if len(f) == 7 and f[0].startswith("site_"):
             truth[f[0]] = {"alloc_space": int(f[2]), "alloc_objects": int(f[3]),
                            "inuse_space": int(f[5]), "inuse_objects": int(f[6])}
     return path, truth, r
 
 
-def pprof_top(profile, index):
+def pprof_top(profile, index, prog=PROG):
     """Flat bytes (or objects) per function of `pprof -top` for sample type index."""
     r = subprocess.run([PPROF, "-top", "-nodecount=200", "-unit=B" if "space" in index else "-unit=",
-                        f"-sample_index={index}", PROG, profile],
+                        f"-sample_index={index}", prog, profile],
                        capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"pprof -top {index}: {r.stderr[-500:]}")
     flat = {}
@@ -67,10 +72,10 @@ def pprof_top(profile, index):
     return flat, r.stdout
 
 
-def within(profile, truth, what, indexes=("alloc_space", "inuse_space")):
+def within(profile, truth, what, indexes=("alloc_space", "inuse_space"), prog=PROG):
     for index in indexes:
-        flat, text = pprof_top(profile, index)
-        for site in SITES:
+        flat, text = pprof_top(profile, index, prog)
+        for site in truth:
             want, got = truth[site][index], flat.get(site, 0)
             if want == 0:
                 check(got == 0, f"{what}: {site} {index}: {got:.0f} where nothing is live")
@@ -115,11 +120,53 @@ def test_accuracy_small_blocks():
     within(path, truth, "small blocks, 4 KiB gap", ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"))
 
 
-def test_traces_name_the_stack():
+def need_secure():
+    return check(os.access(SECURE, os.X_OK), f"{SECURE} is built (make build)")
+
+
+def test_secure_accuracy():
+    """The secure build (libkite-secure.so): its wrappers' blocks sampled through the core,
+    the program's sizes recorded (not the canary's or the guard page's), frees found."""
+    if not need_pprof() or not need_secure():
+        return
+    for threads in (1, 4):
+        path, truth, _ = run_prog("mixed", threads, prog=SECURE)
+        check(len(truth) == 3, "truth printed")
+        within(path, truth, f"secure build, mixed, {threads} thread(s)", prog=SECURE)
+    path, truth, _ = run_prog("fork", prog=SECURE)
+    within(path, truth, "secure build, forked child", prog=SECURE)
+    path, truth, _ = run_prog("small", env={"KITE_PROF_SAMPLE": "4096"}, prog=SECURE)
+    within(path, truth, "secure build, small blocks, 4 KiB gap",
+           ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"), prog=SECURE)
+
+
+def kinds(prog, what):
+    path, truth, _ = run_prog("kinds", env={"KITE_PROF_SAMPLE": "4096"}, prog=prog)
+    if not check(len(truth) == 4, f"{what}: truth printed"):
+        return
+    within(path, truth, what, ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"), prog=prog)
+    # the heap destroyed: its blocks' records went with it, the others' stay
+    after = dict(truth, site_heap=dict(truth["site_heap"], inuse_space=0, inuse_objects=0))
+    within(path + ".after", after, f"{what}, the heap destroyed", prog=prog)
+
+
+def test_heaps_and_aligned():
+    """First-class heaps (kite_heap_malloc) and small aligned requests (posix_memalign,
+    aligned_alloc, memalign) are sampled, each at its own site, within 10%."""
     if not need_pprof():
         return
-    path, _, _ = run_prog("mixed")
-    r = subprocess.run([PPROF, "-traces", "-sample_index=alloc_space", PROG, path],
+    kinds(PROG, "heap and aligned sites")
+
+
+def test_heaps_and_aligned_secure():
+    if not need_pprof() or not need_secure():
+        return
+    kinds(SECURE, "secure build, heap and aligned sites")
+
+
+def traces_name_the_stack(prog):
+    path, _, _ = run_prog("mixed", prog=prog)
+    r = subprocess.run([PPROF, "-traces", "-sample_index=alloc_space", prog, path],
                        capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"pprof -traces: {r.stderr[-300:]}")
     traces = r.stdout.split("-----------+")
@@ -132,25 +179,45 @@ def test_traces_name_the_stack():
               f"-traces: {site}'s stack leads with it down to main (kite's own frames left out): {stack!r}")
 
 
-def test_leaks_at_exit():
-    if not need_pprof():
-        return
-    prefix = os.path.join(TMP, "leak")
+def test_traces_name_the_stack():
+    if need_pprof():
+        traces_name_the_stack(PROG)
+
+
+def test_traces_name_the_stack_secure():
+    if need_pprof() and need_secure():
+        traces_name_the_stack(SECURE)
+
+
+def leaks_at_exit(prog):
+    prefix = os.path.join(TMP, "leak-" + os.path.basename(prog))
     e = dict(os.environ, KITE_PROF=prefix, KITE_PROF_LEAKS="1")
-    r = subprocess.run([PROG, "leak", "-"], env=e, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([prog, "leak", "-"], env=e, capture_output=True, text=True, timeout=600)
     check(r.returncode == 0, f"prof_sites leak: exit {r.returncode}")
     m = re.search(r"kite: leaks at exit: about (\d+) blocks, .* from (\d+) sampled stacks \(profile (\S+)\)", r.stderr)
     check(m is not None, f"the leak line on stderr: {r.stderr!r}")
     if not m:
         return
     check(m.group(3) == f"{prefix}.{m.group(3).split('.')[-2]}.pb", f"profile named PREFIX.<pid>.pb: {m.group(3)}")
-    flat, text = pprof_top(m.group(3), "inuse_space")
+    flat, text = pprof_top(m.group(3), "inuse_space", prog)
     program = {f for f, v in flat.items() if v > 0 and (f.startswith("site_") or f in ("one_block", "run", "workload", "main"))}
     check(program == {"site_b", "site_c"}, f"leaks named exactly site_b and site_c: {sorted(program)}\n{text}")
 
 
+def test_leaks_at_exit():
+    if need_pprof():
+        leaks_at_exit(PROG)
+
+
+def test_leaks_at_exit_secure():
+    if need_pprof() and need_secure():
+        leaks_at_exit(SECURE)
+
+
 if __name__ == "__main__":
     code = run_tests([test_accuracy_one_thread, test_accuracy_four_threads, test_accuracy_forked_child,
-                      test_accuracy_small_blocks, test_traces_name_the_stack, test_leaks_at_exit], "test_")
+                      test_accuracy_small_blocks, test_traces_name_the_stack, test_leaks_at_exit,
+                      test_heaps_and_aligned, test_secure_accuracy, test_traces_name_the_stack_secure,
+                      test_leaks_at_exit_secure, test_heaps_and_aligned_secure], "test_")
     shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(code)
