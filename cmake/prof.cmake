@@ -1,6 +1,7 @@
 # cmake/prof.cmake -- the heap profiler's tests (src/prof.h): a program linked against
-# libkite.so (the override), and against libkite-secure.so, whose profiles pprof reads. The
-# normal build only: the sanitizer builds have no override library.
+# libkite.so (the override), and against libkite-secure.so, whose profiles pprof and the flame
+# graph (tools/flame.py) read. The normal build only: the
+# sanitizer builds have no override library.
 if(TARGET kite AND NOT KITE_SANITIZE)
   add_executable(prof_sites ${PROJECT_SOURCE_DIR}/tests/integration/prof_sites.c)
   target_include_directories(prof_sites PRIVATE ${PROJECT_SOURCE_DIR}/include)
@@ -15,6 +16,9 @@ if(TARGET kite AND NOT KITE_SANITIZE)
   endif()
   add_test(NAME prof_pprof COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/integration/test_prof.py ${CMAKE_BINARY_DIR})
   set_tests_properties(prof_pprof PROPERTIES TIMEOUT 900)
+  # tools/flame.py: the flame graph of a profile
+  add_test(NAME flame COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/tools/test_flame.py ${CMAKE_BINARY_DIR})
+  set_tests_properties(flame PROPERTIES LABELS tools TIMEOUT 900)
 endif()
 # under threads, with every validator, in every build (the sanitizer builds included)
 if(TARGET kite-noover-debug)
