@@ -4,7 +4,8 @@
  * threads allocate and free small, large and huge blocks (some freed by another thread)
  * while a fifth writes profiles; then every block's content is intact, kite_check()
  * passes, a last profile is a well-formed protobuf stream with samples, every huge block's
- * record goes with its free, and no capture re-entered malloc.
+ * record goes with its free, and no capture re-entered malloc. Then a first-class heap's
+ * blocks and small aligned ones, sampled at a small gap, through the heap's destroy.
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -129,6 +130,53 @@ TEST(threads_sample_free_and_dump) {
   rmdir(dir);
 }
 
+/* First-class heaps and small aligned requests are sampled (prof.h): at a 4 KiB gap some of
+ * each set are runs of their own (usable size a page or more, for requests below 2 KiB),
+ * every block keeps its content and its alignment, and the heap's destroy leaves every
+ * structure valid. */
+TEST(heap_and_aligned_blocks_sampled) {
+  int64_t gap = kite_option_get(KITE_OPTION_PROF_SAMPLE);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, 4096), 0);
+  enum { N = 20000 };
+  static unsigned char *heap_blocks[N], *aligned[N];
+  kite_heap_t *h = kite_heap_new();
+  assert_true(h != NULL);
+  uint64_t x = 12345;
+  unsigned heap_runs = 0, aligned_runs = 0, bad = 0;
+  for (int k = 0; k < N; k++) {
+    size_t n = size_of(&x, 1) % 2000 + 1, align = (size_t)64 << (k % 5);
+    heap_blocks[k] = kite_heap_malloc(h, n);
+    void *p = NULL;
+    expect_int_eq(kite_posix_memalign(&p, align, n), 0);
+    aligned[k] = p;
+    if (!heap_blocks[k] || !p || (uintptr_t)p % align) { bad++; continue; }
+    memset(heap_blocks[k], k & 0xff, n);
+    memset(p, ~k & 0xff, n);
+    heap_runs += kite_malloc_usable_size(heap_blocks[k]) >= 4096;
+    aligned_runs += kite_malloc_usable_size(p) >= 4096;
+    if (k % 2) { /* every other block freed at once, the rest after the checks */
+      kite_free(heap_blocks[k]);
+      kite_free(p);
+      heap_blocks[k] = aligned[k] = NULL;
+    }
+  }
+  expect_uint_eq(bad, 0);
+  expect_true(heap_runs > 0);
+  expect_true(aligned_runs > 0);
+  for (int k = 0; k < N; k += 2)
+    if (heap_blocks[k] && aligned[k] && (heap_blocks[k][0] != (k & 0xff) || aligned[k][0] != (~k & 0xff))) bad++;
+  expect_uint_eq(bad, 0);
+  expect_int_eq((kite_check)(), 1);
+  kite_heap_destroy(h); /* its kept blocks go with it */
+  for (int k = 0; k < N; k += 2) kite_free(aligned[k]);
+  expect_int_eq((kite_check)(), 1);
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/kite-prof-heap-%d.pb", (int)getpid());
+  expect_int_eq(kite_prof_dump(path), 0);
+  unlink(path);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
+}
+
 TEST(dump_to_a_bad_path_fails_with_errno) {
   errno = 0;
   expect_int_eq(kite_prof_dump("/nonexistent-dir/x.pb"), -1);
@@ -140,6 +188,7 @@ TEST(dump_to_a_bad_path_fails_with_errno) {
 
 int main(void) {
   RUN(threads_sample_free_and_dump);
+  RUN(heap_and_aligned_blocks_sampled);
   RUN(dump_to_a_bad_path_fails_with_errno);
   return test_main_end();
 }
