@@ -65,7 +65,7 @@ void _kite_arena_foreach_run(void (*fn)(kite_page_t *head, void *arg), void *arg
 /* hold: no arena is unmapped (and no purge step runs) until the same thread calls it with
  * false (waits for a purge in progress). For walks that follow pointers into descriptors
  * of runs they do not own (another thread's page lists). Takes the purge lock: the caller
- * holds no arena lock; heap_lock may be held (it comes first). */
+ * holds no arena lock; _kite_heap_lock may be held (it comes first). */
 void _kite_arena_hold_unmap(bool hold);
 /* For fork: take / release / re-create the arena locks. */
 void _kite_arena_fork_prepare(void);

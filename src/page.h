@@ -85,7 +85,7 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Check small page pg: geometry (kind, class, block size, div_magic, reserved, capacity,
- * link array). With lists (the caller owns pg, or pg is abandoned and heap_lock is held):
+ * link array). With lists (the caller owns pg, or pg is abandoned and _kite_heap_lock is held):
  * the link array holds capacity + 1 entries at least; free and local_free are disjoint,
  * acyclic lists of carved blocks; every carved block is LIVE, on one of them, or REMOTE
  * (thread_free's count matches its list, walked through REMOTE entries, plus blocks being

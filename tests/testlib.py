@@ -5,8 +5,16 @@ stderr); eq(a, b, what) compares and prints both values. run_tests(tests) runs e
 function (an exception in one is a failed check, the suite goes on), prints one line per
 test, then the closing "N passed, N failed" line (counting checks), and returns the exit
 status.
+
+run_tool(script, *args) runs a Python script of the tree and returns (exit status, stdout,
+stderr); copy_tree(root, *paths) copies root's paths (directories whole, files with their
+directories) into a new temporary directory, for a test that breaks a copy of the tree.
 """
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 _passed = _failed = 0
 _current_failed = False
@@ -41,3 +49,20 @@ def run_tests(tests, strip_prefix=""):
         print(f"{'FAIL' if _current_failed else 'ok  '} {name}", file=sys.stderr)
     print(f"{_passed} passed, {_failed} failed")
     return 1 if _failed else 0
+
+
+def run_tool(script, *args):
+    p = subprocess.run([sys.executable, script] + list(args), capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def copy_tree(root, *paths, prefix="kite-tree-"):
+    d = tempfile.mkdtemp(prefix=prefix)
+    for rel in paths:
+        src, dst = os.path.join(root, rel), os.path.join(d, rel)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy(src, dst)
+    return d

@@ -11,12 +11,12 @@ from the tree in one file, so only that file is compiled again.
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import check, eq, run_tests  # noqa: E402
+from testlib import check, eq, run_tests, run_tool  # noqa: E402
+from testlib import copy_tree as testlib_copy_tree  # noqa: E402
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "tools", "layers.py")
@@ -25,17 +25,12 @@ CACHE = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="kite-laye
 
 def run(*args):
     cache = ["--cache", CACHE] if args and args[0] != "--frobnicate" else []
-    p = subprocess.run([sys.executable, TOOL] + list(args) + cache, capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run_tool(TOOL, *args, *cache)
 
 
 def copy_tree():
-    d = tempfile.mkdtemp(prefix="kite-layers-")
-    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(d, "src"))
-    shutil.copytree(os.path.join(ROOT, "include"), os.path.join(d, "include"))  # for the compiles
-    os.makedirs(os.path.join(d, "docs"))
-    shutil.copy(os.path.join(ROOT, "docs", "design.md"), os.path.join(d, "docs", "design.md"))
-    return d
+    # include/ for the compiles
+    return testlib_copy_tree(ROOT, "src", "include", "docs/design.md", prefix="kite-layers-")
 
 
 def append(path, text):

@@ -13,7 +13,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import check, eq, run_tests  # noqa: E402
+from testlib import check, eq, run_tests, run_tool  # noqa: E402
+from testlib import copy_tree as testlib_copy_tree  # noqa: E402
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "tools", "structure.py")
@@ -22,14 +23,11 @@ import structure  # noqa: E402
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, TOOL] + list(args), capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    return run_tool(TOOL, *args)
 
 
 def copy_tree():
-    d = tempfile.mkdtemp(prefix="kite-structure-")
-    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(d, "src"))
-    return d
+    return testlib_copy_tree(ROOT, "src", prefix="kite-structure-")
 
 
 def write(path, text):
