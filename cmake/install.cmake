@@ -91,6 +91,7 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/tools/kite-trace ${PROJECT_SOURCE_DIR}/to
         DESTINATION ${KITE_PRIVATE_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/tools/advise.py ${PROJECT_SOURCE_DIR}/tools/kitecommon.py
               ${PROJECT_SOURCE_DIR}/tools/kitesites.py ${PROJECT_SOURCE_DIR}/tools/kitewindow.py
+              ${PROJECT_SOURCE_DIR}/tools/kiteprof.py
         DESTINATION ${KITE_PRIVATE_LIBDIR})
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/bench/run.py DESTINATION ${KITE_PRIVATE_LIBDIR}/bench)
 # kite_install_link(LINK_DIR NAME TARGET_PATH): LINK_DIR/NAME -> TARGET_PATH (both relative to

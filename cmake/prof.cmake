@@ -1,6 +1,6 @@
 # cmake/prof.cmake -- the heap profiler's tests (src/prof.h): a program linked against
-# libkite.so (the override), and against libkite-secure.so, whose profiles pprof and the flame
-# graph (tools/flame.py) read. The normal build only: the
+# libkite.so (the override), and against libkite-secure.so, whose profiles pprof, the flame
+# graph (tools/flame.py) and `kite-lab advise --profile` read. The normal build only: the
 # sanitizer builds have no override library.
 if(TARGET kite AND NOT KITE_SANITIZE)
   add_executable(prof_sites ${PROJECT_SOURCE_DIR}/tests/integration/prof_sites.c)
@@ -16,9 +16,11 @@ if(TARGET kite AND NOT KITE_SANITIZE)
   endif()
   add_test(NAME prof_pprof COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/integration/test_prof.py ${CMAKE_BINARY_DIR})
   set_tests_properties(prof_pprof PROPERTIES TIMEOUT 900)
-  # tools/flame.py: the flame graph of a profile
+  # tools/flame.py (the flame graph of a profile) and `kite-lab advise --profile`
   add_test(NAME flame COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/tools/test_flame.py ${CMAKE_BINARY_DIR})
-  set_tests_properties(flame PROPERTIES LABELS tools TIMEOUT 900)
+  add_test(NAME advise_profile COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/tools/test_advise_profile.py
+           ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(flame advise_profile PROPERTIES LABELS tools TIMEOUT 900)
 endif()
 # under threads, with every validator, in every build (the sanitizer builds included)
 if(TARGET kite-noover-debug)

@@ -2,6 +2,7 @@
 
     tools/kite-lab advise [-o REPORT.html] [--repeats N] ... -- PROGRAM ARGS...
     tools/kite-lab advise --trace FILE [-o REPORT.html] ...
+    tools/kite-lab advise --profile FILE [-o REPORT.html] ...
 
 1. Capture: PROGRAM runs once under build/libkite-trace.so (tools/kite-trace) with
    KITE_TRACE_SITES=1, so every allocation carries its call site and the trace ends with the
@@ -16,6 +17,11 @@
    machine hits all alike.
 4. Write one self-contained HTML file: inline SVG charts, the numbers also as a JSON block
    (<script type="application/json" id="kite-advise-data">), no script, no external asset.
+
+For a program too big to trace, --profile reads a heap profile instead (KITE_PROF's file,
+pprof's format; --trace given a profile reads it as one too): its sampled sites, by bytes
+allocated and by bytes live, in the same kind of report, without replays (a profile has
+the sites and sizes of a sample, not the order of the requests).
 
 Standard library only (binutils' addr2line and nm symbolize the sites when installed).
 """
@@ -38,6 +44,7 @@ from collections import Counter, defaultdict
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import kiteprof  # noqa: E402
 import kitesites  # noqa: E402
 import kitewindow  # noqa: E402
 from kitecommon import machine_info, median  # noqa: E402
@@ -1088,6 +1095,10 @@ def run(args):
         if not args.quiet:
             print(f"advise: {msg}", file=sys.stderr)
 
+    if args.trace and not args.profile and kiteprof.looks_like_profile(args.trace):
+        args.profile, args.trace = args.trace, None
+    if args.profile:
+        return run_profile(args, log)
     build = os.path.abspath(args.build_dir)
     for need in ("kite-replay",) + (() if args.trace else ("libkite-trace.so",)):
         if not os.path.exists(os.path.join(build, need)):
@@ -1163,6 +1174,10 @@ def add_arguments(ap):
                     help="the HTML report to write (default: %(default)s)")
     ap.add_argument("--trace", metavar="FILE",
                     help="analyse this kite trace (or .script) instead of running a program")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="report on this heap profile (KITE_PROF's file, pprof's format) instead: "
+                         "its top sites by bytes allocated and live, no replays; for programs too "
+                         "big to trace (a --trace FILE that is a profile is read as one)")
     ap.add_argument("--save-trace", metavar="FILE", help="keep the captured trace here")
     ap.add_argument("--keep-trace", action="store_true",
                     help="keep the captured trace beside the report (REPORT minus .html, plus "
@@ -1203,5 +1218,122 @@ def check_arguments(ap, args):
         ap.error("--timeout must be positive")
     if args.budget < 0:
         ap.error("--budget must be 0 (no limit) or a number of seconds")
-    if bool(args.trace) == bool(args.command):
-        ap.error("give either -- PROGRAM ARGS... or --trace FILE")
+    if (bool(args.trace) + bool(args.command) + bool(args.profile)) != 1:
+        ap.error("give one of -- PROGRAM ARGS..., --trace FILE or --profile FILE")
+
+
+# ---------------------------------------------------------------------------------------
+# A heap profile instead of a trace
+# ---------------------------------------------------------------------------------------
+PROFILE_TYPES = ("alloc_objects", "alloc_space", "inuse_objects", "inuse_space")
+
+
+def analyze_profile(path):
+    """The sites of heap profile path: dict(program, period, samples, totals {type: value},
+    sites [{frames, alloc_objects, alloc_space, inuse_objects, inuse_space}]), one site per
+    distinct stack of function names (innermost first), kite's own frames pruned."""
+    try:
+        prof = kiteprof.load(path)
+        cols = {t: prof.index(t) for t in PROFILE_TYPES}
+    except kiteprof.ProfileError as ex:
+        raise AdviseError(f"{path}: {ex}")
+    by = defaultdict(lambda: dict.fromkeys(PROFILE_TYPES, 0))
+    for frames, vals in prof.named_samples():
+        e = by[tuple(frames) or ("(no stack recorded)",)]
+        for t, k in cols.items():
+            e[t] += vals[k]
+    sites = [dict(frames=list(k), **v) for k, v in by.items()]
+    totals = {t: sum(x[t] for x in sites) for t in PROFILE_TYPES}
+    return dict(path=path, program=prof.program(), period=prof.period, samples=len(prof.samples),
+                totals=totals, sites=sites)
+
+
+def render_profile(p, top, meta):
+    """The report of a heap profile: summary, top sites by bytes allocated, sites by bytes
+    live (at the dump; at exit with KITE_PROF_LEAKS, the leaks), method, JSON block."""
+    e = html.escape
+    t = p["totals"]
+    by_alloc = sorted(p["sites"], key=lambda x: (-x["alloc_space"], -x["alloc_objects"], x["frames"]))
+    by_live = sorted((x for x in p["sites"] if x["inuse_space"] > 0),
+                     key=lambda x: (-x["inuse_space"], -x["inuse_objects"], x["frames"]))
+    title = p["program"] or os.path.basename(p["path"])
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<title>kite advise: {e(title[:80])} (heap profile)</title><style>{CSS}</style></head><body>",
+             f"<h1>Where does <code>{e(os.path.basename(title)[:160])}</code> allocate?</h1>"]
+    mi = meta["machine"]
+    parts.append(f'<p class="meta">Report by <code>tools/kite-lab advise --profile</code>, {e(meta["date"])}; '
+                 f'{e(mi["cpu"])}, Linux {e(mi["kernel"])}; kite at <code>{e(meta["git"] or "?")}</code>. '
+                 f'Profile: <code>{e(p["path"])}</code> of <code>{e(title)}</code>, {p["samples"]:,} sampled '
+                 f'stacks, one sample per {fmt_bytes(p["period"])} allocated on average.</p>')
+    parts.append('<h2 id="verdict">Summary</h2><div class="verdict">')
+    lines = [f"The program allocated about <b>{fmt_bytes(t['alloc_space'])}</b> in "
+             f"{t['alloc_objects']:,} blocks since it started, from {len(p['sites']):,} sampled sites; "
+             f"<b>{fmt_bytes(t['inuse_space'])}</b> in {t['inuse_objects']:,} blocks were live when the "
+             f"profile was written."]
+    if by_alloc and t["alloc_space"]:
+        x = by_alloc[0]
+        lines.append(f"The site that allocated most, <code>{e(x['frames'][0])}</code>, made "
+                     f"{x['alloc_space'] * 100 / t['alloc_space']:.0f}% of those bytes.")
+    if by_live and t["inuse_space"]:
+        x = by_live[0]
+        lines.append(f"The site that holds most, <code>{e(x['frames'][0])}</code>, holds "
+                     f"{x['inuse_space'] * 100 / t['inuse_space']:.0f}% of the live bytes.")
+    lines.append("A profile has the sites and sizes of a sample of the allocations, not the order "
+                 "of the requests: the allocators are not replayed from it. To compare them, run "
+                 "advise on the program (or a smaller run of it) to capture a trace.")
+    parts += [f"<p>{x}</p>" for x in lines] + ["</div>"]
+
+    def table(tid, rows, first):
+        order = (first, "alloc_space", "alloc_objects", "inuse_space", "inuse_objects")
+        order = tuple(dict.fromkeys(order))
+        head = dict(alloc_space="bytes allocated", alloc_objects="blocks allocated",
+                    inuse_space="bytes live", inuse_objects="blocks live")
+        out = [f'<table id="{tid}"><tr>' + "".join(f'<th class="num">{head[c]}</th>' for c in order)
+               + '<th>site (caller &larr; its callers)</th></tr>']
+        for x in rows[:top]:
+            cells = "".join(_num_td(x[c], fmt_bytes(x[c]) if c.endswith("space") else f"{x[c]:,}") for c in order)
+            out.append(f"<tr>{cells}<td class=\"site\">{' &larr; '.join(e(f) for f in x['frames'])}</td></tr>")
+        out.append("</table>")
+        if len(rows) > top:
+            out.append(f'<p class="note">({len(rows) - top} more sites not shown.)</p>')
+        return out
+
+    parts.append('<h2 id="sites">Top allocation sites</h2>')
+    parts.append(f'<p class="note">By bytes allocated since start; the top {min(top, len(by_alloc))} of '
+                 f'{len(by_alloc):,}. Each figure is the sum of its samples\' weights: an estimate '
+                 f'whose error shrinks as the site\'s bytes grow (docs/profiling.md).</p>')
+    parts += table("site-table", by_alloc, "alloc_space")
+    parts.append('<h2 id="live">Live at the profile</h2>')
+    parts.append('<p class="note">By bytes still allocated when the profile was written (at exit with '
+                 '<code>KITE_PROF_LEAKS=1</code>: what the program never freed).</p>')
+    parts += table("live-table", by_live, "inuse_space") if by_live else ['<p class="note">Nothing live.</p>']
+    parts.append('<h2 id="method">Method</h2><ul class="note">')
+    parts.append("<li>The heap profiler (<code>KITE_PROF</code>, docs/profiling.md) samples one allocation "
+                 "per random gap of bytes and weighs it by the inverse of its chance; the profile is "
+                 "pprof's format, its addresses named here with the program's files (binutils), as "
+                 "pprof does: read it on the machine that wrote it.</li>")
+    parts.append("<li>A site is a distinct stack of functions, the allocating call first; kite's own "
+                 "frames are left out.</li></ul>")
+    data = dict(kind="profile", program=p["program"], profile=p["path"], period=p["period"],
+                samples=p["samples"], totals=t, sites=by_alloc[:top], live=by_live[:top])
+    blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    parts.append(f'<script type="application/json" id="kite-advise-data">{blob}</script>')
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def run_profile(args, log):
+    """advise --profile: the report of a heap profile. Returns the exit status."""
+    try:
+        p = analyze_profile(args.profile)
+    except AdviseError as ex:
+        print(f"advise: {ex}", file=sys.stderr)
+        return 2
+    log(f"profile: {p['samples']:,} samples, {len(p['sites']):,} sites, "
+        f"{fmt_bytes(p['totals']['alloc_space'])} allocated, {fmt_bytes(p['totals']['inuse_space'])} live")
+    meta = dict(date=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+                machine=machine_info(), git=git_describe())
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.write(render_profile(p, args.top, meta))
+    log(f"report -> {args.output}")
+    return 0
