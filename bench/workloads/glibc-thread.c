@@ -79,17 +79,7 @@ int main(int argc, char **argv) {
   for (long i = 0; i < o.threads; i++)
     ts[i] = (thr_t){.id = i, .iters = o.size, .set = o.extra['k'] < 1 ? 1 : o.extra['k'],
                     .seed = o.seed};
-  double t0 = wl_now();
-  wl_run_threads(o.threads, run, ts, sizeof *ts);
-  double t1 = wl_now();
-  uint64_t sum = 0;
-  long bad = 0;
-  for (long i = 0; i < o.threads; i++) {
-    sum = wl_mix(sum, ts[i].sum);
-    bad += ts[i].bad;
-  }
-  free(ts);
   printf("glibc-thread: %ld threads x %ld steps, working set %ld\n", o.threads, o.size,
          o.extra['k'] < 1 ? 1 : o.extra['k']);
-  return wl_finish(t1 - t0, sum, bad, "blocks that lost their stamp");
+  return WL_RUN_AND_FINISH_MIXED(ts, o.threads, run, "blocks that lost their stamp");
 }

@@ -99,15 +99,5 @@ int main(int argc, char **argv) {
                     .maxsz = o.extra['m'] < (1l << 16) ? (1l << 16) : o.extra['m'],
                     .minsz = o.extra['a'] > o.extra['m'] ? o.extra['m'] : o.extra['a'],
                     .seed = o.seed};
-  double t0 = wl_now();
-  wl_run_threads(o.threads, run, ts, sizeof *ts);
-  double t1 = wl_now();
-  uint64_t sum = 0;
-  long bad = 0;
-  for (long i = 0; i < o.threads; i++) {
-    sum = wl_mix(sum, ts[i].sum);
-    bad += ts[i].bad;
-  }
-  free(ts);
-  return wl_finish(t1 - t0, sum, bad, "pages that lost their stamp");
+  return WL_RUN_AND_FINISH_MIXED(ts, o.threads, run, "pages that lost their stamp");
 }

@@ -76,10 +76,7 @@ int main(int argc, char **argv) {
   for (long round = 0; round < o.size; round++) {
     for (long i = 0; i < g_threads; i++) ts[i] = (thr_t){.id = i, .round = round};
     wl_run_threads(g_threads, run, ts, sizeof *ts);
-    for (long i = 0; i < g_threads; i++) {
-      sum = wl_mix(sum, ts[i].sum);
-      bad += ts[i].bad;
-    }
+    WL_FOLD(ts, g_threads, &sum, &bad);
   }
   for (long k = 0; k < g_threads * g_nslots; k++)
     if (g_slots[k].p) {

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -271,30 +272,48 @@ static inline int wl_finish(double seconds, uint64_t checksum, long errors, cons
   fflush(stdout);
   return 0;
 }
-/* The common ending of the workloads whose thread records carry `uint64_t sum` and `long
- * bad`: run fn once per record of ts[0..n), time the run, add the records' sums and error
- * counts, free ts and finish as wl_finish does. */
-static inline int wl_run_and_finish(void *ts, long n, size_t stride, void *(*fn)(void *),
-                                    size_t sum_off, size_t bad_off, const char *what) {
-  double t0 = wl_now();
-  wl_run_threads(n, fn, ts, stride);
-  double t1 = wl_now();
-  uint64_t sum = 0;
-  long bad = 0;
+/* Fold the thread records ts[0..n) (stride bytes apart, each with a uint64_t checksum at
+ * sum_off and a long error count at bad_off) into *sum and *bad: the checksums with wl_mix
+ * in thread-index order when mix (each thread's sum is deterministic), else added (the
+ * order is not); the error counts added. */
+static inline void wl_fold(const void *ts, long n, size_t stride, size_t sum_off, size_t bad_off, bool mix,
+                           uint64_t *sum, long *bad) {
   for (long i = 0; i < n; i++) {
     const char *rec = (const char *)ts + (size_t)i * stride;
     uint64_t s;
     long b;
     memcpy(&s, rec + sum_off, sizeof s);
     memcpy(&b, rec + bad_off, sizeof b);
-    sum += s;
-    bad += b;
+    *sum = mix ? wl_mix(*sum, s) : *sum + s;
+    *bad += b;
   }
+}
+/* wl_fold of an array of records with fields `sum` and `bad`, mixed in thread order. */
+#define WL_FOLD(ts, n, sump, badp)                                                              \
+  wl_fold((ts), (n), sizeof *(ts), offsetof(__typeof__(*(ts)), sum), offsetof(__typeof__(*(ts)), bad), \
+          true, (sump), (badp))
+
+/* The common ending of the workloads whose thread records carry `uint64_t sum` and `long
+ * bad`: run fn once per record of ts[0..n), time the run, fold the records' sums and error
+ * counts (wl_fold, mix as there), free ts and finish as wl_finish does. */
+static inline int wl_run_and_finish(void *ts, long n, size_t stride, void *(*fn)(void *),
+                                    size_t sum_off, size_t bad_off, bool mix, const char *what) {
+  double t0 = wl_now();
+  wl_run_threads(n, fn, ts, stride);
+  double t1 = wl_now();
+  uint64_t sum = 0;
+  long bad = 0;
+  wl_fold(ts, n, stride, sum_off, bad_off, mix, &sum, &bad);
   free(ts);
   return wl_finish(t1 - t0, sum, bad, what);
 }
+/* The sums added (threads whose sums depend on the scheduling) ... */
 #define WL_RUN_AND_FINISH(ts, n, fn, what)                                               \
   wl_run_and_finish((ts), (n), sizeof *(ts), (fn), offsetof(__typeof__(*(ts)), sum),   \
-                    offsetof(__typeof__(*(ts)), bad), (what))
+                    offsetof(__typeof__(*(ts)), bad), false, (what))
+/* ... or mixed in thread order (each thread's sum deterministic). */
+#define WL_RUN_AND_FINISH_MIXED(ts, n, fn, what)                                         \
+  wl_run_and_finish((ts), (n), sizeof *(ts), (fn), offsetof(__typeof__(*(ts)), sum),   \
+                    offsetof(__typeof__(*(ts)), bad), true, (what))
 
 #endif
