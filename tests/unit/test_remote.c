@@ -1,12 +1,21 @@
-/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R7)
+/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R9)
  * and the owner's take of the cross-thread list (_kite_page_collect), through the internals
  * build (kite-noover-debug: KITE_TEST_HOOKS, validators on).
  *
  * Each test uses a size class of its own, so its blocks share one page that no other test
  * touches. Threads are parked at the protocol's test hooks (remote.h) to make a race happen
- * in one chosen order; misuse reports are counted through _kite_report_invalid_hook.
+ * in one chosen order; misuse reports are counted through _kite_report_invalid_hook. A
+ * freeing thread's batch is pushed when it exits (R9): the tests free on threads they join.
+ * Every wait is bounded: a test whose thread never reaches its hook, or that does not end
+ * (a protocol broken into a cycle), fails with a message naming it instead of hanging.
  *   push_then_take            R2, R4: remote frees chain REMOTE|next from the head, the
  *                             count follows; the owner's collect takes them all
+ *   batch_is_one_rmw_a_free   R8, R9: a thread's frees into one page cost one
+ *                             read-modify-write each plus one a batch, and its exit
+ *                             pushes what it still holds
+ *   first_class_heap_pushes_at_once  R8: a free into a first-class heap's page is on
+ *                             thread_free when the free returns (the heap's destroy may
+ *                             release the page at any time after)
  *   claim_refuses_not_live    R1: a free of a freed or an uncarved block changes nothing
  *   take_reports_owner_store  R3, R4: the owner's store after the push is reported by the
  *                             take, and the block is free once
@@ -15,6 +24,9 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
+ *   push_retries_moved_head   R2: a push whose CAS finds the head moved re-links its
+ *                             oldest block to the new head and tries again (both blocks
+ *                             end on the list)
  *   emptied_page_leaves_queue the local free that empties a page that is not the current
  *                             one takes it out of the heap's queue and gives it back
  *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
@@ -26,6 +38,8 @@
 #include <kite.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <time.h>
 #include "types.h"
 #include "page.h"
 #include "remote.h"
@@ -48,6 +62,34 @@ static void reports_reset(void) {
 }
 static int reports_now(void) { return __atomic_load_n(&reports, __ATOMIC_SEQ_CST); }
 
+/* ---- bounded waits ---- */
+enum { WAIT_S = 20, TEST_S = 60 };
+static const char *test_now = "";
+/* SIGALRM: the running test did not end (async-signal-safe: write and _exit only) */
+static void watchdog(int sig) {
+  (void)sig;
+  static const char a[] = "FAIL: test ", b[] = " did not end within 60 s (a hang: the protocol looped or lost a thread)\n";
+  if (write(2, a, sizeof a - 1) < 0 || write(2, test_now, strlen(test_now)) < 0 || write(2, b, sizeof b - 1) < 0) _exit(2);
+  _exit(2);
+}
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+/* Wait until *flag is set, WAIT_S seconds at most; false (with a message): it never was. */
+static bool wait_flag(const int *flag, const char *what) {
+  double end = now_s() + WAIT_S;
+  while (!__atomic_load_n(flag, __ATOMIC_SEQ_CST)) {
+    if (now_s() > end) {
+      fprintf(stderr, "%s: %s did not happen within %d s\n", test_now, what, WAIT_S);
+      return false;
+    }
+    sched_yield();
+  }
+  return true;
+}
+
 /* ---- parking a thread at a hook ---- */
 static __thread int park_here; /* set by the thread that is to park at the next hook */
 static int parked, released;
@@ -56,11 +98,10 @@ static void park(void *p) {
   if (!park_here) return;
   park_here = 0;
   __atomic_store_n(&parked, 1, __ATOMIC_SEQ_CST);
-  while (!__atomic_load_n(&released, __ATOMIC_SEQ_CST)) sched_yield();
+  if (!wait_flag(&released, "the release of a parked thread")) abort();
 }
-static void wait_parked(void) {
-  while (!__atomic_load_n(&parked, __ATOMIC_SEQ_CST)) sched_yield();
-}
+/* false: the thread never reached the hook (the test fails: the path it tests was not taken) */
+static bool wait_parked(void) { return wait_flag(&parked, "a freeing thread's stop at the hook"); }
 static void unpark(void) { __atomic_store_n(&released, 1, __ATOMIC_SEQ_CST); }
 static void park_reset(void) {
   __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST);
@@ -143,6 +184,58 @@ TEST(push_then_take) {
   for (int k = 4; k < N; k++) kite_free(b[k]);
 }
 
+/* A thread frees N blocks of one page and exits: N claims, and one push a full batch (its
+ * newest block stays as the next batch's first: R8) plus one at exit. */
+static void *free_many_body(void *arg) {
+  void **b = arg;
+  for (int k = 0; b[k]; k++) kite_free(b[k]);
+  return NULL;
+}
+TEST(batch_is_one_rmw_a_free) {
+  enum { N = 1000, SIZE = 32 };
+  static void *b[N + 1];
+  for (int k = 0; k < N; k++) b[k] = kite_malloc(SIZE);
+  b[N] = NULL;
+  kite_page_t *pg = page_of(b[0]);
+  for (int k = 1; k < N; k++) assert_ptr_eq(page_of(b[k]), pg);
+  uint32_t per = KITE_REMOTE_BYTES / pg->block_size;
+  if (per > KITE_REMOTE_BATCH) per = KITE_REMOTE_BATCH;
+  uint64_t before = __atomic_load_n(&_kite_test_remote_rmw, __ATOMIC_SEQ_CST);
+  pthread_join(spawn(free_many_body, b), NULL);
+  uint64_t rmw = __atomic_load_n(&_kite_test_remote_rmw, __ATOMIC_SEQ_CST) - before;
+  /* nothing else moved the head: no re-link; pushes: one each per - 1 blocks, one at exit */
+  expect_uint_eq(rmw, N + (N - 1) / (per - 1) + 1);
+  fprintf(stderr, "  %d remote frees: %" PRIu64 " read-modify-writes (%.3f a free)\n", N, rmw, (double)rmw / N);
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), N); /* all pushed by the exit */
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, N);
+  expect_true(_kite_page_check(pg, true, -1));
+}
+
+/* A first-class heap's block freed by a thread that then waits: on thread_free already. */
+static int fc_freed, fc_go;
+static void *free_then_wait_body(void *p) {
+  kite_free(p);
+  __atomic_store_n(&fc_freed, 1, __ATOMIC_SEQ_CST);
+  wait_flag(&fc_go, "the end of the wait");
+  return NULL;
+}
+TEST(first_class_heap_pushes_at_once) {
+  kite_heap_t *h = kite_heap_new();
+  assert_true(h != NULL);
+  void *p = kite_heap_malloc(h, 240), *q = kite_heap_malloc(h, 240);
+  kite_page_t *pg = page_of(p);
+  expect_true((tf_of(pg) & KITE_TF_DIRECT) != 0);
+  pthread_t t = spawn(free_then_wait_body, p);
+  expect_true(wait_flag(&fc_freed, "the free"));
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), 1); /* not held in the thread's batch */
+  __atomic_store_n(&fc_go, 1, __ATOMIC_SEQ_CST);
+  pthread_join(t, NULL);
+  (void)q;
+  kite_heap_destroy(h);
+}
+
 TEST(claim_refuses_not_live) {
   reports_reset();
   void *a = kite_malloc(80), *keep = kite_malloc(80);
@@ -205,7 +298,7 @@ TEST(claim_is_one_rmw) {
   free_on_thread(k); /* the cross-thread list is not empty */
   __atomic_store_n(&_kite_test_hook_remote_read, park, __ATOMIC_RELEASE);
   pthread_t first = spawn(free_parked_body, p); /* reads LIVE, parks before its write */
-  wait_parked();
+  expect_true(wait_parked());
   free_on_thread(p); /* claims and pushes p */
   unpark();
   pthread_join(first, NULL);
@@ -234,7 +327,7 @@ TEST(relink_is_a_cas) {
   uint32_t i = index_of(pg, p);
   __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
   pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
-  wait_parked();
+  expect_true(wait_parked());
   free_on_thread(j);             /* the head moves: the claimer must re-link */
   _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
   unpark();
@@ -254,6 +347,36 @@ TEST(relink_is_a_cas) {
   expect_int_eq(on_free_list(pg, i), 1);
   expect_int_eq((kite_check)(), 1);
   expect_handed_out_once(176, p, j, pg->reserved);
+  kite_free(keep);
+}
+
+TEST(push_retries_moved_head) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(208), *j = kite_malloc(208), *keep = kite_malloc(208);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  uint32_t ip = index_of(pg, p), ij = index_of(pg, j);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  pthread_t pusher = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks before its push */
+  expect_true(wait_parked());
+  free_on_thread(j); /* pushed first: the head moves to j */
+  unpark();
+  pthread_join(pusher, NULL); /* its CAS fails once: re-link p to j, push again */
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 2);
+  expect_uint_eq(KITE_TF_HEAD(tf), ip);
+  expect_uint_eq(entry(pg, ip), KITE_LINK_REMOTE | ij);
+  expect_uint_eq(entry(pg, ij), KITE_LINK_REMOTE | KITE_LINK_END);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 2);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq(on_free_list(pg, ij), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(208, p, j, pg->reserved);
   kite_free(keep);
 }
 
@@ -303,7 +426,7 @@ TEST(late_free_settles_abandoned_page) {
   kite_page_t *pg = page_of(p);
   __atomic_store_n(&_kite_test_hook_remote_claimed, park, __ATOMIC_RELEASE);
   pthread_t freer = spawn(free_parked_body, p); /* claims p, parks before the push */
-  wait_parked();
+  expect_true(wait_parked());
   __atomic_store_n(&owner_go, 1, __ATOMIC_RELEASE);
   pthread_join(owner, NULL); /* abandoned: p's claim keeps it from settling */
   expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL);
@@ -317,16 +440,27 @@ TEST(late_free_settles_abandoned_page) {
   expect_int_eq((kite_check)(), 1);
 }
 
-#define RUN_CHECKED(name) do { RUN(name); expect_int_eq((kite_check)(), 1); } while (0)
+#define RUN_CHECKED(name)                 \
+  do {                                    \
+    test_now = #name;                     \
+    alarm(TEST_S);                        \
+    RUN(name);                            \
+    alarm(0);                             \
+    expect_int_eq((kite_check)(), 1);     \
+  } while (0)
 
 int main(void) {
   test_rng_init(1);
+  signal(SIGALRM, watchdog);
   __atomic_store_n(&_kite_report_invalid_hook, count_report, __ATOMIC_RELEASE);
   RUN_CHECKED(push_then_take);
+  RUN_CHECKED(batch_is_one_rmw_a_free);
+  RUN_CHECKED(first_class_heap_pushes_at_once);
   RUN_CHECKED(claim_refuses_not_live);
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(push_retries_moved_head);
   RUN_CHECKED(emptied_page_leaves_queue);
   RUN_CHECKED(late_free_settles_abandoned_page);
   return test_main_end();
