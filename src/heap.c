@@ -106,7 +106,7 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
     kite_page_t *pg = fq->first;
     visited++;
     q_remove(fq, pg);
-    if (KITE_TF_COUNT(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED)) != 0) {
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
       pg->used &= ~KITE_PAGE_IN_FULL;
       full_count_add(h, cls, -1);
       found = pg;

@@ -64,7 +64,7 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
     }
     (*budget)--;
     q_remove(q, pg);
-    if (KITE_TF_COUNT(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED)) == 0) {
+    if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) == KITE_TF_EMPTY) {
       q_push_back(q, pg); /* rotate */
       if (full) list_unlock(h);
       continue;
@@ -236,7 +236,7 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
     pg = _kite_run_alloc(order, &zero);
     if (!pg) return NULL;
   }
-  if (!_kite_page_init_small(pg, h, cls, h->user)) {
+  if (!_kite_page_init_small(pg, h, cls)) {
     run_free(pg);
     return NULL;
   }

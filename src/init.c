@@ -23,13 +23,11 @@
 #include "secret.h"
 #include "guarded.h"
 #include "prof.h"
-#include "remote.h"
 #include <pthread.h>
 
 static int process_init_done;
 
 static void fork_prepare(void) {
-  _kite_remote_flush_all(); /* remote.c R9: before any lock (it may take the heap lock) */
   _kite_prof_fork_prepare(); /* leaf locks, taken before the heap lock */
   _kite_guarded_fork_prepare();
   _kite_heap_fork_prepare();
@@ -71,7 +69,6 @@ __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init();
  * destructors run: kite's message stream still reaches the start-up stderr through the
  * duplicate message.c keeps (message.h). */
 __attribute__((destructor)) static void kite_dtor(void) {
-  _kite_remote_flush_all(); /* remote.c R9: the exiting thread's batches, before the figures */
   _kite_prof_exit(); /* prof.h: KITE_PROF's profile and KITE_PROF_LEAKS's line */
   if (_kite_opt(KITE_OPT_SHOW_STATS) == 2) kite_stats_print_json(KITE_MSG_FD);
   else if (_kite_opt(KITE_OPT_SHOW_STATS)) kite_stats_print(KITE_MSG_FD);

@@ -9,7 +9,7 @@
 #include "tool.h"
 #include "secure_layout.h"
 
-bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls, bool direct) {
+bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls) {
   uint32_t bs = _kite_class_size_[cls];
   uint32_t reserved = (uint32_t)((KITE_UNIT_SIZE << pg->order) / bs);
   /* one entry more than blocks: the fast path's index of an offset past the last block
@@ -34,7 +34,7 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls,
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
   pg->free = pg->local_free = KITE_LINK_END;
-  pg->thread_free = KITE_TF_EMPTY | (direct ? KITE_TF_DIRECT : 0); /* remote.c R7, R8 */
+  pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
   pg->owned.owner = NULL;
   __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
@@ -69,7 +69,7 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote) {
   uint32_t issued = 0;
   *remote = 0;
-  if ((all || pg->free == KITE_LINK_END) && (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & ~KITE_TF_FLAGS) != KITE_TF_EMPTY) {
+  if ((all || pg->free == KITE_LINK_END) && (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & ~KITE_TF_ABANDONED) != KITE_TF_EMPTY) {
     uint32_t moved = _kite_remote_take(pg);
     pg->used -= (int32_t)moved;
     issued += moved;

@@ -13,15 +13,15 @@
  *   - blocks [0, capacity) are carved (capacity <= reserved); uncarved blocks are untouched
  *     (a fresh page costs RSS only for what is used) and their entries read 0.
  *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
- *     on thread_free (REMOTE), or claimed by a thread that holds it in its batch or is
- *     pushing it (REMOTE, not yet on thread_free);
+ *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
+ *     on thread_free);
  *   - used (low 31 bits) = carved - |free| - |local_free|, i.e. the number of blocks handed
  *     out plus those freed by other threads and not yet collected (plus 1 while the page is
  *     its heap's pinned one);
  *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
  *     full list: any local free then takes the generic path, which moves it back.
- *   - thread_free holds the blocks other threads freed (head, count, the ABANDONED and
- *     DIRECT bits): remote.c's protocol (R1-R9) pushes them, with the claim that detects a double
+ *   - thread_free holds the blocks other threads freed (head, count, and the ABANDONED
+ *     bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
  *     free; the owner takes them back in _kite_page_collect.
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.
@@ -68,10 +68,9 @@ static inline bool _kite_page_block_live(const kite_page_t *pg, uint32_t i) {
   return __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) == KITE_LINK_LIVE;
 }
 
-/* Make run pg (head, from the arena) an empty small page of class cls owned by h; direct:
- * other threads' frees into it are pushed at once, never batched (h is a first-class heap:
- * remote.c R8). false (errno = ENOMEM) when its link array cannot be had. */
-bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls, bool direct);
+/* Make run pg (head, from the arena) an empty small page of class cls owned by h; false
+ * (errno = ENOMEM) when its link array cannot be had. */
+bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls);
 /* The page's run is about to go back to the arena: give its link array back. */
 void _kite_page_fini(kite_page_t *pg);
 /* Carve up to KITE_EXTEND_BYTES of fresh blocks onto the (empty) allocation list; returns

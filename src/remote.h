@@ -1,7 +1,6 @@
 /* src/remote.h -- frees of a small page's blocks by threads that do not own the page. The
- * protocol and its invariants R1-R9 are at the top of remote.c; the claim into this
- * thread's batch is inline here, for free.c's remote path (out of line there), the rest is
- * in remote.c.
+ * protocol and its invariants R1-R7 are at the top of remote.c; its claim and push are
+ * inline here, for free.c's remote path (out of line there), the rest is in remote.c.
  * Layer: part of the page module (page.c takes the remote frees through it).
  */
 #ifndef KITE_REMOTE_H
@@ -11,71 +10,64 @@
 
 /* thread_free's top bit (63): the page is abandoned (remote.c, R5) */
 #define KITE_TF_ABANDONED ((uint64_t)1 << 63)
-/* bit 62: frees into this page are pushed at once, never batched (remote.c R8): the page
- * of a first-class heap, which kite_heap_destroy may release with its blocks in flight */
-#define KITE_TF_DIRECT ((uint64_t)1 << 62)
-#define KITE_TF_FLAGS (KITE_TF_ABANDONED | KITE_TF_DIRECT)
-
-/* A thread's batch of one page (remote.c R8): the blocks it claimed there and has not
- * pushed yet, idx[1..n] oldest first; idx[0] is thread_free's head when the batch began.
- * Each block's entry links to the index before it (R2). 128 bytes, the size of a page
- * descriptor: a slot is found with one mask of the page's address. */
-#define KITE_REMOTE_SLOTS 8     /* pages a thread batches into at once (a power of 2) */
-#define KITE_REMOTE_BATCH 57    /* blocks a batch holds at most */
-#define KITE_REMOTE_BYTES 16384 /* and their bytes at most (one block, if larger) */
-typedef struct {
-  kite_page_t *page; /* NULL: empty (n == 0) */
-  uint16_t n, limit; /* blocks held; pushed when n reaches limit */
-  uint16_t idx[KITE_REMOTE_BATCH + 1];
-} kite_remote_batch_t;
-_Static_assert(sizeof(kite_remote_batch_t) == sizeof(kite_page_t), "a batch slot is as large as a descriptor");
-extern __thread kite_remote_batch_t _kite_remote_batch[KITE_REMOTE_SLOTS] __attribute__((tls_model("initial-exec")));
-/* The slot of pg: descriptors are 128 bytes apart, so bits 7..9 of its address (its unit's
- * index, modulo 8) tell neighbouring pages apart; pages of 8 units share a slot. */
-static inline kite_remote_batch_t *_kite_remote_slot(const kite_page_t *pg) {
-  return (kite_remote_batch_t *)((char *)_kite_remote_batch + ((uintptr_t)pg & ((KITE_REMOTE_SLOTS - 1) * sizeof(kite_page_t))));
-}
 
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) KITE_COLD; /* the report */
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by a remote free between its read of the block's entry and the
- * claim's CAS (_read), right after the claim (_claimed), and by the push of a batch before
- * its CAS on thread_free (_push, with the batch's newest block). _kite_test_remote_rmw
- * counts the read-modify-writes of remote frees and pushes. */
+ * claim's CAS (_read), between the claim and its read-back of the entry (_claimed), between
+ * that read-back and the push (_push), and by the push's retry loop before each of its CASes
+ * on thread_free (_retry). */
 extern void (*_kite_test_hook_remote_read)(void *p);
 extern void (*_kite_test_hook_remote_claimed)(void *p);
 extern void (*_kite_test_hook_remote_push)(void *p);
-extern uint64_t _kite_test_remote_rmw;
-#define KITE_REMOTE_RMW_COUNTED() __atomic_fetch_add(&_kite_test_remote_rmw, 1, __ATOMIC_RELAXED)
-#else
-#define KITE_REMOTE_RMW_COUNTED() ((void)0)
+extern void (*_kite_test_hook_remote_retry)(void *p);
 #endif
 
 /* What a remote free does when it finds its page abandoned (R5): block i is claimed, its
  * entry REMOTE|END, not pushed; it is freed through heap_lock (free.c, heap.c). */
 typedef void (*kite_remote_abandoned_fn)(kite_page_t *pg, uint32_t i);
-/* Free block i of pg when this thread's slot for pg holds another page's batch or none, the
- * page takes no batch (R8), or the thread is exiting: out of line. */
-void _kite_remote_free_generic(kite_page_t *pg, uint32_t i, kite_remote_abandoned_fn abandoned) KITE_NOINLINE;
-/* Push batch b (not empty) on its page's thread_free (R9). all: every block, and the slot
- * is emptied; else (b is full) all but the newest, which stays as the slot's batch. */
-void _kite_remote_flush(kite_remote_batch_t *b, bool all) KITE_NOINLINE;
-/* Push every batch of this thread (thread exit, fork, trim, process exit). */
-void _kite_remote_flush_all(void);
-
-/* Free block i (<= reserved, classify.h C1) of small page pg (head) from a thread that does
- * not own it: claim it into this thread's batch of pg (one CAS, R1, R8), or report an
- * invalid or double free; a full batch is pushed (R9). */
-static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_abandoned_fn abandoned) {
-  kite_remote_batch_t *b = _kite_remote_slot(pg);
-  if (unlikely(b->page != pg)) {
-    _kite_remote_free_generic(pg, i, abandoned);
-    return;
+/* Push block i, whose entry e holds `mine` (written by this thread, and the link to the
+ * head of `old`, thread_free's value when read last), on thread_free (R2, R3, R5). */
+static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t *pg, uint16_t *e, uint32_t i, uint16_t mine, uint64_t old, bool abandoned) {
+  for (;;) {
+    if (unlikely(!abandoned && (old & KITE_TF_ABANDONED))) break; /* R5 */
+    /* count + 1 (below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i, the bit kept */
+    uint64_t nw = (old ^ ((uint16_t)old ^ i)) + ((uint64_t)1 << 16);
+#ifdef KITE_TEST_HOOKS
+    void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_retry, __ATOMIC_ACQUIRE);
+    if (hook) hook(_kite_page_block(pg, i));
+#endif
+    if (__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+      return true;
+    /* R2: the head moved: re-link; R3: fails when the owner's store replaced our value */
+    uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old); /* head <= END < REMOTE */
+    if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      _kite_remote_invalid(pg, i);
+      return true;
+    }
+    mine = link;
   }
+  /* abandoned: the entry goes back to REMOTE|END for the caller's push under heap_lock */
+  uint16_t end = KITE_LINK_REMOTE | KITE_LINK_END;
+  if (mine != end && !__atomic_compare_exchange_n(e, &mine, end, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    _kite_remote_invalid(pg, i);
+    return true;
+  }
+  return false;
+}
+
+/* The push of block i after its first try failed (its entry holds `mine`, written by this
+ * thread), and the call to abandoned(pg, i) when the page is abandoned: out of line, so
+ * that the remote free's path stays straight and needs no stack frame. */
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_abandoned_fn abandoned) KITE_NOINLINE;
+/* Free block i (<= reserved, classify.h C1) of small page pg (head) from a thread that does
+ * not own it: claim it and push it on thread_free, or report an invalid or double free
+ * (R1, R3), or, on an abandoned page, call abandoned(pg, i). */
+static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_abandoned_fn abandoned) {
   uint16_t *e = &pg->links[i];
-  size_t n = b->n; /* >= 1: a slot with a page holds a block of it (R8); size_t: no extension moves */
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
-  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)(KITE_LINK_REMOTE | b->idx[n]);
+  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_read, __ATOMIC_ACQUIRE);
   if (hook) { /* the claim's read, then the hook, then its write (the CAS from what it read) */
@@ -86,29 +78,34 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
     }
     hook(_kite_page_block(pg, i));
   }
-  KITE_REMOTE_RMW_COUNTED();
 #endif
-  /* R1: the claim, which links the block to the batch's newest (R2); acquire: remote.c */
-  if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
+  if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
     _kite_remote_invalid(pg, i);
     return;
   }
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, _kite_page_block(pg, i));
-  KITE_TOOL_BLOCK_FREE(_kite_page_block(pg, i), pg->block_size); /* before the push: the owner may pop it */
+  void *b = _kite_page_block(pg, i);
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
+  KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it */
 #ifdef KITE_TEST_HOOKS
   hook = __atomic_load_n(&_kite_test_hook_remote_claimed, __ATOMIC_ACQUIRE);
-  if (hook) hook(_kite_page_block(pg, i));
+  if (hook) hook(b);
 #endif
-  /* R3: an owner's store that landed since the claim is seen here (a plain read: the store
-   * may still land later, and then the take reports it) */
+  /* R3: an owner's store that landed since the claim is seen here, before the push (a
+   * plain read: the store may still land later, and then the take reports it) */
   if (unlikely(__atomic_load_n(e, __ATOMIC_RELAXED) != link)) {
     _kite_remote_invalid(pg, i);
     return;
   }
-  n++;
-  b->idx[n] = (uint16_t)i;
-  b->n = (uint16_t)n;
-  if (unlikely(n >= b->limit)) _kite_remote_flush(b, false);
+#ifdef KITE_TEST_HOOKS
+  hook = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
+  if (hook) hook(b);
+#endif
+  /* the push, first try (R2, R5); a moved head or the abandoned bit: out of line */
+  uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + i; /* count + 1, head i */
+  if (likely(!(old & KITE_TF_ABANDONED)) &&
+      likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
+    return;
+  _kite_remote_push_again(pg, i, link, abandoned);
 }
 
 /* Claim block i for a free that will push it under heap_lock (the page was seen abandoned):
@@ -125,13 +122,13 @@ static inline bool _kite_remote_claim_alone(kite_page_t *pg, uint32_t i) {
   KITE_TOOL_BLOCK_FREE(b, pg->block_size);
   return true;
 }
-/* Push block i, claimed by this thread, whose entry still holds REMOTE|END (what a remote
- * free leaves for its abandoned call). abandoned: the caller holds heap_lock and pg is
- * abandoned (the push keeps the bit). true: pushed, or reported (R3); false: the page was
- * abandoned again (the entry is back at REMOTE|END). */
+/* Push block i, claimed by this thread, whose entry still holds REMOTE|END (what
+ * _kite_remote_free leaves for its abandoned call). abandoned: the caller holds heap_lock
+ * and pg is abandoned (the push keeps the bit). true: pushed, or reported (R3); false: the
+ * page was abandoned again (the entry is back at REMOTE|END). */
 bool _kite_remote_push_claimed(kite_page_t *pg, uint32_t i, bool abandoned);
-/* Take thread_free whole (keeping its flag bits) and put its blocks on the allocation list.
- * Returns the blocks moved. Owner only (or heap_lock's holder for an abandoned page). */
+/* Take thread_free whole (keeping its ABANDONED bit) and put its blocks on the allocation
+ * list. Returns the blocks moved. Owner only (or heap_lock's holder for an abandoned page). */
 uint32_t _kite_remote_take(kite_page_t *pg);
 /* Set (heap_lock held, heap just set to NULL) or clear (heap_lock held, before heap is set)
  * the ABANDONED bit. */

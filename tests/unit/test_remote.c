@@ -1,21 +1,14 @@
-/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R9)
+/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R7)
  * and the owner's take of the cross-thread list (_kite_page_collect), through the internals
  * build (kite-noover-debug: KITE_TEST_HOOKS, validators on).
  *
  * Each test uses a size class of its own, so its blocks share one page that no other test
  * touches. Threads are parked at the protocol's test hooks (remote.h) to make a race happen
- * in one chosen order; misuse reports are counted through _kite_report_invalid_hook. A
- * freeing thread's batch is pushed when it exits (R9): the tests free on threads they join.
+ * in one chosen order; misuse reports are counted through _kite_report_invalid_hook.
  * Every wait is bounded: a test whose thread never reaches its hook, or that does not end
  * (a protocol broken into a cycle), fails with a message naming it instead of hanging.
  *   push_then_take            R2, R4: remote frees chain REMOTE|next from the head, the
  *                             count follows; the owner's collect takes them all
- *   batch_is_one_rmw_a_free   R8, R9: a thread's frees into one page cost one
- *                             read-modify-write each plus one a batch, and its exit
- *                             pushes what it still holds
- *   first_class_heap_pushes_at_once  R8: a free into a first-class heap's page is on
- *                             thread_free when the free returns (the heap's destroy may
- *                             release the page at any time after)
  *   claim_refuses_not_live    R1: a free of a freed or an uncarved block changes nothing
  *   take_reports_owner_store  R3, R4: the owner's store after the push is reported by the
  *                             take, and the block is free once
@@ -24,9 +17,11 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
- *   push_retries_moved_head   R2: a push whose CAS finds the head moved re-links its
- *                             oldest block to the new head and tries again (both blocks
- *                             end on the list)
+ *   push_retries_moved_head   R2: the push's retry loop: its CAS finds the head moved
+ *                             again, re-links the block to the new head and tries again
+ *                             (all three blocks end on the list)
+ *   retry_relink_is_a_cas     R2, R3: that loop's re-link is a CAS: with the owner's store
+ *                             landed meanwhile it fails and reports
  *   emptied_page_leaves_queue the local free that empties a page that is not the current
  *                             one takes it out of the heap's queue and gives it back
  *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
@@ -91,25 +86,44 @@ static bool wait_flag(const int *flag, const char *what) {
 }
 
 /* ---- parking a thread at a hook ---- */
-static __thread int park_here; /* set by the thread that is to park at the next hook */
-static int parked, released;
+static __thread int park_here; /* set by the thread that is to park at its next hooks: how many */
+static int parks, releases;       /* stops made, and releases given */
+static int parked;                /* the flag wait_parked watches */
 static void park(void *p) {
   (void)p;
   if (!park_here) return;
-  park_here = 0;
+  park_here--;
+  int me = __atomic_add_fetch(&parks, 1, __ATOMIC_SEQ_CST);
   __atomic_store_n(&parked, 1, __ATOMIC_SEQ_CST);
-  if (!wait_flag(&released, "the release of a parked thread")) abort();
+  double end = now_s() + WAIT_S;
+  while (__atomic_load_n(&releases, __ATOMIC_SEQ_CST) < me) {
+    if (now_s() > end) {
+      fprintf(stderr, "%s: a parked thread was not released within %d s\n", test_now, WAIT_S);
+      abort();
+    }
+    sched_yield();
+  }
 }
 /* false: the thread never reached the hook (the test fails: the path it tests was not taken) */
-static bool wait_parked(void) { return wait_flag(&parked, "a freeing thread's stop at the hook"); }
-static void unpark(void) { __atomic_store_n(&released, 1, __ATOMIC_SEQ_CST); }
+static bool wait_parked(void) {
+  bool ok = wait_flag(&parked, "a freeing thread's stop at the hook");
+  __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST); /* for the next stop */
+  return ok;
+}
+static void unpark(void) { __atomic_add_fetch(&releases, 1, __ATOMIC_SEQ_CST); }
 static void park_reset(void) {
+  __atomic_store_n(&parks, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&releases, 0, __ATOMIC_SEQ_CST);
   __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&released, 0, __ATOMIC_SEQ_CST);
 }
 
 /* ---- threads ---- */
 static void *free_body(void *p) {
+  kite_free(p);
+  return NULL;
+}
+static void *free_parked2_body(void *p) { /* parks at two hooks, or at one twice */
+  park_here = 2;
   kite_free(p);
   return NULL;
 }
@@ -182,58 +196,6 @@ TEST(push_then_take) {
   for (int k = 0; k < 4; k++) expect_int_eq(on_free_list(pg, index_of(pg, b[k])), 1);
   expect_true(_kite_page_check(pg, true, -1));
   for (int k = 4; k < N; k++) kite_free(b[k]);
-}
-
-/* A thread frees N blocks of one page and exits: N claims, and one push a full batch (its
- * newest block stays as the next batch's first: R8) plus one at exit. */
-static void *free_many_body(void *arg) {
-  void **b = arg;
-  for (int k = 0; b[k]; k++) kite_free(b[k]);
-  return NULL;
-}
-TEST(batch_is_one_rmw_a_free) {
-  enum { N = 1000, SIZE = 32 };
-  static void *b[N + 1];
-  for (int k = 0; k < N; k++) b[k] = kite_malloc(SIZE);
-  b[N] = NULL;
-  kite_page_t *pg = page_of(b[0]);
-  for (int k = 1; k < N; k++) assert_ptr_eq(page_of(b[k]), pg);
-  uint32_t per = KITE_REMOTE_BYTES / pg->block_size;
-  if (per > KITE_REMOTE_BATCH) per = KITE_REMOTE_BATCH;
-  uint64_t before = __atomic_load_n(&_kite_test_remote_rmw, __ATOMIC_SEQ_CST);
-  pthread_join(spawn(free_many_body, b), NULL);
-  uint64_t rmw = __atomic_load_n(&_kite_test_remote_rmw, __ATOMIC_SEQ_CST) - before;
-  /* nothing else moved the head: no re-link; pushes: one each per - 1 blocks, one at exit */
-  expect_uint_eq(rmw, N + (N - 1) / (per - 1) + 1);
-  fprintf(stderr, "  %d remote frees: %" PRIu64 " read-modify-writes (%.3f a free)\n", N, rmw, (double)rmw / N);
-  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), N); /* all pushed by the exit */
-  uint32_t remote = 0;
-  collect(pg, &remote);
-  expect_uint_eq(remote, N);
-  expect_true(_kite_page_check(pg, true, -1));
-}
-
-/* A first-class heap's block freed by a thread that then waits: on thread_free already. */
-static int fc_freed, fc_go;
-static void *free_then_wait_body(void *p) {
-  kite_free(p);
-  __atomic_store_n(&fc_freed, 1, __ATOMIC_SEQ_CST);
-  wait_flag(&fc_go, "the end of the wait");
-  return NULL;
-}
-TEST(first_class_heap_pushes_at_once) {
-  kite_heap_t *h = kite_heap_new();
-  assert_true(h != NULL);
-  void *p = kite_heap_malloc(h, 240), *q = kite_heap_malloc(h, 240);
-  kite_page_t *pg = page_of(p);
-  expect_true((tf_of(pg) & KITE_TF_DIRECT) != 0);
-  pthread_t t = spawn(free_then_wait_body, p);
-  expect_true(wait_flag(&fc_freed, "the free"));
-  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), 1); /* not held in the thread's batch */
-  __atomic_store_n(&fc_go, 1, __ATOMIC_SEQ_CST);
-  pthread_join(t, NULL);
-  (void)q;
-  kite_heap_destroy(h);
 }
 
 TEST(claim_refuses_not_live) {
@@ -350,33 +312,82 @@ TEST(relink_is_a_cas) {
   kite_free(keep);
 }
 
+/* The push's retry loop: the head moves before the first try (the re-link out of line),
+ * and again before the loop's CAS, so that CAS fails and the loop re-links and retries. */
 TEST(push_retries_moved_head) {
   reports_reset();
   park_reset();
-  void *p = kite_malloc(208), *j = kite_malloc(208), *keep = kite_malloc(208);
+  void *p = kite_malloc(208), *j = kite_malloc(208), *k = kite_malloc(208), *keep = kite_malloc(208);
   kite_page_t *pg = page_of(p);
   assert_ptr_eq(page_of(j), pg);
-  uint32_t ip = index_of(pg, p), ij = index_of(pg, j);
+  assert_ptr_eq(page_of(k), pg);
+  uint32_t ip = index_of(pg, p), ij = index_of(pg, j), ik = index_of(pg, k);
   __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
-  pthread_t pusher = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks before its push */
+  __atomic_store_n(&_kite_test_hook_remote_retry, park, __ATOMIC_RELEASE);
+  pthread_t pusher = spawn(free_parked2_body, p); /* claims p, parks before its first try */
   expect_true(wait_parked());
-  free_on_thread(j); /* pushed first: the head moves to j */
+  free_on_thread(j); /* the head moves to j */
   unpark();
-  pthread_join(pusher, NULL); /* its CAS fails once: re-link p to j, push again */
+  expect_true(wait_parked()); /* re-linked to j, parked before the loop's CAS */
+  free_on_thread(k); /* the head moves to k: that CAS fails */
+  unpark();
+  pthread_join(pusher, NULL);
   __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, NULL, __ATOMIC_RELEASE);
   expect_int_eq(reports_now(), 0);
   uint64_t tf = tf_of(pg);
-  expect_int_eq(KITE_TF_COUNT(tf), 2);
+  expect_int_eq(KITE_TF_COUNT(tf), 3);
   expect_uint_eq(KITE_TF_HEAD(tf), ip);
-  expect_uint_eq(entry(pg, ip), KITE_LINK_REMOTE | ij);
+  expect_uint_eq(entry(pg, ip), KITE_LINK_REMOTE | ik);
+  expect_uint_eq(entry(pg, ik), KITE_LINK_REMOTE | ij);
   expect_uint_eq(entry(pg, ij), KITE_LINK_REMOTE | KITE_LINK_END);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 3);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq(on_free_list(pg, ij), 1);
+  expect_int_eq(on_free_list(pg, ik), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(208, p, k, pg->reserved);
+  kite_free(keep);
+}
+
+/* The same loop's re-link is a CAS: the owner's store lands while the pusher waits before
+ * the loop's CAS, and the head moves: the re-link fails and reports, p is pushed not. */
+TEST(retry_relink_is_a_cas) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(240), *j = kite_malloc(240), *k = kite_malloc(240), *keep = kite_malloc(240);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  assert_ptr_eq(page_of(k), pg);
+  uint32_t ip = index_of(pg, p), ik = index_of(pg, k);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, park, __ATOMIC_RELEASE);
+  pthread_t pusher = spawn(free_parked2_body, p);
+  expect_true(wait_parked());
+  free_on_thread(j);
+  unpark();
+  expect_true(wait_parked()); /* in the loop, before its CAS */
+  free_on_thread(k);
+  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  unpark();
+  pthread_join(pusher, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 2);
+  expect_uint_eq(KITE_TF_HEAD(tf), ik);
+  expect_true(!_kite_link_is_remote(entry(pg, ip)));
+  expect_int_eq((kite_check)(), 1);
   uint32_t remote = 0;
   collect(pg, &remote);
   expect_uint_eq(remote, 2);
   expect_int_eq(on_free_list(pg, ip), 1);
-  expect_int_eq(on_free_list(pg, ij), 1);
-  expect_true(_kite_page_check(pg, true, -1));
-  expect_handed_out_once(208, p, j, pg->reserved);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(240, p, k, pg->reserved);
   kite_free(keep);
 }
 
@@ -454,13 +465,12 @@ int main(void) {
   signal(SIGALRM, watchdog);
   __atomic_store_n(&_kite_report_invalid_hook, count_report, __ATOMIC_RELEASE);
   RUN_CHECKED(push_then_take);
-  RUN_CHECKED(batch_is_one_rmw_a_free);
-  RUN_CHECKED(first_class_heap_pushes_at_once);
   RUN_CHECKED(claim_refuses_not_live);
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
   RUN_CHECKED(push_retries_moved_head);
+  RUN_CHECKED(retry_relink_is_a_cas);
   RUN_CHECKED(emptied_page_leaves_queue);
   RUN_CHECKED(late_free_settles_abandoned_page);
   return test_main_end();
