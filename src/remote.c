@@ -59,6 +59,7 @@
 void (*_kite_test_hook_remote_read)(void *p);
 void (*_kite_test_hook_remote_claimed)(void *p);
 void (*_kite_test_hook_remote_push)(void *p);
+void (*_kite_test_hook_remote_retry)(void *p);
 #endif
 
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) {

@@ -14,11 +14,13 @@
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) KITE_COLD; /* the report */
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by a remote free between its read of the block's entry and the
- * claim's CAS (_read), between the claim and its read-back of the entry (_claimed), and
- * between that read-back and the push (_push). */
+ * claim's CAS (_read), between the claim and its read-back of the entry (_claimed), between
+ * that read-back and the push (_push), and by the push's retry loop before each of its CASes
+ * on thread_free (_retry). */
 extern void (*_kite_test_hook_remote_read)(void *p);
 extern void (*_kite_test_hook_remote_claimed)(void *p);
 extern void (*_kite_test_hook_remote_push)(void *p);
+extern void (*_kite_test_hook_remote_retry)(void *p);
 #endif
 
 /* What a remote free does when it finds its page abandoned (R5): block i is claimed, its
@@ -31,6 +33,10 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
     if (unlikely(!abandoned && (old & KITE_TF_ABANDONED))) break; /* R5 */
     /* count + 1 (below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i, the bit kept */
     uint64_t nw = (old ^ ((uint16_t)old ^ i)) + ((uint64_t)1 << 16);
+#ifdef KITE_TEST_HOOKS
+    void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_retry, __ATOMIC_ACQUIRE);
+    if (hook) hook(_kite_page_block(pg, i));
+#endif
     if (__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
       return true;
     /* R2: the head moved: re-link; R3: fails when the owner's store replaced our value */

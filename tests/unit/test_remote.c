@@ -5,6 +5,8 @@
  * Each test uses a size class of its own, so its blocks share one page that no other test
  * touches. Threads are parked at the protocol's test hooks (remote.h) to make a race happen
  * in one chosen order; misuse reports are counted through _kite_report_invalid_hook.
+ * Every wait is bounded: a test whose thread never reaches its hook, or that does not end
+ * (a protocol broken into a cycle), fails with a message naming it instead of hanging.
  *   push_then_take            R2, R4: remote frees chain REMOTE|next from the head, the
  *                             count follows; the owner's collect takes them all
  *   claim_refuses_not_live    R1: a free of a freed or an uncarved block changes nothing
@@ -15,6 +17,11 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
+ *   push_retries_moved_head   R2: the push's retry loop: its CAS finds the head moved
+ *                             again, re-links the block to the new head and tries again
+ *                             (all three blocks end on the list)
+ *   retry_relink_is_a_cas     R2, R3: that loop's re-link is a CAS: with the owner's store
+ *                             landed meanwhile it fails and reports
  *   emptied_page_leaves_queue the local free that empties a page that is not the current
  *                             one takes it out of the heap's queue and gives it back
  *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
@@ -26,6 +33,8 @@
 #include <kite.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <time.h>
 #include "types.h"
 #include "page.h"
 #include "remote.h"
@@ -48,27 +57,73 @@ static void reports_reset(void) {
 }
 static int reports_now(void) { return __atomic_load_n(&reports, __ATOMIC_SEQ_CST); }
 
+/* ---- bounded waits ---- */
+enum { WAIT_S = 20, TEST_S = 60 };
+static const char *test_now = "";
+/* SIGALRM: the running test did not end (async-signal-safe: write and _exit only) */
+static void watchdog(int sig) {
+  (void)sig;
+  static const char a[] = "FAIL: test ", b[] = " did not end within 60 s (a hang: the protocol looped or lost a thread)\n";
+  if (write(2, a, sizeof a - 1) < 0 || write(2, test_now, strlen(test_now)) < 0 || write(2, b, sizeof b - 1) < 0) _exit(2);
+  _exit(2);
+}
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+/* Wait until *flag is set, WAIT_S seconds at most; false (with a message): it never was. */
+static bool wait_flag(const int *flag, const char *what) {
+  double end = now_s() + WAIT_S;
+  while (!__atomic_load_n(flag, __ATOMIC_SEQ_CST)) {
+    if (now_s() > end) {
+      fprintf(stderr, "%s: %s did not happen within %d s\n", test_now, what, WAIT_S);
+      return false;
+    }
+    sched_yield();
+  }
+  return true;
+}
+
 /* ---- parking a thread at a hook ---- */
-static __thread int park_here; /* set by the thread that is to park at the next hook */
-static int parked, released;
+static __thread int park_here; /* set by the thread that is to park at its next hooks: how many */
+static int parks, releases;       /* stops made, and releases given */
+static int parked;                /* the flag wait_parked watches */
 static void park(void *p) {
   (void)p;
   if (!park_here) return;
-  park_here = 0;
+  park_here--;
+  int me = __atomic_add_fetch(&parks, 1, __ATOMIC_SEQ_CST);
   __atomic_store_n(&parked, 1, __ATOMIC_SEQ_CST);
-  while (!__atomic_load_n(&released, __ATOMIC_SEQ_CST)) sched_yield();
+  double end = now_s() + WAIT_S;
+  while (__atomic_load_n(&releases, __ATOMIC_SEQ_CST) < me) {
+    if (now_s() > end) {
+      fprintf(stderr, "%s: a parked thread was not released within %d s\n", test_now, WAIT_S);
+      abort();
+    }
+    sched_yield();
+  }
 }
-static void wait_parked(void) {
-  while (!__atomic_load_n(&parked, __ATOMIC_SEQ_CST)) sched_yield();
+/* false: the thread never reached the hook (the test fails: the path it tests was not taken) */
+static bool wait_parked(void) {
+  bool ok = wait_flag(&parked, "a freeing thread's stop at the hook");
+  __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST); /* for the next stop */
+  return ok;
 }
-static void unpark(void) { __atomic_store_n(&released, 1, __ATOMIC_SEQ_CST); }
+static void unpark(void) { __atomic_add_fetch(&releases, 1, __ATOMIC_SEQ_CST); }
 static void park_reset(void) {
+  __atomic_store_n(&parks, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&releases, 0, __ATOMIC_SEQ_CST);
   __atomic_store_n(&parked, 0, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&released, 0, __ATOMIC_SEQ_CST);
 }
 
 /* ---- threads ---- */
 static void *free_body(void *p) {
+  kite_free(p);
+  return NULL;
+}
+static void *free_parked2_body(void *p) { /* parks at two hooks, or at one twice */
+  park_here = 2;
   kite_free(p);
   return NULL;
 }
@@ -205,7 +260,7 @@ TEST(claim_is_one_rmw) {
   free_on_thread(k); /* the cross-thread list is not empty */
   __atomic_store_n(&_kite_test_hook_remote_read, park, __ATOMIC_RELEASE);
   pthread_t first = spawn(free_parked_body, p); /* reads LIVE, parks before its write */
-  wait_parked();
+  expect_true(wait_parked());
   free_on_thread(p); /* claims and pushes p */
   unpark();
   pthread_join(first, NULL);
@@ -234,7 +289,7 @@ TEST(relink_is_a_cas) {
   uint32_t i = index_of(pg, p);
   __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
   pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
-  wait_parked();
+  expect_true(wait_parked());
   free_on_thread(j);             /* the head moves: the claimer must re-link */
   _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
   unpark();
@@ -254,6 +309,85 @@ TEST(relink_is_a_cas) {
   expect_int_eq(on_free_list(pg, i), 1);
   expect_int_eq((kite_check)(), 1);
   expect_handed_out_once(176, p, j, pg->reserved);
+  kite_free(keep);
+}
+
+/* The push's retry loop: the head moves before the first try (the re-link out of line),
+ * and again before the loop's CAS, so that CAS fails and the loop re-links and retries. */
+TEST(push_retries_moved_head) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(208), *j = kite_malloc(208), *k = kite_malloc(208), *keep = kite_malloc(208);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  assert_ptr_eq(page_of(k), pg);
+  uint32_t ip = index_of(pg, p), ij = index_of(pg, j), ik = index_of(pg, k);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, park, __ATOMIC_RELEASE);
+  pthread_t pusher = spawn(free_parked2_body, p); /* claims p, parks before its first try */
+  expect_true(wait_parked());
+  free_on_thread(j); /* the head moves to j */
+  unpark();
+  expect_true(wait_parked()); /* re-linked to j, parked before the loop's CAS */
+  free_on_thread(k); /* the head moves to k: that CAS fails */
+  unpark();
+  pthread_join(pusher, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 3);
+  expect_uint_eq(KITE_TF_HEAD(tf), ip);
+  expect_uint_eq(entry(pg, ip), KITE_LINK_REMOTE | ik);
+  expect_uint_eq(entry(pg, ik), KITE_LINK_REMOTE | ij);
+  expect_uint_eq(entry(pg, ij), KITE_LINK_REMOTE | KITE_LINK_END);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 3);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq(on_free_list(pg, ij), 1);
+  expect_int_eq(on_free_list(pg, ik), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(208, p, k, pg->reserved);
+  kite_free(keep);
+}
+
+/* The same loop's re-link is a CAS: the owner's store lands while the pusher waits before
+ * the loop's CAS, and the head moves: the re-link fails and reports, p is pushed not. */
+TEST(retry_relink_is_a_cas) {
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(240), *j = kite_malloc(240), *k = kite_malloc(240), *keep = kite_malloc(240);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  assert_ptr_eq(page_of(k), pg);
+  uint32_t ip = index_of(pg, p), ik = index_of(pg, k);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, park, __ATOMIC_RELEASE);
+  pthread_t pusher = spawn(free_parked2_body, p);
+  expect_true(wait_parked());
+  free_on_thread(j);
+  unpark();
+  expect_true(wait_parked()); /* in the loop, before its CAS */
+  free_on_thread(k);
+  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  unpark();
+  pthread_join(pusher, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_retry, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 2);
+  expect_uint_eq(KITE_TF_HEAD(tf), ik);
+  expect_true(!_kite_link_is_remote(entry(pg, ip)));
+  expect_int_eq((kite_check)(), 1);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 2);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(240, p, k, pg->reserved);
   kite_free(keep);
 }
 
@@ -303,7 +437,7 @@ TEST(late_free_settles_abandoned_page) {
   kite_page_t *pg = page_of(p);
   __atomic_store_n(&_kite_test_hook_remote_claimed, park, __ATOMIC_RELEASE);
   pthread_t freer = spawn(free_parked_body, p); /* claims p, parks before the push */
-  wait_parked();
+  expect_true(wait_parked());
   __atomic_store_n(&owner_go, 1, __ATOMIC_RELEASE);
   pthread_join(owner, NULL); /* abandoned: p's claim keeps it from settling */
   expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL);
@@ -317,16 +451,26 @@ TEST(late_free_settles_abandoned_page) {
   expect_int_eq((kite_check)(), 1);
 }
 
-#define RUN_CHECKED(name) do { RUN(name); expect_int_eq((kite_check)(), 1); } while (0)
+#define RUN_CHECKED(name)                 \
+  do {                                    \
+    test_now = #name;                     \
+    alarm(TEST_S);                        \
+    RUN(name);                            \
+    alarm(0);                             \
+    expect_int_eq((kite_check)(), 1);     \
+  } while (0)
 
 int main(void) {
   test_rng_init(1);
+  signal(SIGALRM, watchdog);
   __atomic_store_n(&_kite_report_invalid_hook, count_report, __ATOMIC_RELEASE);
   RUN_CHECKED(push_then_take);
   RUN_CHECKED(claim_refuses_not_live);
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(push_retries_moved_head);
+  RUN_CHECKED(retry_relink_is_a_cas);
   RUN_CHECKED(emptied_page_leaves_queue);
   RUN_CHECKED(late_free_settles_abandoned_page);
   return test_main_end();
