@@ -148,6 +148,37 @@ TEST(huge_cache_keeps_a_map_cached_after_now) {
 
 /* ---- heap refill ---- */
 
+/* A run of order 2 or more is claimed from a free block of units still committed when the
+ * arena has one, also when that block is no longer among the arena's recently freed runs:
+ * the lowest free block (what the buddy heap would pick) is purged, and taking it would
+ * fault in fresh pages while committed ones wait for the decay. B is freed committed, then
+ * pushed out of the recent runs by 8 others that are freed and claimed again; A, below it,
+ * was purged by a trim. */
+TEST(large_claim_reuses_a_committed_block_not_recent) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 100000);
+  bool zero;
+  kite_page_t *a = _kite_arena_alloc_run(2, &zero), *b = _kite_arena_alloc_run(2, &zero), *r[8];
+  assert_true(a != NULL && b != NULL);
+  for (int i = 0; i < 8; i++) assert_true((r[i] = _kite_arena_alloc_run(2, &zero)) != NULL);
+  _kite_arena_free_run(a);
+  kite_malloc_trim(0); /* everything free is purged: A too */
+  expect_true(!_kite_test_arena_unit_dirty(a));
+  uint64_t now = _kite_os_now_ms();
+  _kite_test_arena_free_run_at(b, now);
+  for (int i = 0; i < 8; i++) _kite_test_arena_free_run_at(r[i], now);
+  for (int i = 0; i < 8; i++) assert_true((r[i] = _kite_arena_alloc_run(2, &zero)) != NULL);
+  expect_true(_kite_test_arena_unit_dirty(b));
+  kite_page_t *x = _kite_arena_alloc_run(2, &zero);
+  assert_true(x != NULL);
+  expect_ptr_eq(x, b);
+  expect_true(!zero);
+  _kite_arena_free_run(x);
+  for (int i = 0; i < 8; i++) _kite_arena_free_run(r[i]);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
 /* A refill's reclaim pass finds a page of the class on the full list with a block freed by
  * another thread and puts it back on the queue: the refill allocates from it, and takes no
  * fresh run. A first-class heap (its blocks freed by this thread go the cross-thread way),
@@ -573,6 +604,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_next_stretch);
   RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
+  RUN_CHECKED(large_claim_reuses_a_committed_block_not_recent);
   RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);
   RUN_CHECKED(exiting_heap_counted_once);
