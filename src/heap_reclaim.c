@@ -224,13 +224,14 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
   if ((pg = queued_with_room(h, cls)) != NULL) return pg;
-  if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
-  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
-  if (order == 0 && h->cache) {
-    pg = h->cache;
-    h->cache = pg->next;
-    h->cache_count--;
-    pg->next = pg->prev = NULL;
+  kite_page_t *cached = cache_take(h, order);
+  if (!h->user && !cached) heap_steal_paced(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) {
+    if (cached) page_release(h, cached, true); /* back where it was: the cache had room for it */
+    return pg;
+  }
+  if (cached) {
+    pg = cached;
   } else {
     bool zero;
     pg = _kite_run_alloc(order, &zero);
