@@ -225,7 +225,10 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
   heap_reclaim(h, cls);
   if ((pg = queued_with_room(h, cls)) != NULL) return pg;
   kite_page_t *cached = cache_take(h, order);
-  if (!h->user && !cached) heap_steal_paced(h, cls);
+  /* a dead page of another heap is taken before a cached page of several units, so that it
+   * does not wait for its owner (the steal is paced per class: a few loads when it finds
+   * none); single units come from the cache first, as they always did */
+  if (!h->user && (order != 0 || !cached)) heap_steal_paced(h, cls);
   if ((pg = queued_with_room(h, cls)) != NULL) {
     if (cached) page_release(h, cached, true); /* back where it was: the cache had room for it */
     return pg;
