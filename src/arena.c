@@ -28,9 +28,9 @@
  * NULL). avail[k] has bit s set iff slot s holds an arena whose largest free block has
  * order >= k; a run of order k is claimed from the first such slot at or after the
  * calling thread's last slot, so finding space reads a few words, never every arena.
- * dirty_avail has bit s set iff slot s's arena has free units still committed: a small
- * page is claimed from the first of those first (units freed by any thread, in any arena,
- * are reused before a fresh unit is faulted in).
+ * dirty_avail has bit s set iff slot s's arena has free units still committed: a run of
+ * any order is claimed from the first of those first (units freed by any thread, in any
+ * arena, are reused before a fresh unit is faulted in).
  *
  * Invariants (under the slot's lock):
  *   I1 is_free[u] iff u is free in the buddy heap (then its descriptor says FREE);
@@ -297,16 +297,26 @@ static void recent_note(kite_arena_t *a, uint32_t idx) {
   a->recent[0] = idx;
 }
 
-/* Small runs (order < RECENT_MIN_ORDER: the small pages) come from the lowest units that
- * are free and still committed, when there are any: the buddy heap's own choice (the lowest
- * free block of the smallest order that fits) would often be a purged or never touched unit
- * while freed pages wait for the decay, and each such claim is page faults now and a purge
- * later. Slot lock held. */
+/* Bit u of the result is set iff u is a multiple of 2^order and units [u, u + 2^order) of
+ * the word's 64 are all set in m (order <= 6). */
+static inline uint64_t aligned_runs(uint64_t m, unsigned order) {
+  static const uint64_t starts[6] = {~0ull, 0x5555555555555555ull, 0x1111111111111111ull,
+                                     0x0101010101010101ull, 0x0001000100010001ull, 0x0000000100000001ull};
+  if (order >= 6) return m == ~0ull ? 1 : 0;
+  for (unsigned w = 1; w < (1u << order); w <<= 1) m &= m >> w;
+  return m & starts[order];
+}
+
+/* Runs of every order come from the lowest free units that are still committed, when there
+ * is a free aligned block of them: the buddy heap's own choice (the lowest free block of the
+ * order) would often be a purged or never touched unit while freed runs wait for the decay,
+ * and each such claim is page faults now and a purge later. Slot lock held. */
 static bool dirty_claim(kite_arena_t *a, unsigned order, uint64_t *idx) {
-  if (a->dirty_free < (1u << order)) return false;
-  for (uint32_t w = 0; w < KITE_ARENA_UNITS / 64; w++) {
-    uint64_t m = a->dirty_map[w];
-    if (order == 1) m &= (m >> 1) & 0x5555555555555555ull; /* aligned pairs */
+  uint32_t n = 1u << order, step = order > 6 ? n / 64 : 1;
+  if (a->dirty_free < n) return false;
+  for (uint32_t w = 0; w + step <= KITE_ARENA_UNITS / 64; w += step) {
+    uint64_t m = aligned_runs(a->dirty_map[w], order);
+    for (uint32_t k = 1; k < step && m; k++) m = a->dirty_map[w + k] == ~0ull ? m : 0;
     while (m) {
       uint32_t u = w * 64 + (uint32_t)__builtin_ctzll(m);
       m &= m - 1;
@@ -347,7 +357,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   kite_arena_slot_t *s = &_kite_arena_slots[slot];
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  if (!a || !((order >= RECENT_MIN_ORDER ? recent_claim(a, order, idx) : dirty_claim(a, order, idx)) ||
+  if (!a || !((order >= RECENT_MIN_ORDER && recent_claim(a, order, idx)) || dirty_claim(a, order, idx) ||
               kite_buddy_alloc(a->buddy, order, idx) == 0)) {
     _kite_unlock(&s->lock);
     return NULL;
@@ -383,14 +393,12 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   bool clean = true;
   size_t newly = 0;
   kite_arena_t *a = NULL;
-  /* Small pages: an arena with committed free units first. Another arena than the one the
-   * thread used last may hold them (pages of another thread given back there, a second
-   * arena mapped when the first could not grow): claiming fresh units where the thread was
-   * would commit new memory while those wait for the decay. */
-  if (order < RECENT_MIN_ORDER) {
-    int s = slot_find(dirty_avail, tls_slot);
-    if (s >= 0 && (a = slot_claim((uint32_t)s, order, &idx, &clean, &newly)) != NULL) tls_slot = (uint32_t)s;
-  }
+  /* An arena with committed free units first. Another arena than the one the thread used
+   * last may hold them (runs of another thread given back there, a second arena mapped when
+   * the first could not grow): claiming fresh units where the thread was would commit new
+   * memory while those wait for the decay. */
+  int ds = slot_find(dirty_avail, tls_slot);
+  if (ds >= 0 && (a = slot_claim((uint32_t)ds, order, &idx, &clean, &newly)) != NULL) tls_slot = (uint32_t)ds;
   for (int round = 0; !a; round++) {
     uint32_t from = tls_slot;
     for (int tries = 0; !a && tries < 8; tries++) {

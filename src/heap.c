@@ -19,6 +19,10 @@
  *        == queue[cls].first, and that page's used carries +1 (_kite_heap_pin moves both).
  *   I-P2 a page in h's queues or full lists has page->heap == h (relaxed atomic: remote
  *        frees compare it).
+ *   I-C1 h->cache holds empty small pages of any order (kind CACHED, heap NULL, link array
+ *        kept), cache_count is the sum of their units and never above KITE_HEAP_CACHE_UNITS;
+ *        only the owner touches it. A fresh page of order k is one of them when one has that
+ *        order (heap_reclaim.c), before a run is claimed from the arena.
  *
  * Which file does which job of the heap module:
  *   heap.c          queues, pin and direct[], the generic malloc and local free, validators
@@ -252,10 +256,11 @@ bool _kite_heap_check(const kite_heap_t *h) {
   for (unsigned c = 0; c < KITE_CLASSES; c++)
     if (!_kite_heap_check_class(h, c, 2)) return false;
   uint32_t n = 0;
-  for (kite_page_t *pg = h->cache; pg; pg = pg->next, n++) {
-    if (n >= KITE_HEAP_CACHE_MAX) return _kite_check_failed("heap: page cache longer than its bound", n);
-    if (pg->kind != KITE_KIND_CACHED || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
-      return _kite_check_failed("heap: cached page is not an unowned single unit", (uintptr_t)pg);
+  for (kite_page_t *pg = h->cache; pg; pg = pg->next) {
+    if (pg->kind != KITE_KIND_CACHED || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+      return _kite_check_failed("heap: cached page is not an unowned empty page", (uintptr_t)pg);
+    n += 1u << pg->order;
+    if (n > KITE_HEAP_CACHE_UNITS) return _kite_check_failed("heap: page cache over its bound", n);
   }
   if (n != h->cache_count) return _kite_check_failed("heap: cache_count", h->cache_count);
   return true;

@@ -29,8 +29,8 @@ typedef struct kite_heap_s {
   uint32_t scan_credit[KITE_CLASSES];  /* full-list pages full_scan may still visit */
   uint64_t issued[KITE_CLASSES];    /* stats: blocks handed to allocation lists */
   uint64_t remote_frees;             /* stats: blocks of its pages freed by other threads */
-  kite_page_t *cache;               /* empty single-unit pages kept for reuse */
-  uint32_t cache_count;
+  kite_page_t *cache;               /* empty small pages kept for reuse (I-C1, heap.c) */
+  uint32_t cache_count;             /* units of those pages */
   struct kite_heap_s *next_all, *prev_all;
   bool user;                        /* a first-class heap (kite_heap_new): never adopts */
   kite_owned_t *owned;              /* user heaps: its large and huge blocks */

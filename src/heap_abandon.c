@@ -174,10 +174,10 @@ size_t _kite_heap_trim(void) {
   while (h != &_kite_heap_empty && h->cache) {
     kite_page_t *pg = h->cache;
     h->cache = pg->next;
-    h->cache_count--;
+    h->cache_count -= 1u << pg->order;
     pg->next = NULL;
+    released += KITE_UNIT_SIZE << pg->order;
     run_free(pg);
-    released += KITE_UNIT_SIZE;
   }
   /* abandoned pages that became empty */
   for (unsigned c = 0; c < KITE_CLASSES; c++) {

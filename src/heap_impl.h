@@ -30,7 +30,9 @@
 #include "message.h"
 #include "os.h"
 
-#define KITE_HEAP_CACHE_MAX 8
+/* Units of empty small pages a heap keeps for its next pages (I-C1, heap.c): 512 KiB, one
+ * page of the largest small page order or eight of one unit. */
+#define KITE_HEAP_CACHE_UNITS 8u
 
 /* heap_pool.c */
 extern kite_lock_t _kite_heap_lock KITE_HIDDEN;
@@ -130,20 +132,35 @@ static inline void run_free(kite_page_t *pg) {
   _kite_arena_free_run(pg);
 }
 
-/* Give an empty page back: to the heap's cache (single units) or to its arena. */
+/* Give an empty page back: to the heap's cache while it has room (I-C1), else to its
+ * arena. A thread that empties a page and soon needs one of the same order again takes it
+ * from its cache: no arena lock, no purge and no page fault in between. */
 static inline void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_HELD; /* until the arena has it */
-  if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {
+  if (may_cache && h->cache_count + (1u << pg->order) <= KITE_HEAP_CACHE_UNITS) {
     /* not a block page while cached; it keeps its link array for the next class */
     pg->kind = KITE_KIND_CACHED;
     pg->next = h->cache;
     h->cache = pg;
-    h->cache_count++;
+    h->cache_count += 1u << pg->order;
     return;
   }
   run_free(pg);
+}
+
+/* Take a cached page of the given order out of h's cache: NULL if there is none. */
+static inline kite_page_t *cache_take(kite_heap_t *h, unsigned order) {
+  for (kite_page_t **at = &h->cache; *at; at = &(*at)->next) {
+    kite_page_t *pg = *at;
+    if (pg->order != order) continue;
+    *at = pg->next;
+    h->cache_count -= 1u << order;
+    pg->next = pg->prev = NULL;
+    return pg;
+  }
+  return NULL;
 }
 
 /* Put pg (with a free block) at the back of its class's queue; pinned when it is the first. */

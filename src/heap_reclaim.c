@@ -224,13 +224,17 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
   unsigned order = _kite_class_order_[cls];
   heap_reclaim(h, cls);
   if ((pg = queued_with_room(h, cls)) != NULL) return pg;
-  if (!h->user && (order != 0 || !h->cache)) heap_steal_paced(h, cls);
-  if ((pg = queued_with_room(h, cls)) != NULL) return pg;
-  if (order == 0 && h->cache) {
-    pg = h->cache;
-    h->cache = pg->next;
-    h->cache_count--;
-    pg->next = pg->prev = NULL;
+  kite_page_t *cached = cache_take(h, order);
+  /* a dead page of another heap is taken before a cached page of several units, so that it
+   * does not wait for its owner (the steal is paced per class: a few loads when it finds
+   * none); single units come from the cache first, as they always did */
+  if (!h->user && (order != 0 || !cached)) heap_steal_paced(h, cls);
+  if ((pg = queued_with_room(h, cls)) != NULL) {
+    if (cached) page_release(h, cached, true); /* back where it was: the cache had room for it */
+    return pg;
+  }
+  if (cached) {
+    pg = cached;
   } else {
     bool zero;
     pg = _kite_run_alloc(order, &zero);

@@ -152,7 +152,7 @@ extern size_t _kite_os_page_size;
  *   HELD    a run one thread holds with no block in it: just claimed from the arena (until
  *           the caller says what it is), or on its way back (a large block whose free won
  *           the claim, an emptied small page)
- *   CACHED  an empty single-unit small page in a heap's page cache */
+ *   CACHED  an empty small page (head unit) in a heap's page cache */
 enum {
   KITE_KIND_FREE = 0,
   KITE_KIND_META = 1,

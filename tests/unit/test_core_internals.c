@@ -148,6 +148,83 @@ TEST(huge_cache_keeps_a_map_cached_after_now) {
 
 /* ---- heap refill ---- */
 
+/* A run of order 2 or more is claimed from a free block of units still committed when the
+ * arena has one, also when that block is no longer among the arena's recently freed runs:
+ * the lowest free block (what the buddy heap would pick) is purged, and taking it would
+ * fault in fresh pages while committed ones wait for the decay. B is freed committed, then
+ * pushed out of the recent runs by 8 others that are freed and claimed again; A, below it,
+ * was purged by a trim. */
+TEST(large_claim_reuses_a_committed_block_not_recent) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 100000);
+  bool zero;
+  kite_page_t *a = _kite_arena_alloc_run(2, &zero), *b = _kite_arena_alloc_run(2, &zero), *r[8];
+  assert_true(a != NULL && b != NULL);
+  for (int i = 0; i < 8; i++) assert_true((r[i] = _kite_arena_alloc_run(2, &zero)) != NULL);
+  _kite_arena_free_run(a);
+  kite_malloc_trim(0); /* everything free is purged: A too */
+  expect_true(!_kite_test_arena_unit_dirty(a));
+  uint64_t now = _kite_os_now_ms();
+  _kite_test_arena_free_run_at(b, now);
+  for (int i = 0; i < 8; i++) _kite_test_arena_free_run_at(r[i], now);
+  for (int i = 0; i < 8; i++) assert_true((r[i] = _kite_arena_alloc_run(2, &zero)) != NULL);
+  expect_true(_kite_test_arena_unit_dirty(b));
+  kite_page_t *x = _kite_arena_alloc_run(2, &zero);
+  assert_true(x != NULL);
+  expect_ptr_eq(x, b);
+  expect_true(!zero);
+  _kite_arena_free_run(x);
+  for (int i = 0; i < 8; i++) _kite_arena_free_run(r[i]);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
+/* A page of several units emptied by its owner's frees stays in the owner's page cache
+ * (kind CACHED: no arena lock, no purge), and the class's next fresh page is that page. A
+ * 32 KiB class (pages of 8 blocks, several units): one page filled and a second begun, then
+ * every block of the first freed. */
+TEST(emptied_page_of_any_order_stays_in_the_heaps_cache) {
+  enum { N = 64 };
+  size_t n = 32768;
+  unsigned cls = _kite_class_of(n);
+  assert_true(_kite_class_order_[cls] >= 1);
+  void *p[N];
+  kite_page_t *pg0 = NULL;
+  int first_n = 0, k = 0;
+  for (; k < N; k++) {
+    p[k] = kite_malloc(n);
+    assert_true(p[k] != NULL);
+    kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p[k]));
+    if (k == 0) pg0 = pg;
+    if (pg != pg0) break;
+    first_n++;
+  }
+  assert_true(k < N && first_n >= 2);
+  kite_heap_t *h = _kite_heap_tls;
+  kite_malloc_trim(0); /* an empty cache: room for the page */
+  expect_uint_eq(h->cache_count, 0);
+  for (int i = 0; i < first_n; i++) kite_free(p[i]);
+  expect_uint_eq(pg0->kind, KITE_KIND_CACHED);
+  expect_ptr_eq(h->cache, pg0);
+  expect_uint_eq(h->cache_count, 1u << pg0->order);
+  /* fill the second page; the next one is the cached page */
+  void *q[N];
+  int nq = 0;
+  kite_page_t *next = NULL;
+  while (nq < N) {
+    q[nq] = kite_malloc(n);
+    assert_true(q[nq] != NULL);
+    next = _kite_page_head(_kite_unit_of((uintptr_t)q[nq++]));
+    if (next != _kite_page_head(_kite_unit_of((uintptr_t)p[first_n]))) break;
+  }
+  expect_ptr_eq(next, pg0);
+  expect_uint_eq(pg0->kind, KITE_KIND_SMALL);
+  expect_uint_eq(h->cache_count, 0);
+  for (int i = 0; i < nq; i++) kite_free(q[i]);
+  for (int i = first_n; i <= k; i++) kite_free(p[i]);
+  kite_malloc_trim(0);
+}
+
 /* A refill's reclaim pass finds a page of the class on the full list with a block freed by
  * another thread and puts it back on the queue: the refill allocates from it, and takes no
  * fresh run. A first-class heap (its blocks freed by this thread go the cross-thread way),
@@ -573,6 +650,8 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_next_stretch);
   RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
+  RUN_CHECKED(large_claim_reuses_a_committed_block_not_recent);
+  RUN_CHECKED(emptied_page_of_any_order_stays_in_the_heaps_cache);
   RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);
   RUN_CHECKED(exiting_heap_counted_once);
