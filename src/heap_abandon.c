@@ -132,7 +132,7 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
       kite_page_t *pg;
       while ((pg = qs[k]->first) != NULL) {
         q_remove(qs[k], pg);
-        pg->used &= ~KITE_PAGE_IN_FULL;
+        _kite_page_from_full(pg);
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));

@@ -11,8 +11,8 @@
  * Invariants (heap.h states the queue ones; these are the sharing rules):
  *   I-Q1 full[] and full_count[] change only under h->lock; the owner may peek at
  *        full_count without it (full_n), another heap only tries the lock (heap_steal).
- *   I-Q2 a page on a full list has no free block and no pin: used == capacity with
- *        KITE_PAGE_IN_FULL set (full_push); a local free takes it off at once.
+ *   I-Q2 a page on a full list has no free block and no pin: its count is capacity,
+ *        in_full set and used 1 (full_push, page.h); a local free takes it off at once.
  *   I-Q3 lock order: _kite_heap_lock, then a heap's lock; the owner never takes
  *        _kite_heap_lock while holding its own.
  *   I-Q4 a heap's counters (issued[], remote_frees) are written by its owner only, with

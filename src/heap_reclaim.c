@@ -70,7 +70,7 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
       continue;
     }
     if (full) {
-      pg->used &= ~KITE_PAGE_IN_FULL;
+      _kite_page_from_full(pg);
       full_count_add(h, c, -1);
       list_unlock(h);
     }
@@ -167,7 +167,7 @@ static int heap_steal(kite_heap_t *h, unsigned cls) {
     kite_page_t *pg = got;
     got = pg->next;
     pg->next = NULL;
-    pg->used &= ~KITE_PAGE_IN_FULL;
+    _kite_page_from_full(pg);
     page_collect(h, pg, true);
     if (pg->used == 0) {
       page_release(h, pg, true);

@@ -204,14 +204,15 @@ typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
   uint16_t free;                   /* allocation list: first block's index (owner only) */
   uint16_t local_free;             /* freed by the owner, not yet reusable (owner only) */
-  int32_t used;                    /* see page.h; sign bit = on the full list */
+  int32_t used;                    /* see page.h (1 while on the full list) */
   uint32_t block_size;             /* small: class size; large: 0 */
   uint32_t capacity;               /* blocks carved */
   struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
   uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
-  uint64_t unused2_;                /* (no start: _kite_page_start derives it) */
+  uint32_t in_full;                /* on its heap's full list (page.h) */
+  uint32_t unused2_;               /* (no start: _kite_page_start derives it) */
   uint32_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t kind, cls, order;
   uint8_t sampled;                 /* large: a block of the heap profiler (prof.h P1) */
