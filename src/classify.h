@@ -13,9 +13,10 @@
  *   C1. _kite_block_index's index of a block start is at most reserved: links[] holds
  *       reserved + 1 entries, and the spare one and every uncarved block's entry read 0
  *       (never LIVE), so a caller that tests the entry for LIVE needs no capacity test.
- *   C2. Only a small page's head descriptor has an owner (heap != NULL); the other units'
- *       descriptors never match a heap. So a descriptor found by masking that matches the
- *       caller's heap is a head, and p lies in its first unit: off is p's low 16 bits.
+ *   C2. Only a small page's head descriptor has an owner (heap != NULL, and owner_key !=
+ *       0 for a thread's heap: heap.h); the other units' descriptors never match a heap or
+ *       a key. So a descriptor found by masking that matches the caller's heap or key is a
+ *       head, and p lies in its first unit: off is p's low 16 bits.
  *   C3. _kite_classify reports a small block only when it is a carved block start (it may
  *       be free: the caller reads its entry), a large run only at its first byte.
  * Layer: above page and pagemap; below the entry points.

@@ -44,13 +44,19 @@ KITE_API void kite_free(void *p) {
     return;
   }
   kite_page_t *pg = _kite_pagemap_unit(u); /* pagemap.h M1: a readable descriptor */
+#ifdef KITE_THREAD_KEY
+  uintptr_t key = KITE_THREAD_KEY();
+#else
+  uintptr_t key = (uintptr_t)_kite_heap_tls;
+#endif
   uint64_t i;
-  /* pg->heap is stored by other threads: one relaxed read (classify.h C2: a descriptor that
-   * names this heap is a head, and p lies in its first unit: its offset is u's low 16 bits).
+  /* owner_key is stored by other threads: one relaxed read (heap.h: it is this thread's key
+   * exactly when pg->heap is this thread's heap; classify.h C2: so pg is a head, and p lies
+   * in its first unit: its offset is u's low 16 bits).
    * The entry is read with an atomic load in every build (other threads CAS it, remote.c
    * R1): gcc then addresses it in place, where a plain read makes it build the address
    * first and keep it for the store below. */
-  if (unlikely(KITE_LOAD_RELAXED(pg->heap) != _kite_heap_tls || !_kite_block_index(pg, u & 0xffff, &i) ||
+  if (unlikely(KITE_LOAD_RELAXED(pg->owner_key) != key || !_kite_block_index(pg, u & 0xffff, &i) ||
                __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
     free_arena_generic(p, pg); /* mostly another thread's block (remote.c) */
     return;

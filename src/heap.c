@@ -17,7 +17,8 @@
  * Invariants (heap.h states them for the struct; this file keeps them):
  *   I-P1 direct[n] is the first page of queue[class_of(n)], or the empty page; pinned[cls]
  *        == queue[cls].first, and that page's used carries +1 (_kite_heap_pin moves both).
- *   I-P2 a page in h's queues or full lists has page->heap == h (relaxed atomic: remote
+ *   I-P2 a page in h's queues or full lists has page->heap == h and owner_key == h->key
+ *        (heap_impl.h's page_own; page_release and abandonment clear both) (relaxed atomic: remote
  *        frees compare it).
  *
  * Which file does which job of the heap module:
@@ -223,7 +224,8 @@ static bool check_queue(const kite_heap_t *h, const kite_pageq_t *q, unsigned cl
   kite_page_t *prev = NULL;
   for (kite_page_t *pg = q->first; pg; prev = pg, pg = pg->next) {
     if (pg->prev != prev) return _kite_check_failed("heap: queue link prev != previous page", (uintptr_t)pg);
-    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h) return _kite_check_failed("heap: queued page of another heap", (uintptr_t)pg);
+    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h || __atomic_load_n(&pg->owner_key, __ATOMIC_RELAXED) != h->key)
+      return _kite_check_failed("heap: queued page of another heap", (uintptr_t)pg);
     if (pg->cls != cls) return _kite_check_failed("heap: page in the queue of another class", pg->cls);
     if ((pg->in_full != 0) != full) return _kite_check_failed("heap: full bit disagrees with the list", (uintptr_t)pg);
     if (!_kite_page_check(pg, depth >= 2, pg == h->pinned[cls] ? 1 : 0)) return false;
@@ -265,7 +267,7 @@ bool _kite_heap_check(const kite_heap_t *h) {
   uint32_t n = 0;
   for (kite_page_t *pg = h->cache; pg; pg = pg->next, n++) {
     if (n >= KITE_HEAP_CACHE_MAX) return _kite_check_failed("heap: page cache longer than its bound", n);
-    if (pg->kind != KITE_KIND_CACHED || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+    if (pg->kind != KITE_KIND_CACHED || pg->order != 0 || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->owner_key)
       return _kite_check_failed("heap: cached page is not an unowned single unit", (uintptr_t)pg);
   }
   if (n != h->cache_count) return _kite_check_failed("heap: cache_count", h->cache_count);

@@ -42,6 +42,12 @@ typedef struct kite_heap_s {
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
   uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
   uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
+  /* The thread key (types.h) of the heap's thread, 0 for a first-class heap and for a heap
+   * made after its thread's exit began (heap_pool.c): pages of h carry it in owner_key, and
+   * the free fast path takes a page whose owner_key is the calling thread's key. Keys of
+   * threads that cannot run again (exited, or other threads in a forked child) are dropped
+   * from every page before another thread may get the same key (heap_pool.c). */
+  uintptr_t key;
   /* Guards full[] and full_count[] (heap_reclaim.c: another thread's heap_steal takes dead
    * pages off them): a spin lock (0 free, 1 held; heap_impl.h's list_lock). The owner holds
    * it only around its own changes of those lists and never takes _kite_heap_lock while

@@ -124,6 +124,13 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
   heap_count(&h->issued[pg->cls], _kite_page_extend(pg));
 }
 
+/* pg (a small page's head) is h's from now: its heap (the release pairs with remote frees'
+ * acquire, remote.c) and the key the free fast path compares (I-P2). */
+static inline void page_own(kite_heap_t *h, kite_page_t *pg) {
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+  KITE_STORE_RELAXED(pg->owner_key, h->key);
+}
+
 /* A former small page's run goes back to its arena, without its link array. */
 static inline void run_free(kite_page_t *pg) {
   _kite_page_fini(pg);
@@ -133,6 +140,7 @@ static inline void run_free(kite_page_t *pg) {
 /* Give an empty page back: to the heap's cache (single units) or to its arena. */
 static inline void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
+  KITE_STORE_RELAXED(pg->owner_key, 0);
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_HELD; /* until the arena has it */
   if (may_cache && pg->order == 0 && h->cache_count < KITE_HEAP_CACHE_MAX) {

@@ -174,7 +174,7 @@ static int heap_steal(kite_heap_t *h, unsigned cls) {
       continue;
     }
     /* a racing double free broke its cross-thread list (blocks stay claimed): h keeps it */
-    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    page_own(h, pg);
     if (pg->free != KITE_LINK_END) {
       queue_back(h, cls, pg);
     } else {
@@ -240,6 +240,7 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
     run_free(pg);
     return NULL;
   }
+  page_own(h, pg);
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
   q_push_front(&h->queue[cls], pg);

@@ -38,7 +38,7 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
   pg->owned.owner = NULL;
-  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE); /* the heap layer sets owner_key (heap.h) */
   return true;
 }
 

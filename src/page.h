@@ -75,11 +75,11 @@ static inline int32_t _kite_page_used(const kite_page_t *pg) {
  * it (a local free may have taken used to 0: the count is then capacity - 1). Owner only. */
 static inline void _kite_page_to_full(kite_page_t *pg) {
   pg->used -= (int32_t)pg->capacity - 1;
-  __atomic_store_n(&pg->in_full, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->in_full, (uint8_t)1, __ATOMIC_RELAXED);
 }
 static inline void _kite_page_from_full(kite_page_t *pg) {
   if (!pg->in_full) return;
-  __atomic_store_n(&pg->in_full, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->in_full, (uint8_t)0, __ATOMIC_RELAXED);
   pg->used += (int32_t)pg->capacity - 1;
 }
 
