@@ -243,7 +243,7 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
   if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
   if (cls < KITE_DIRECT_CLASSES)
     for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++)
-      if (h->direct[s] != (first ? first : &_kite_page_empty) || h->direct_start[s] != (first ? _kite_page_start(first) : NULL))
+      if (h->direct[s] != (first ? first : &_kite_page_empty) || (first && h->direct_start[s] != _kite_page_start(first)))
         return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;
@@ -259,7 +259,7 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
 bool _kite_heap_check(const kite_heap_t *h) {
   if (h == &_kite_heap_empty) {
     for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++)
-      if (h->direct[s] != &_kite_page_empty || h->direct_start[s]) return _kite_check_failed("heap: the empty heap has a page", s);
+      if (h->direct[s] != &_kite_page_empty) return _kite_check_failed("heap: the empty heap has a page", s);
     return _kite_page_empty.free == KITE_LINK_END || _kite_check_failed("heap: the empty page has a block", 0);
   }
   for (unsigned c = 0; c < KITE_CLASSES; c++)

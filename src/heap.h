@@ -23,8 +23,9 @@ typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
 typedef struct kite_heap_s {
   kite_page_t *direct[KITE_DIRECT_SLOTS];
-  /* _kite_page_start(direct[n]), NULL for the empty page: the malloc fast path's blocks are
-   * found from here (heap structs sit between guard pages), not from a descriptor field */
+  /* _kite_page_start(direct[n]) where direct[n] is a page (anything beside the empty page:
+   * never read there): the malloc fast path's blocks are found from here (heap structs sit
+   * between guard pages), not from a descriptor field */
   uint8_t *direct_start[KITE_DIRECT_SLOTS];
   kite_pageq_t queue[KITE_CLASSES]; /* pages that may have free blocks; first = current */
   kite_pageq_t full[KITE_CLASSES];  /* pages found full (in_full set, page.h) */

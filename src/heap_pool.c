@@ -52,11 +52,13 @@ static void heap_thread_done(void *arg);
  * (a later destructor's malloc) may never be retired, so it gets no key (heap.h). */
 static __thread bool heap_exiting __attribute__((tls_model("initial-exec")));
 
-/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile). */
+/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile); direct[]
+ * is written entry by entry, and direct_start[] is left as it was (heap.h: it means
+ * something only beside a page in direct[]), so the memset starts after them. */
 _Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
                "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
-  memset(h, 0, offsetof(kite_heap_t, handle_gen));
+  memset(&h->queue, 0, offsetof(kite_heap_t, handle_gen) - offsetof(kite_heap_t, queue));
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
