@@ -62,7 +62,7 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(
       pg->used++;
       /* the page's start from the heap (heap.h), the offset kept below the largest page's
        * size as _kite_page_block keeps it: no descriptor field steers malloc out of it */
-      void *b = h->direct_start[n] + ((i * pg->block_size) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
+      void *b = KITE_TOOL_START(h->direct_start[n]) + ((i * pg->block_size) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
       KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
       if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
       return b;

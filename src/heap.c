@@ -96,7 +96,7 @@ void _kite_heap_pin(kite_heap_t *h, unsigned cls) {
   /* the class's entries are always written together: one tells them all (most calls find
    * them right, and a class has 16 to 64 of them) */
   unsigned hi = _kite_class_direct_hi(cls);
-  if (h->direct[hi] != pg) direct_fill(h, _kite_class_direct_lo(cls), hi, pg, first ? _kite_page_start(first) : NULL);
+  if (h->direct[hi] != pg) direct_fill(h, _kite_class_direct_lo(cls), hi, pg, KITE_TOOL_START(first ? _kite_page_start(first) : NULL));
   kite_assert_internal(_kite_heap_check_class(h, cls, 0));
   kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
@@ -243,7 +243,7 @@ bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
   if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
   if (cls < KITE_DIRECT_CLASSES)
     for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++)
-      if (h->direct[s] != (first ? first : &_kite_page_empty) || (first && h->direct_start[s] != _kite_page_start(first)))
+      if (h->direct[s] != (first ? first : &_kite_page_empty) || (first && KITE_TOOL_START(h->direct_start[s]) != _kite_page_start(first)))
         return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;
