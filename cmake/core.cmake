@@ -99,7 +99,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_links.c)
                              ${PROJECT_SOURCE_DIR}/tests ${_kc})
   target_link_libraries(test_core_links PRIVATE kite-noover-debug Threads::Threads)
   foreach(t links_carve links_guards links_trim links_fork_hooks links_entry_states
-            steal_pacing_backs_off steal_pacing_find_resets)
+            steal_pacing_backs_off steal_pacing_find_resets classify_block_index
+            pagemap_unit_none_table full_page_fast_free)
     add_test(NAME core_${t} COMMAND test_core_links ${t})
     set_tests_properties(core_${t} PROPERTIES LABELS "core;unit" TIMEOUT 120)
   endforeach()

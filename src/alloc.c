@@ -4,8 +4,9 @@
  *
  * Fast path (x86-64, -O2; counted with callgrind, see docs/design.md):
  *   malloc(n <= 1024): TLS heap -> direct[n] -> i = page->free; i < capacity; page->free =
- *            links[i]; links[i] = LIVE; used++; page start + i * size, the page start
- *            computed from the descriptor's address (types.h). The block is not touched.
+ *            links[i]; links[i] = LIVE; used++; direct_start[n] + i * size, the page's
+ *            start kept in the heap beside direct[n] (heap.h), not read from the descriptor.
+ *            The block is not touched.
  * Everything else (larger sizes, an empty current page, the first allocation of a thread)
  * goes to *_generic functions, out of line.
  *
@@ -45,8 +46,9 @@ static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h);
 /* The malloc fast path, for kite_malloc and (with a generic path that does not report a
  * failure) the entry points that allocate on behalf of another request. */
 static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(*generic)(size_t, kite_heap_t *)) {
+  kite_heap_t *h = _kite_heap_tls;
   if (likely(n <= KITE_DIRECT_MAX)) {
-    kite_page_t *pg = _kite_heap_tls->direct[n];
+    kite_page_t *pg = h->direct[n];
     uint32_t i = pg->free;
     /* i < capacity: a free block (the allocation list's end, KITE_LINK_END, is above every
      * capacity, and so is the empty page's); an index past the carved blocks, which no
@@ -54,20 +56,20 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t n, void *(
     if (likely(i < pg->capacity)) {
       uint16_t *l = pg->links;
       pg->free = l[i];
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-      /* a 16-bit immediate store (gcc loads the constant into a register first) */
-      __asm__("movw $-1, (%1,%2,2)" : "=m"(*(uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])l) : "r"(l), "r"((uint64_t)i));
-#else
-      KITE_STORE_RELAXED(l[i], (uint16_t)KITE_LINK_LIVE); /* remote.c R1 compares it */
-#endif
+      /* remote.c R1 compares it; an atomic store (not KITE_STORE_RELAXED) also because gcc
+       * writes it as one 16-bit immediate store then, where it loads a plain store's
+       * constant into a register first */
+      __atomic_store_n(&l[i], (uint16_t)KITE_LINK_LIVE, __ATOMIC_RELAXED);
       pg->used++;
-      void *b = _kite_page_block(pg, i);
+      /* the page's start from the heap (heap.h), the offset kept below the largest page's
+       * size as _kite_page_block keeps it: no descriptor field steers malloc out of it */
+      void *b = KITE_TOOL_START(h->direct_start[n]) + ((i * pg->block_size) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
       KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
       if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
       return b;
     }
   }
-  return generic(n, _kite_heap_tls);
+  return generic(n, h);
 }
 
 /* The fast path: a block from the current page of the size's class (docs/design.md). */

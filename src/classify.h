@@ -7,15 +7,16 @@
  *   2. descriptor: the unit's descriptor by masking p, the page's head by head_off;
  *   3. block start and index, for a small page: off = p - first block, one multiply
  *      m = off * div_magic (div_magic = ceil(2^64 / block_size)): the high half is
- *      off / block_size, and off is a multiple of block_size iff the low half is below
- *      div_magic (exact for every off below 2^32, and a page is at most 512 KiB).
+ *      off / block_size, and off is a multiple of block_size iff the low half is at most
+ *      KITE_BLOCK_START_LOW (exact for every off below 2^31, and a page is at most 512 KiB).
  * Invariants a caller may rely on:
  *   C1. _kite_block_index's index of a block start is at most reserved: links[] holds
  *       reserved + 1 entries, and the spare one and every uncarved block's entry read 0
  *       (never LIVE), so a caller that tests the entry for LIVE needs no capacity test.
- *   C2. Only a small page's head descriptor has an owner (heap != NULL); the other units'
- *       descriptors never match a heap. So a descriptor found by masking that matches the
- *       caller's heap is a head, and p lies in its first unit: off is p's low 16 bits.
+ *   C2. Only a small page's head descriptor has an owner (heap != NULL, and owner_key !=
+ *       0 for a thread's heap: heap.h); the other units' descriptors never match a heap or
+ *       a key. So a descriptor found by masking that matches the caller's heap or key is a
+ *       head, and p lies in its first unit: off is p's low 16 bits.
  *   C3. _kite_classify reports a small block only when it is a carved block start (it may
  *       be free: the caller reads its entry), a large run only at its first byte.
  * Layer: above page and pagemap; below the entry points.
@@ -26,12 +27,17 @@
 #include "page.h"
 #include "pagemap.h"
 
-/* Is byte offset off (from the first block, < 2^32) of small page pg a block start? If so,
- * *i = its index (C1: <= reserved, not checked against capacity). Any thread. */
+/* Is byte offset off (from the first block, < 2^31) of small page pg a block start? If so,
+ * *i = its index (C1: <= reserved, not checked against capacity). Any thread.
+ * With d = div_magic = ceil(2^64 / bs) = (2^64 + e) / bs, 0 <= e < bs <= 2^16, and
+ * off = q * bs + r: the product's low half is q * e (< off) when r == 0, and at least
+ * r * d >= d > 2^47 otherwise, with no carry into the high half either way (q * e + r * d
+ * < 2^64); so a constant bound between them decides, and d is read once, by the multiply. */
+#define KITE_BLOCK_START_LOW ((uint64_t)0x7fffffff)
 static inline bool _kite_block_index(const kite_page_t *pg, uint64_t off, uint64_t *i) {
   unsigned __int128 m = (unsigned __int128)off * pg->div_magic;
   *i = (uint64_t)(m >> 64);
-  return (uint64_t)m < pg->div_magic;
+  return (uint64_t)m <= KITE_BLOCK_START_LOW;
 }
 
 /* The same for address u of small page pg (its head descriptor), carved blocks only (C3). */

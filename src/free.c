@@ -2,11 +2,13 @@
  * classify a pointer (malloc_usable_size, kite_owns). Pointers are classified by
  * classify.h; other threads' blocks go through remote.c's protocol.
  *
- * Fast path: page map says "arena" -> the unit's descriptor by masking -> it names this
- * thread's heap (classify.h C2: so it is the head, and p lies in its first unit) -> one
- * multiply gives "p is a block start" and its index i -> links[i] == LIVE -> links[i] =
- * local_free, local_free = i, --used; used <= 0 (empty, or the page is on the full list)
- * -> the heap's slow path. The block itself is never read or written.
+ * Fast path: p below the page map's end -> its slot's descriptor table and the unit's
+ * descriptor by one load and adds (pagemap.h M1: a descriptor of the none table when p is
+ * in no arena) -> it names this thread's heap (classify.h C2: so it is the head, and p
+ * lies in its first unit) -> one multiply gives "p is a block start" and its index i ->
+ * links[i] == LIVE -> links[i] = local_free, local_free = i, --used == 0 (emptied, or the
+ * page is on the full list: page.h) -> the heap's slow path. The block itself is never
+ * read or written.
  * Everything else is one call: another thread's block (free_arena_generic: remote.c),
  * large runs, huge maps and invalid pointers (free_generic).
  *
@@ -22,69 +24,48 @@
 #include "page.h"
 #include "remote.h"
 #include "classify.h"
+#include "pagemap.h"
 #include "huge.h"
 #include "arena.h"
 #include "message.h"
 #include "guarded.h"
 #include "prof.h"
 
-/* Three steps of the fast path below. On x86-64 (outside TSan builds) each is written in
- * assembly, where gcc's code for the C takes one to three more instructions on every free
- * (it loads div_magic into a register and copies the offset for the multiply, builds the
- * entry's address with a lea, and decrements used with a load, subtract, store and test);
- * the C is the spelling everywhere else, TSan builds included (with atomics TSan sees). */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-/* i = the index of the block at offset u & 0xFFFF, else goto out (classify.h's
- * _kite_block_index: the multiply and the compare read div_magic from memory) */
-#define FREE_BLOCK_INDEX(pg, u, i, out)                                                              \
-  do {                                                                                             \
-    uint64_t lo_;                                                                                  \
-    __asm__("mulq %2" : "=a"(lo_), "=d"(i) : "m"((pg)->div_magic), "0"((uint64_t)(uint16_t)(u)) : "cc"); \
-    __asm__ goto("cmpq %0, %1\n\tjae %l[" #out "]" : : "m"((pg)->div_magic), "r"(lo_) : "cc" : out);        \
-  } while (0)
-#define FREE_IF_NOT_LIVE(l, i, out)                                                                \
-  __asm__ goto("cmpw $-1, (%0,%1,2)\n\tjne %l[" #out "]" : : "r"(l), "r"(i),                               \
-               "m"(*(const uint16_t(*)[KITE_PAGE_MAX_BLOCKS + 1])(l)) : "cc" : out)
-/* --used <= 0 (emptied, or on the full list): one read-modify-write and its flags */
-#define FREE_DEC_USED(pg, out) __asm__ goto("subl $1, %0\n\tjle %l[" #out "]" : "+m"((pg)->used) : : "cc" : out)
-#else
-#define FREE_BLOCK_INDEX(pg, u, i, out) if (unlikely(!_kite_block_index((pg), (uint16_t)(u), &(i)))) goto out
-#define FREE_IF_NOT_LIVE(l, i, out) if (unlikely(KITE_LOAD_RELAXED((l)[i]) != KITE_LINK_LIVE)) goto out
-#define FREE_DEC_USED(pg, out) if (unlikely(--(pg)->used <= 0)) goto out
-#endif
-
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 static KITE_NOINLINE void free_generic(void *p);
-/* The local free's slow end: the page emptied, or it sits on the full list (used's sign
- * bit, page.h). */
+/* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
 /* The fast path (docs/design.md): this thread's LIVE block of a small page. */
 KITE_API void kite_free(void *p) {
-  uintptr_t u = (uintptr_t)p, a = u >> KITE_ARENA_SHIFT; /* the page map's index */
-  if (unlikely(a >= KITE_PAGEMAP_SIZE || KITE_LOAD_RELAXED(_kite_pagemap[a]) != KITE_PM_ARENA)) {
-    free_generic(p); /* NULL, huge, guarded, or not kite's */
+  uintptr_t u = (uintptr_t)p;
+  if (unlikely((u >> KITE_ARENA_SHIFT) >= KITE_PAGEMAP_SIZE)) {
+    free_generic(p); /* not kite's (NULL goes on: it finds the none table, pagemap.h M1) */
     return;
   }
-  kite_page_t *pg = _kite_unit_at(a * KITE_ARENA_SIZE, u); /* a multiple of the index: one shift */
-  kite_heap_t *h = _kite_heap_tls;
+  kite_page_t *pg = _kite_pagemap_unit(u); /* pagemap.h M1: a readable descriptor */
+#ifdef KITE_THREAD_KEY
+  uintptr_t key = KITE_THREAD_KEY();
+#else
+  uintptr_t key = (uintptr_t)_kite_heap_tls;
+#endif
   uint64_t i;
-  /* pg->heap is stored by other threads: one relaxed read (classify.h C2: a descriptor that
-   * names this heap is a head, and p lies in its first unit: its offset is u's low 16 bits) */
-  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) goto other;
-  FREE_BLOCK_INDEX(pg, u, i, other);
-  FREE_IF_NOT_LIVE(pg->links, i, other);
+  /* owner_key is stored by other threads: one relaxed read (heap.h: it is this thread's key
+   * exactly when pg->heap is this thread's heap; classify.h C2: so pg is a head, and p lies
+   * in its first unit: its offset is u's low 16 bits).
+   * The entry is read with an atomic load in every build (other threads CAS it, remote.c
+   * R1): gcc then addresses it in place, where a plain read makes it build the address
+   * first and keep it for the store below. */
+  if (unlikely(KITE_LOAD_RELAXED(pg->owner_key) != key || !_kite_block_index(pg, u & 0xffff, &i) ||
+               __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
+    free_arena_generic(p, pg); /* mostly another thread's block (remote.c) */
+    return;
+  }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
   KITE_TOOL_BLOCK_FREE(p, pg->block_size);
   KITE_STORE_RELAXED(pg->links[i], pg->local_free); /* remote.c R3 */
   pg->local_free = (uint16_t)i;
-  FREE_DEC_USED(pg, slow);
-  return;
-slow:
-  free_local_slow(pg); /* not h: it would have to outlive the multiply */
-  return;
-other:
-  free_arena_generic(p, pg); /* mostly another thread's block (remote.c) */
+  if (unlikely(--pg->used == 0)) free_local_slow(pg); /* emptied, or on the full list (page.h) */
 }
 
 static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
@@ -114,10 +95,11 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
   __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
   pg->local_free = (uint16_t)i;
-  if (--pg->used <= 0) _kite_free_local_slow(_kite_heap_tls, pg);
+  if (--pg->used == 0) _kite_free_local_slow(_kite_heap_tls, pg); /* emptied, or on the full list */
 }
 
-/* free(p) in an arena that the fast path did not take (d: p's unit's descriptor). A
+/* free(p) that the fast path did not take (d: p's unit's descriptor, pagemap.h M1: one of
+ * the none table's when p is in no arena). A
  * descriptor with an owner is a small page's head and p lies in its first unit (C2): the
  * remote path needs no head or kind lookup (the acquire pairs with the owner's release
  * store). The owner is not tested against this thread's heap: the fast path took every

@@ -192,7 +192,7 @@ static void account_list(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg = h->queue[cls].first;
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)(pg->used & ~KITE_PAGE_IN_FULL);
+  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)_kite_page_used(pg);
   if (left >= k) {
     left -= k;
     return;

@@ -8,7 +8,7 @@
  * Small page life cycle, as the heap drives it (page.c does the work on one page):
  *   fresh (heap_reclaim.c: reclaimed, stolen, from the heap's cache or a buddy run) -> in
  *   heap->queue[cls] while it may have free blocks -> on heap->full[cls] once collecting
- *   found nothing (sign bit of used set; a local free moves it back at once, remote frees
+ *   found nothing (in_full set, page.h; a local free moves it back at once, remote frees
  *   are found by an amortized scan of the full list, full_scan, before a fresh page is
  *   taken) -> empty: cached or given back to the arena. At thread exit every non-empty page
  *   is abandoned and later adopted (heap_abandon.c). The heap structs themselves, thread and
@@ -18,7 +18,8 @@
  *   I-P1 direct[n] is the first page of queue[class_of(n)], or the empty page; pinned[cls]
  *        == queue[cls].first, and that page's used carries +1 (_kite_heap_pin moves both).
  *   I-P2 a page in h's queues or full lists has page->heap == h (relaxed atomic: remote
- *        frees compare it).
+ *        frees compare it) and owner_key == h->key (heap_impl.h's page_own; page_release and
+ *        abandonment clear both).
  *   I-C1 h->cache holds empty small pages of any order (kind CACHED, heap NULL, link array
  *        kept), cache_count is the sum of their units and never above KITE_HEAP_CACHE_UNITS;
  *        only the owner touches it. A fresh page of order k is one of them when one has that
@@ -48,26 +49,36 @@ __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec"))) 
 
 /* Put pg (no free block, all carved: used == capacity, no pin) on its heap's full list. */
 void _kite_heap_full_push(kite_heap_t *h, kite_page_t *pg) {
-  pg->used |= KITE_PAGE_IN_FULL;
+  kite_assert_internal(pg->used == (int32_t)pg->capacity && !pg->in_full);
+  _kite_page_to_full(pg);
   list_lock(h);
   q_push_back(&h->full[pg->cls], pg);
   full_count_add(h, pg->cls, 1);
   list_unlock(h);
 }
 
-/* direct[lo..hi] = pg. A class has 17 (the first), 16, 32 or 64 entries, and a program whose
- * current pages change often (random sizes, scattered frees) pays this on every change: four
- * entries a step (two 16-byte stores) where SSE2 is there. */
-static inline void direct_fill(kite_heap_t *h, unsigned lo, unsigned hi, kite_page_t *pg) {
+/* direct[lo..hi] = pg and direct_start[lo..hi] = start. A class has 17 (the first), 16, 32
+ * or 64 entries, and a program whose current pages change often (random sizes, scattered
+ * frees) pays this on every change: four entries a step (two 16-byte stores each) where
+ * SSE2 is there. */
+static inline void direct_fill(kite_heap_t *h, unsigned lo, unsigned hi, kite_page_t *pg, uint8_t *start) {
 #if defined(__SSE2__)
-  if (lo == 0) h->direct[lo++] = pg;
-  __m128i v = _mm_set1_epi64x((long long)(uintptr_t)pg);
+  if (lo == 0) {
+    h->direct[0] = pg;
+    h->direct_start[lo++] = start;
+  }
+  __m128i v = _mm_set1_epi64x((long long)(uintptr_t)pg), w = _mm_set1_epi64x((long long)(uintptr_t)start);
   for (unsigned s = lo; s <= hi; s += 4) { /* hi - lo + 1 is a multiple of 4 */
     _mm_storeu_si128((__m128i *)&h->direct[s], v);
     _mm_storeu_si128((__m128i *)&h->direct[s + 2], v);
+    _mm_storeu_si128((__m128i *)&h->direct_start[s], w);
+    _mm_storeu_si128((__m128i *)&h->direct_start[s + 2], w);
   }
 #else
-  for (unsigned s = lo; s <= hi; s++) h->direct[s] = pg;
+  for (unsigned s = lo; s <= hi; s++) {
+    h->direct[s] = pg;
+    h->direct_start[s] = start;
+  }
 #endif
 }
 
@@ -89,7 +100,7 @@ void _kite_heap_pin(kite_heap_t *h, unsigned cls) {
   /* the class's entries are always written together: one tells them all (most calls find
    * them right, and a class has 16 to 64 of them) */
   unsigned hi = _kite_class_direct_hi(cls);
-  if (h->direct[hi] != pg) direct_fill(h, _kite_class_direct_lo(cls), hi, pg);
+  if (h->direct[hi] != pg) direct_fill(h, _kite_class_direct_lo(cls), hi, pg, KITE_TOOL_START(first ? _kite_page_start(first) : NULL));
   kite_assert_internal(_kite_heap_check_class(h, cls, 0));
   kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
@@ -111,7 +122,7 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
     visited++;
     q_remove(fq, pg);
     if (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) != KITE_TF_EMPTY) {
-      pg->used &= ~KITE_PAGE_IN_FULL;
+      _kite_page_from_full(pg);
       full_count_add(h, cls, -1);
       found = pg;
       break;
@@ -189,8 +200,8 @@ void *_kite_malloc_class(unsigned cls) {
 
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
   unsigned cls = pg->cls;
-  if (pg->used < 0) { /* was on the full list: it has a free block now */
-    pg->used &= ~KITE_PAGE_IN_FULL;
+  if (pg->in_full) { /* was on the full list: it has a free block now */
+    _kite_page_from_full(pg);
     list_lock(h);
     q_remove(&h->full[cls], pg);
     full_count_add(h, cls, -1);
@@ -210,16 +221,17 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
 /* ---- validators (contracts in heap.h) ---- */
 
 /* Walk queue q of class cls: links (first/last, next/prev agree, which also rules out
- * cycles), every page owned by h, of class cls, IN_FULL set exactly on the full list;
+ * cycles), every page owned by h, of class cls, in_full set exactly on the full list;
  * each page checked with its lists when depth >= 2. *n = pages. */
 static bool check_queue(const kite_heap_t *h, const kite_pageq_t *q, unsigned cls, bool full, int depth, uint32_t *n) {
   uint32_t k = 0;
   kite_page_t *prev = NULL;
   for (kite_page_t *pg = q->first; pg; prev = pg, pg = pg->next) {
     if (pg->prev != prev) return _kite_check_failed("heap: queue link prev != previous page", (uintptr_t)pg);
-    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h) return _kite_check_failed("heap: queued page of another heap", (uintptr_t)pg);
+    if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h || __atomic_load_n(&pg->owner_key, __ATOMIC_RELAXED) != h->key)
+      return _kite_check_failed("heap: queued page of another heap", (uintptr_t)pg);
     if (pg->cls != cls) return _kite_check_failed("heap: page in the queue of another class", pg->cls);
-    if (((pg->used & KITE_PAGE_IN_FULL) != 0) != full) return _kite_check_failed("heap: full bit disagrees with the list", (uintptr_t)pg);
+    if ((pg->in_full != 0) != full) return _kite_check_failed("heap: full bit disagrees with the list", (uintptr_t)pg);
     if (!_kite_page_check(pg, depth >= 2, pg == h->pinned[cls] ? 1 : 0)) return false;
     k++;
   }
@@ -231,11 +243,12 @@ static bool check_queue(const kite_heap_t *h, const kite_pageq_t *q, unsigned cl
 bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth) {
   kite_page_t *first = h->queue[cls].first;
   if (h->pinned[cls] != first) return _kite_check_failed("heap: pinned page is not the queue's first", cls);
-  if (first && (first->used & ~KITE_PAGE_IN_FULL) < 1) return _kite_check_failed("heap: pinned page without its +1", cls);
+  if (first && (first->in_full || first->used < 1)) return _kite_check_failed("heap: pinned page without its +1", cls);
   if ((first == NULL) != (h->queue[cls].last == NULL)) return _kite_check_failed("heap: queue first/last", cls);
   if (cls < KITE_DIRECT_CLASSES)
     for (unsigned s = _kite_class_direct_lo(cls); s <= _kite_class_direct_hi(cls); s++)
-      if (h->direct[s] != (first ? first : &_kite_page_empty)) return _kite_check_failed("heap: direct slot is not the queue's first page", s);
+      if (h->direct[s] != (first ? first : &_kite_page_empty) || (first && KITE_TOOL_START(h->direct_start[s]) != _kite_page_start(first)))
+        return _kite_check_failed("heap: direct slot is not the queue's first page", s);
   if (depth < 1) return true;
   uint32_t n;
   if (!check_queue(h, &h->queue[cls], cls, false, depth, &n)) return false;
@@ -257,7 +270,8 @@ bool _kite_heap_check(const kite_heap_t *h) {
     if (!_kite_heap_check_class(h, c, 2)) return false;
   uint32_t n = 0;
   for (kite_page_t *pg = h->cache; pg; pg = pg->next) {
-    if (pg->kind != KITE_KIND_CACHED || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL)
+    if (pg->kind != KITE_KIND_CACHED || __atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL ||
+        pg->owner_key)
       return _kite_check_failed("heap: cached page is not an unowned empty page", (uintptr_t)pg);
     n += 1u << pg->order;
     if (n > KITE_HEAP_CACHE_UNITS) return _kite_check_failed("heap: page cache over its bound", n);

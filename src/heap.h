@@ -6,7 +6,8 @@
  * Ownership: a heap is touched only by its thread (and, after the thread exited, by
  * nobody: it goes back to the heap pool). Pages in a heap's queues have page->heap == it.
  * direct[n] is always the first page of the queue of class_of(n), or the static empty
- * page (whose free list is NULL) so a miss lands in the generic path without a branch.
+ * page (whose free list is NULL) so a miss lands in the generic path without a branch;
+ * direct_start[n] is that page's first byte.
  * The first page of each queue is "pinned": its used count carries +1, so freeing its
  * last block does not leave the fast path (malloc/free of one block in a loop stays at
  * ~30 instructions); the bias moves whenever another page becomes first.
@@ -22,8 +23,12 @@ typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
 typedef struct kite_heap_s {
   kite_page_t *direct[KITE_DIRECT_SLOTS];
+  /* _kite_page_start(direct[n]) where direct[n] is a page (anything beside the empty page:
+   * never read there): the malloc fast path's blocks are found from here (heap structs sit
+   * between guard pages), not from a descriptor field */
+  uint8_t *direct_start[KITE_DIRECT_SLOTS];
   kite_pageq_t queue[KITE_CLASSES]; /* pages that may have free blocks; first = current */
-  kite_pageq_t full[KITE_CLASSES];  /* pages found full (used has KITE_PAGE_IN_FULL) */
+  kite_pageq_t full[KITE_CLASSES];  /* pages found full (in_full set, page.h) */
   kite_page_t *pinned[KITE_CLASSES]; /* == queue[c].first, whose used carries a +1 bias */
   uint32_t full_count[KITE_CLASSES];
   uint32_t scan_credit[KITE_CLASSES];  /* full-list pages full_scan may still visit */
@@ -38,6 +43,12 @@ typedef struct kite_heap_s {
   uint64_t reclaim_idle[2];         /* bit c: class c's current page was empty at the last look */
   uint8_t steal_skip[KITE_CLASSES]; /* refills of class c left before heap_steal looks again */
   uint8_t steal_miss[KITE_CLASSES]; /* heap_steal's looks in a row that found no dead page */
+  /* The thread key (types.h) of the heap's thread, 0 for a first-class heap and for a heap
+   * made after its thread's exit began (heap_pool.c): pages of h carry it in owner_key, and
+   * the free fast path takes a page whose owner_key is the calling thread's key. Keys of
+   * threads that cannot run again (exited, or other threads in a forked child) are dropped
+   * from every page before another thread may get the same key (heap_pool.c). */
+  uintptr_t key;
   /* Guards full[] and full_count[] (heap_reclaim.c: another thread's heap_steal takes dead
    * pages off them): a spin lock (0 free, 1 held; heap_impl.h's list_lock). The owner holds
    * it only around its own changes of those lists and never takes _kite_heap_lock while
@@ -112,7 +123,7 @@ extern void (*_kite_test_hook_heap_abandon)(void);
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
  * Class cls of heap h (the caller is h's thread): pinned == queue first with its +1, the
  * direct[] slots of the class point at it (or at the empty page); depth >= 1 also walks the
- * queue and the full list (links, owner, class, IN_FULL bits, full_count, each page's
+ * queue and the full list (links, owner, class, in_full flags, full_count, each page's
  * geometry); depth >= 2 checks every page's free lists too. */
 bool _kite_heap_check_class(const kite_heap_t *h, unsigned cls, int depth);
 /* Every class of h at depth 2 and its page cache. */

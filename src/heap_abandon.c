@@ -100,7 +100,7 @@ kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) {
       if (pg->used == 0) abandoned_empty--;
       abandoned_unlink(pg);
       _kite_remote_mark_abandoned(pg, false); /* remote.c R5 */
-      __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+      page_own(h, pg);
     }
     _kite_unlock(&_kite_heap_lock);
     if (!pg) return NULL;
@@ -132,11 +132,12 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
       kite_page_t *pg;
       while ((pg = qs[k]->first) != NULL) {
         q_remove(qs[k], pg);
-        pg->used &= ~KITE_PAGE_IN_FULL;
+        _kite_page_from_full(pg);
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));
         _kite_lock(&_kite_heap_lock);
+        KITE_STORE_RELAXED(pg->owner_key, 0); /* I-P2: not on the fast path of any thread */
         __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
         _kite_remote_mark_abandoned(pg, true); /* remote.c R5: later pushes come here */
         abandoned_push(pg);
@@ -215,7 +216,7 @@ bool _kite_heap_check_all(void) {
         slow = slow->next;
         if (slow == pg) { ok = _kite_check_failed("heap: abandoned list has a cycle", c); break; }
       }
-      if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->cls != c)
+      if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL || pg->owner_key || pg->cls != c)
         ok = _kite_check_failed("heap: abandoned page owned or of another class", (uintptr_t)pg);
       else if (pg->prev != (k ? prev : NULL))
         ok = _kite_check_failed("heap: abandoned list's back link", (uintptr_t)pg);

@@ -11,8 +11,8 @@
  * Invariants (heap.h states the queue ones; these are the sharing rules):
  *   I-Q1 full[] and full_count[] change only under h->lock; the owner may peek at
  *        full_count without it (full_n), another heap only tries the lock (heap_steal).
- *   I-Q2 a page on a full list has no free block and no pin: used == capacity with
- *        KITE_PAGE_IN_FULL set (full_push); a local free takes it off at once.
+ *   I-Q2 a page on a full list has no free block and no pin: its count is capacity,
+ *        in_full set and used 1 (full_push, page.h); a local free takes it off at once.
  *   I-Q3 lock order: _kite_heap_lock, then a heap's lock; the owner never takes
  *        _kite_heap_lock while holding its own.
  *   I-Q4 a heap's counters (issued[], remote_frees) are written by its owner only, with
@@ -126,6 +126,13 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
   heap_count(&h->issued[pg->cls], _kite_page_extend(pg));
 }
 
+/* pg (a small page's head) is h's from now: its heap (the release pairs with remote frees'
+ * acquire, remote.c) and the key the free fast path compares (I-P2). */
+static inline void page_own(kite_heap_t *h, kite_page_t *pg) {
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+  KITE_STORE_RELAXED(pg->owner_key, h->key);
+}
+
 /* A former small page's run goes back to its arena, without its link array. */
 static inline void run_free(kite_page_t *pg) {
   _kite_page_fini(pg);
@@ -137,6 +144,7 @@ static inline void run_free(kite_page_t *pg) {
  * from its cache: no arena lock, no purge and no page fault in between. */
 static inline void page_release(kite_heap_t *h, kite_page_t *pg, bool may_cache) {
   kite_assert_internal(_kite_page_check(pg, true, -1));
+  KITE_STORE_RELAXED(pg->owner_key, 0);
   __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELAXED);
   pg->kind = KITE_KIND_HELD; /* until the arena has it */
   if (may_cache && h->cache_count + (1u << pg->order) <= KITE_HEAP_CACHE_UNITS) {

@@ -48,12 +48,17 @@ static pthread_key_t heap_key;
 static bool heap_key_made;
 
 static void heap_thread_done(void *arg);
+/* Set once the thread's exit has retired its heap (heap_thread_done): a heap made after that
+ * (a later destructor's malloc) may never be retired, so it gets no key (heap.h). */
+static __thread bool heap_exiting __attribute__((tls_model("initial-exec")));
 
-/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile). */
+/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile); direct[]
+ * is written entry by entry, and direct_start[] is left as it was (heap.h: it means
+ * something only beside a page in direct[]), so the memset starts after them. */
 _Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
                "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
-  memset(h, 0, offsetof(kite_heap_t, handle_gen));
+  memset(&h->queue, 0, offsetof(kite_heap_t, handle_gen) - offsetof(kite_heap_t, queue));
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
@@ -193,6 +198,11 @@ static void heap_retire(kite_heap_t *h) {
 kite_heap_t *_kite_heap_create(void) {
   kite_heap_t *h = heap_obtain(false);
   if (!h) return NULL;
+#ifdef KITE_THREAD_KEY
+  h->key = heap_exiting ? 0 : KITE_THREAD_KEY();
+#else
+  h->key = heap_exiting ? 0 : (uintptr_t)h;
+#endif
   _kite_heap_tls = h;
   /* may allocate (keys >= 32): the TLS heap is ready */
   if (unlikely(heap_key_set(h) != 0)) {
@@ -218,6 +228,7 @@ static void heap_thread_done(void *arg) {
   kite_heap_t *h = arg;
   if (!h || h == &_kite_heap_empty) return;
   _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
+  heap_exiting = true;
   heap_retire(h);
 }
 
@@ -293,4 +304,16 @@ void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg) {
 
 void _kite_heap_fork_prepare(void) { _kite_lock(&_kite_heap_lock); }
 void _kite_heap_fork_parent(void) { _kite_unlock(&_kite_heap_lock); }
-void _kite_heap_fork_child(void) { _kite_lock_reinit(&_kite_heap_lock); }
+/* The child has one thread: the other threads' heaps stay (their pages' frees go the remote
+ * way, as to any heap nobody collects), but their keys go, pages first: a thread the child
+ * starts may get an exited thread's thread pointer (heap.h). */
+void _kite_heap_fork_child(void) {
+  _kite_lock_reinit(&_kite_heap_lock);
+  for (kite_heap_t *h = _kite_heap_all; h; h = h->next_all) {
+    if (h == _kite_heap_tls || !h->key) continue;
+    for (unsigned c = 0; c < KITE_CLASSES; c++)
+      for (int k = 0; k < 2; k++)
+        for (kite_page_t *pg = (k ? h->full[c] : h->queue[c]).first; pg; pg = pg->next) KITE_STORE_RELAXED(pg->owner_key, 0);
+    h->key = 0;
+  }
+}

@@ -70,7 +70,7 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
       continue;
     }
     if (full) {
-      pg->used &= ~KITE_PAGE_IN_FULL;
+      _kite_page_from_full(pg);
       full_count_add(h, c, -1);
       list_unlock(h);
     }
@@ -167,14 +167,14 @@ static int heap_steal(kite_heap_t *h, unsigned cls) {
     kite_page_t *pg = got;
     got = pg->next;
     pg->next = NULL;
-    pg->used &= ~KITE_PAGE_IN_FULL;
+    _kite_page_from_full(pg);
     page_collect(h, pg, true);
     if (pg->used == 0) {
       page_release(h, pg, true);
       continue;
     }
     /* a racing double free broke its cross-thread list (blocks stay claimed): h keeps it */
-    __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+    page_own(h, pg);
     if (pg->free != KITE_LINK_END) {
       queue_back(h, cls, pg);
     } else {
@@ -244,6 +244,7 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
     run_free(pg);
     return NULL;
   }
+  page_own(h, pg);
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));
   q_push_front(&h->queue[cls], pg);

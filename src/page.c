@@ -33,11 +33,12 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   pg->reserved = reserved;
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
+  pg->in_full = 0;
   pg->free = pg->local_free = KITE_LINK_END;
   pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
   pg->owned.owner = NULL;
-  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE); /* the heap layer sets owner_key (heap.h) */
   return true;
 }
 
@@ -139,7 +140,7 @@ bool _kite_page_check(const kite_page_t *pg, bool lists, int bias) {
   for (uint32_t i = cap; i < pg->links_cap; i++)
     if (pg->links[i] != 0) return _kite_check_failed("page: entry of an uncarved block is set", i);
   if (KITE_TF_COUNT(tf) > (int32_t)nremote) return _kite_check_failed("page: thread_free count above the blocks freed remotely", (uint64_t)KITE_TF_COUNT(tf));
-  int32_t used = pg->used & ~KITE_PAGE_IN_FULL, out = (int32_t)(cap - nfree - nlocal);
+  int32_t used = _kite_page_used(pg), out = (int32_t)(cap - nfree - nlocal);
   if (!(bias >= 0 ? used == out + bias : (used == out || used == out + 1)))
     return _kite_check_failed("page: used != carved - free - local_free (+1 when pinned)", (uint64_t)used);
   return true;

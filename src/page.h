@@ -15,11 +15,13 @@
  *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
  *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
  *     on thread_free);
- *   - used (low 31 bits) = carved - |free| - |local_free|, i.e. the number of blocks handed
- *     out plus those freed by other threads and not yet collected (plus 1 while the page is
- *     its heap's pinned one);
- *   - the sign bit of used (KITE_PAGE_IN_FULL) is set while the page sits on the heap's
- *     full list: any local free then takes the generic path, which moves it back.
+ *   - the count of a page, _kite_page_used = carved - |free| - |local_free|, i.e. the
+ *     number of blocks handed out plus those freed by other threads and not yet collected
+ *     (plus 1 while the page is its heap's pinned one), is the field used, except while
+ *     the page sits on its heap's full list (in_full): then the count is capacity (every
+ *     carved block out, nothing collected until it leaves the list) and used reads 1, so
+ *     that the free fast path's decrement reaches 0 on a full page as on an emptied one
+ *     (one test): the generic path moves it back.
  *   - thread_free holds the blocks other threads freed (head, count, and the ABANDONED
  *     bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
  *     free; the owner takes them back in _kite_page_collect.
@@ -34,7 +36,6 @@
 #include "tool.h"
 #include "message.h"
 
-#define KITE_PAGE_IN_FULL ((int32_t)0x80000000u)
 #define KITE_EXTEND_BYTES 4096 /* bytes carved per page_extend */
 
 void _kite_block_check_fresh(const kite_page_t *pg, void *b); /* KITE_DEBUG >= 3; below */
@@ -61,6 +62,25 @@ static inline void *_kite_page_pop(kite_page_t *pg) {
   KITE_TOOL_BLOCK_LIVE(b, pg->block_size); /* before the check reads the block */
   if (KITE_DEBUG >= 3) _kite_block_check_fresh(pg, b);
   return b;
+}
+
+/* The page's count (above), also of a page on the full list. Any thread (relaxed reads:
+ * another thread's page is read for introspection only). */
+static inline int32_t _kite_page_used(const kite_page_t *pg) {
+  int32_t u = __atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&pg->in_full, __ATOMIC_RELAXED)) u += (int32_t)__atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) - 1;
+  return u;
+}
+/* pg (its count capacity: every carved block out) goes on its heap's full list, or leaves
+ * it (a local free may have taken used to 0: the count is then capacity - 1). Owner only. */
+static inline void _kite_page_to_full(kite_page_t *pg) {
+  pg->used -= (int32_t)pg->capacity - 1;
+  __atomic_store_n(&pg->in_full, (uint8_t)1, __ATOMIC_RELAXED);
+}
+static inline void _kite_page_from_full(kite_page_t *pg) {
+  if (!pg->in_full) return;
+  __atomic_store_n(&pg->in_full, (uint8_t)0, __ATOMIC_RELAXED);
+  pg->used += (int32_t)pg->capacity - 1;
 }
 
 /* Is block i (carved) handed out? Any thread (a relaxed read of its entry). */

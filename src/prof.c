@@ -98,7 +98,7 @@ static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
   kite_page_t *pg = h->queue[c].first;
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)(pg->used & ~KITE_PAGE_IN_FULL);
+  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
   int64_t *left = &left_small[c];
   if (*left >= k * s) {
     *left -= k * s;

@@ -198,21 +198,23 @@ typedef struct kite_owned_s {
  *   arena: kind (FREE/META, HELD until a user sets SMALL/LARGE), head_off, order, heap = NULL
  *   page:  free, local_free, used, block_size, capacity, links, thread_free, div_magic,
  *          cls, reserved, links_cap (small pages)
- *   heap:  heap, next/prev (queues), owned (first-class heaps)
+ *   heap:  heap, owner_key (with heap), next/prev (queues), owned (first-class heaps)
  *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
   uint16_t free;                   /* allocation list: first block's index (owner only) */
   uint16_t local_free;             /* freed by the owner, not yet reusable (owner only) */
-  int32_t used;                    /* see page.h; sign bit = on the full list */
+  int32_t used;                    /* see page.h (1 while on the full list) */
   uint32_t block_size;             /* small: class size; large: 0 */
   uint32_t capacity;               /* blocks carved */
   struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
   uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
-  uint64_t unused2_;                /* (no start: _kite_page_start derives it) */
-  uint32_t head_off;               /* units back to the head descriptor (0: a head) */
+  uintptr_t owner_key;             /* its heap's thread key, 0 if none (heap.h); relaxed atomic */
+  uint16_t head_off;               /* units back to the head descriptor (0: a head) */
+  uint8_t in_full;                 /* on its heap's full list (page.h) */
+  uint8_t unused2_;                /* (no start: _kite_page_start derives it) */
   uint8_t kind, cls, order;
   uint8_t sampled;                 /* large: a block of the heap profiler (prof.h P1) */
   /* cold */
@@ -236,6 +238,15 @@ static inline kite_page_t *_kite_unit_at(uintptr_t base, uintptr_t u) {
 }
 static inline kite_page_t *_kite_unit_of(uintptr_t u) { return _kite_unit_at(u & ~(uintptr_t)KITE_ARENA_MASK, u); }
 static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_off; }
+
+/* The calling thread's key: its thread pointer (one register read), unique among live
+ * threads; where the compiler has no such builtin, its heap's address (heap.h says who
+ * gets one and when it is dropped). */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define KITE_THREAD_KEY() ((uintptr_t)__builtin_thread_pointer())
+#endif
+#endif
 /* KITE_UNIT_SIZE / sizeof(kite_page_t) - 1 (511), defined in sizeclass.c where the
  * compiler cannot see it: the multiply below stays one imul (gcc would make a known 511
  * shift, move and subtract). In read-only data. */

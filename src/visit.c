@@ -102,7 +102,7 @@ void _kite_snapshot(kite_snapshot_t *sn) {
 }
 
 uint32_t _kite_page_live(const kite_page_t *pg) {
-  int32_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED) & ~KITE_PAGE_IN_FULL;
+  int32_t used = _kite_page_used(pg);
   kite_heap_t *h = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   if (h && __atomic_load_n(&h->pinned[pg->cls], __ATOMIC_RELAXED) == pg) used--;
   used -= KITE_TF_COUNT(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED));

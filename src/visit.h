@@ -6,7 +6,7 @@
  * stack (a small page holds at most KITE_PAGE_MAX_BLOCKS blocks).
  *
  * Live blocks of a small page, from its counters (no list walk; any thread, a snapshot):
- *   used (without the full-list sign bit) - 1 if the page is its heap's pinned page
+ *   the page's count (_kite_page_used) - 1 if the page is its heap's pinned page
  *   - the count in thread_free (blocks freed by other threads, not yet collected).
  * Live blocks of a small page, exactly (owner or quiescent process): every carved block
  * that is on none of free, local_free, thread_free.

@@ -483,6 +483,101 @@ TEST(fork_while_arena_grows) {
 }
 
 
+/* ---- thread keys (heap.h) ---- */
+
+/* A child forked while another thread T is alive: a thread the child starts may get T's
+ * thread pointer (glibc hands the child's new threads the stacks of the parent's other
+ * threads), so T's pages must not keep T's key there. The child's thread frees blocks of
+ * T's full page: they go the remote way (T's heap is nobody's in the child), not through
+ * the fast path into a page of another heap (which would take it off a full list it is not
+ * on). The child checks every structure and exits 0. */
+enum { KEY_N = 600 };
+static void *key_blocks[KEY_N];
+static uintptr_t key_t_tp, key_c_tp;
+static pthread_mutex_t key_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t key_cv = PTHREAD_COND_INITIALIZER;
+static int key_phase;
+static void *key_owner(void *arg) {
+  (void)arg;
+  for (int k = 0; k < KEY_N; k++) key_blocks[k] = kite_malloc(256); /* fills a page or two */
+  key_t_tp = (uintptr_t)__builtin_thread_pointer();
+  pthread_mutex_lock(&key_mu);
+  key_phase = 1;
+  pthread_cond_broadcast(&key_cv);
+  while (key_phase != 2) pthread_cond_wait(&key_cv, &key_mu);
+  pthread_mutex_unlock(&key_mu);
+  for (int k = 0; k < KEY_N; k++) kite_free(key_blocks[k]);
+  return NULL;
+}
+static void *key_child_thread(void *arg) {
+  (void)arg;
+  key_c_tp = (uintptr_t)__builtin_thread_pointer();
+  for (int k = 0; k < KEY_N / 2; k++) kite_free(key_blocks[k]);
+  return NULL;
+}
+TEST(fork_drops_other_threads_keys) {
+#if defined(__SANITIZE_THREAD__)
+  fprintf(stderr, "(not run under TSan: it cannot start a thread in the child of a threaded fork)\n");
+  return;
+#endif
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, key_owner, NULL), 0);
+  pthread_mutex_lock(&key_mu);
+  while (key_phase != 1) pthread_cond_wait(&key_cv, &key_mu);
+  pthread_mutex_unlock(&key_mu);
+  kite_page_t *first = _kite_unit_of((uintptr_t)key_blocks[0]);
+  expect_true(first->in_full); /* the case: a fast free would take the slow path */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    pthread_t c;
+    if (pthread_create(&c, NULL, key_child_thread, NULL) != 0) _exit(3);
+    pthread_join(c, NULL);
+    if (key_c_tp != key_t_tp) fprintf(stderr, "(the child's thread got another thread pointer: the key's reuse is not shown)\n");
+    _exit((kite_check)() ? 0 : 1);
+  }
+  int st = 0;
+  assert_true(pid > 0 && waitpid(pid, &st, 0) == pid);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  pthread_mutex_lock(&key_mu);
+  key_phase = 2;
+  pthread_cond_broadcast(&key_cv);
+  pthread_mutex_unlock(&key_mu);
+  pthread_join(t, NULL);
+}
+
+/* A heap made on a thread whose exit already retired its heap (a later key destructor's
+ * malloc) may be the last of that thread and never retired: its pages get no key (heap.h),
+ * so a thread that later has this thread pointer never frees into them on its fast path.
+ * The block freed there goes the remote way and comes back to the heap. */
+static pthread_key_t late_key;
+static uintptr_t late_owner_key = 1, late_heap_key = 1;
+static void late_destructor(void *arg) {
+  (void)arg;
+  void *p = kite_malloc(64);
+  if (!p) return;
+  late_owner_key = _kite_unit_of((uintptr_t)p)->owner_key;
+  late_heap_key = _kite_heap_tls->key;
+  kite_free(p);
+}
+static void *late_thread(void *arg) {
+  (void)arg;
+  kite_free(kite_malloc(64)); /* the thread's own heap, retired first at its exit */
+  pthread_setspecific(late_key, (void *)1);
+  return NULL;
+}
+TEST(heap_made_during_exit_gets_no_key) {
+  kite_free(kite_malloc(16)); /* kite's thread key exists: the destructors run in key order */
+  assert_int_eq(pthread_key_create(&late_key, late_destructor), 0);
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, late_thread, NULL), 0);
+  pthread_join(t, NULL);
+  expect_uint_eq(late_owner_key, 0);
+  expect_uint_eq(late_heap_key, 0);
+  pthread_key_delete(late_key);
+}
+
+
 /* ---- huge-page advice of freed runs ---- */
 
 
@@ -662,5 +757,9 @@ int main(int argc, char **argv) {
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
   RUN_CHECKED(invalid_frees_counts_only_frees);
+  /* last: their threads' pages go back to the arena, and the huge-advice test above takes
+   * raw runs from it (an ASan build poisons a run given back) */
+  RUN_CHECKED(fork_drops_other_threads_keys);
+  RUN_CHECKED(heap_made_during_exit_gets_no_key);
   return test_main_end();
 }

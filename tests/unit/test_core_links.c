@@ -28,6 +28,10 @@
 #include "links.h"
 #include "page.h"
 #include "classify.h"
+#include "pagemap.h"
+#include "heap.h"
+#include "sizeclass.h"
+#include "stats.h"
 #include "heap.h"
 #include "stats.h"
 
@@ -389,6 +393,92 @@ TEST(steal_pacing_find_resets) {
   expect_true((kite_check)());
 }
 
+/* ---- the free fast path's arithmetic (classify.h, pagemap.h, page.h) ---- */
+
+/* _kite_block_index with div_magic as page.c sets it: for every class, at every byte offset
+ * of its largest page, "a block start" exactly at the multiples of the block size, with
+ * the quotient as the index; and at offsets up to 2^31 - 1 (classify.h's bound), sampled. */
+TEST(classify_block_index) {
+  unsigned bad = 0;
+  for (unsigned c = 0; c < KITE_CLASSES && bad < 10; c++) {
+    uint32_t bs = _kite_class_size_[c];
+    kite_page_t pg = {.block_size = bs, .div_magic = (uint64_t)(~(uint64_t)0 / bs) + 1};
+    uint64_t end = (uint64_t)KITE_UNIT_SIZE << _kite_class_order_[c];
+    for (uint64_t off = 0; off < end && bad < 10; off++) {
+      uint64_t i = ~(uint64_t)0;
+      bool start = _kite_block_index(&pg, off, &i);
+      if (start != (off % bs == 0) || (start && i != off / bs)) {
+        fprintf(stderr, "class %u (%u B), offset %llu: start %d index %llu\n", c, bs, (unsigned long long)off, start,
+                (unsigned long long)i);
+        bad++;
+      }
+    }
+    for (uint64_t off = end; off < ((uint64_t)1 << 31) && bad < 10; off = off * 3 / 2 + 1)
+      for (uint64_t o = off - off % bs; o < off - off % bs + 3; o++) {
+        uint64_t i = 0;
+        bool start = _kite_block_index(&pg, o, &i);
+        if (start != (o % bs == 0) || (start && i != o / bs)) bad++;
+      }
+  }
+  expect_uint_eq(bad, 0);
+}
+
+/* pagemap.h M1: every address below the page map's end has a readable descriptor; a block's
+ * is its unit's, anything outside an arena (a static, the stack, a huge block, NULL) gets
+ * one of the none table's, which names no heap and stays zero. */
+TEST(pagemap_unit_none_table) {
+  void *p = kite_malloc(48), *big = kite_malloc(64u << 20);
+  assert_true(p != NULL && big != NULL);
+  expect_true(_kite_pagemap_unit((uintptr_t)p) == _kite_unit_of((uintptr_t)p));
+  static char stat[64];
+  char stack[64];
+  uintptr_t others[] = {(uintptr_t)stat, (uintptr_t)stack, (uintptr_t)big, 0, ((uintptr_t)1 << KITE_ADDR_BITS) - 1};
+  const kite_page_t *none = _kite_pagemap_desc.none;
+  for (unsigned k = 0; k < sizeof others / sizeof others[0]; k++) {
+    kite_page_t *d = _kite_pagemap_unit(others[k]);
+    expect_true(d >= none && d < none + KITE_ARENA_UNITS);
+    expect_true(d->heap == NULL && d->kind == 0 && d->links == NULL);
+  }
+  uint64_t reports = __atomic_load_n(&_kite_stats.invalid_frees, __ATOMIC_RELAXED);
+  fprintf(stderr, "(a report of an invalid free expected)\n");
+  kite_free(stat + 16); /* reported, the none table untouched */
+  expect_uint_eq(__atomic_load_n(&_kite_stats.invalid_frees, __ATOMIC_RELAXED), reports + 1);
+  const unsigned char *b = (const unsigned char *)none;
+  size_t nonzero = 0;
+  for (size_t k = 0; k < sizeof _kite_pagemap_desc.none; k++) nonzero += b[k] != 0;
+  expect_uint_eq(nonzero, 0);
+  kite_free(big);
+  kite_free(p);
+  expect_true((kite_check)());
+}
+
+/* page.h: a page on its heap's full list reads used 1 with its count at capacity; the
+ * fast free of one of its blocks takes it back to the queue with the count capacity - 1. */
+TEST(full_page_fast_free) {
+  enum { N = 3000 };
+  static void *blocks[N];
+  kite_page_t *first = NULL;
+  unsigned k = 0;
+  for (; k < N; k++) {
+    blocks[k] = kite_malloc(256);
+    assert_true(blocks[k] != NULL);
+    kite_page_t *pg = _kite_unit_of((uintptr_t)blocks[0]);
+    if (!first) first = pg;
+    if (first->in_full) break;
+  }
+  assert_true(k < N && first->in_full);
+  expect_int_eq(first->used, 1);
+  expect_int_eq(_kite_page_used(first), (int32_t)first->capacity);
+  expect_true((kite_check)());
+  kite_free(blocks[1]);
+  expect_uint_eq(first->in_full, 0);
+  expect_int_eq(first->used, (int32_t)first->capacity - 1);
+  expect_true((kite_check)());
+  for (unsigned j = 0; j <= k; j++)
+    if (j != 1) kite_free(blocks[j]);
+  expect_true((kite_check)());
+}
+
 /* ---- main ---- */
 
 typedef struct { const char *name; void (*fn)(void); } test_entry_t;
@@ -400,6 +490,9 @@ static const test_entry_t tests[] = {
   {"links_entry_states", test_links_entry_states},
   {"steal_pacing_backs_off", test_steal_pacing_backs_off},
   {"steal_pacing_find_resets", test_steal_pacing_find_resets},
+  {"classify_block_index", test_classify_block_index},
+  {"pagemap_unit_none_table", test_pagemap_unit_none_table},
+  {"full_page_fast_free", test_full_page_fast_free},
 };
 enum { NTESTS = sizeof tests / sizeof tests[0] };
 
