@@ -11,8 +11,10 @@
  *       its quick refill), so the block's page is known; the core's small path only when
  *       the current page has no block at all.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
- *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
- *       core frees it.
+ *       4 KiB, PROT_NONE from round_up(n, 4 KiB) on (the guard: a huge block's last page, a
+ *       large run's whole unused tail), made accessible again just before the core frees
+ *       it; a freed large run may be kept by its thread, guard in place, for a later
+ *       malloc ("large runs kept" below).
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
  *       of two racing frees exactly one proceeds; the freed mark means double free, the
  *       carved mark a block never handed out (secure_layout.h), anything else a buffer overflow.
