@@ -151,13 +151,9 @@ static KITE_NOINLINE void free_generic(void *p) {
 }
 
 #if KITE_SECURE
-/* secure.c: free carved block p of small page pg (its head descriptor), which the wrapper
- * classified itself (and kept with the block in its quarantine): no second page-map lookup. */
-void _kite_core_free_small(kite_page_t *pg, void *p) {
-  uint64_t i = 0; /* a carved block start (C1: no capacity test needed) */
-  _kite_block_index(pg, (uint64_t)((uintptr_t)p - (uintptr_t)_kite_page_block(pg, 0)), &i);
-  free_small(pg, p, (uint32_t)i);
-}
+/* secure.c: free carved block i at p of small page pg (its head descriptor), which the
+ * wrapper classified itself (and kept with the block in its quarantine): no second lookup. */
+void _kite_core_free_small(kite_page_t *pg, void *p, uint32_t i) { free_small(pg, p, i); }
 #endif
 
 #ifdef KITE_TEST_HOOKS

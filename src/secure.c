@@ -11,15 +11,17 @@
  *       its quick refill), so the block's page is known; the core's small path only when
  *       the current page has no block at all.
  *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
- *       4 KiB, its last page PROT_NONE (the guard), made accessible again just before the
- *       core frees it.
+ *       4 KiB, PROT_NONE from round_up(n, 4 KiB) on (the guard: a huge block's last page, a
+ *       large run's whole unused tail), made accessible again just before the core frees
+ *       it; a freed large run may be kept by its thread, guard in place, for a later
+ *       malloc ("large runs kept" below).
  *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
  *       of two racing frees exactly one proceeds; the freed mark means double free, the
  *       carved mark a block never handed out (secure_layout.h), anything else a buffer overflow.
  *       The block is zeroed (as secure_layout.h says) and put in the thread's quarantine (a ring
  *       of KITE_SECURE_QUARANTINE pointers and their pages, first in first out); the
  *       oldest block, which it displaces, goes to the core's free of a small block on
- *       the page found at its free (kept beside it in the ring: no second page-map lookup;
+ *       the page and block index found at its free (kept beside it in the ring: no second lookup;
  *       it stays LIVE in the core's link array while quarantined; its bytes are checked
  *       when it is handed out again). Blocks of first-class heaps skip the quarantine
  *       (kite_heap_destroy frees their pages at once).
@@ -190,6 +192,23 @@ static inline size_t guarded_usable(const void *p) {
   return PAGE_DOWN(_kite_core_malloc_usable_size(p)) - KITE_SECURE_GUARD;
 }
 
+/* Bytes of the run whose head is pg (a large run: 2^order units). */
+static inline size_t run_bytes(const kite_page_t *pg) { return KITE_UNIT_SIZE << pg->order; }
+
+/* The guard of live large or huge block p: PROT_NONE from the end of its usable bytes
+ * (round_up(request, 4 KiB)) to the end of its run for a large run (the run's tail the
+ * block does not use: a kept run's guard then moves with one mprotect, see "large runs
+ * kept" below), one page for a huge block. */
+typedef struct { uint8_t *at; size_t len; } guard_t;
+static guard_t guard_of(void *p) {
+  kite_ptr_t c;
+  guard_t g = {(uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD};
+  if (_kite_classify(p, &c) == KITE_PTR_LARGE) g.len = (uint8_t *)p + run_bytes(c.page) - g.at;
+  return g;
+}
+
+static void *kept_take(size_t m);
+
 /* A large run or huge block for n bytes (aligned to align when not 0; zeroed when zero),
  * with a guard page after round_up(n, 4 KiB). NULL + ENOMEM (also when the kernel refuses
  * the guard: too many mappings). */
@@ -197,11 +216,14 @@ static void *large_alloc(size_t n, size_t align, bool zero) {
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
   if (n == 0) n = 1; /* a usable size of 0 would read as "not a block" */
   size_t m = PAGE_DOWN(n + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD;
-  void *p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
+  void *p = align || zero ? NULL : kept_take(m); /* a kept run holds old bytes: not for calloc */
+  if (p) return p;
+  p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
   if (!p) return NULL;
   if (align && zero) memset(p, 0, n);
   if (KITE_SECURE_FLOOR) return p; /* the page is kept, not protected */
-  if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
+  guard_t g = guard_of(p);
+  if (unlikely(!_kite_os_protect(g.at, g.len, false))) {
     _kite_core_free(p);
     errno = ENOMEM;
     return NULL;
@@ -211,8 +233,8 @@ static void *large_alloc(size_t n, size_t align, bool zero) {
 
 static void large_free(void *p) {
   if (KITE_SECURE_FLOOR) { _kite_core_free(p); return; }
-  if (unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, true)))
-    secure_error("free(): the guard page could not be lifted", p);
+  guard_t g = guard_of(p);
+  if (unlikely(!_kite_os_protect(g.at, g.len, true))) secure_error("free(): the guard page could not be lifted", p);
   _kite_core_free(p);
 }
 
@@ -243,6 +265,7 @@ static KITE_COLD bool sampled_ready(void *p) {
 typedef struct {
   void *slot[KITE_SECURE_QUARANTINE];
   kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
+  uint16_t index[KITE_SECURE_QUARANTINE];    /* slot[k]'s block index in that page */
   uint32_t next;  /* the oldest entry, replaced by the next push */
   uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
 } quarantine_t;
@@ -259,12 +282,12 @@ static bool quarantine_key_ok;
  * a small page: no second page-map lookup). The mark stays (a later free of it is a double
  * free); the rest of what it holds is checked when the core hands it out again
  * (block_ready). */
-static inline void release(void *p, kite_page_t *pg) {
+static inline void release(void *p, kite_page_t *pg, uint32_t i) {
   if (unlikely(*(const uint64_t *)p != 0)) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
-  _kite_core_free_small(pg, p);
+  _kite_core_free_small(pg, p, i);
 }
 
 _Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
@@ -273,14 +296,17 @@ static void quarantine_flush(quarantine_t *q) {
   for (unsigned i = 0; i < KITE_SECURE_QUARANTINE; i++) {
     void *p = q->slot[i];
     q->slot[i] = NULL;
-    if (p) release(p, q->page[i]);
+    if (p) release(p, q->page[i], q->index[i]);
   }
 }
+
+static void kept_flush(void);
 
 static void quarantine_thread_done(void *arg) {
   quarantine_t *q = arg;
   q->state = Q_OFF; /* frees later in this thread's exit go straight to the core */
   quarantine_flush(q);
+  kept_flush();
 }
 
 static void quarantine_flush_own(void);
@@ -305,37 +331,42 @@ static KITE_COLD bool quarantine_start(quarantine_t *q) {
 /* The slot to fill is empty: the ring's first round or the one after a flush (the thread's
  * state is Q_ON: fill it), or a thread with no exit hook yet (Q_NEW, every slot empty:
  * register it first) or exiting (Q_OFF, its ring flushed: the core frees the block now). */
-static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_t *pg) {
+static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_t *pg, uint32_t i) {
   if (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q))) {
-    release(p, pg);
+    release(p, pg, i);
     return;
   }
   uint32_t k = q->next; /* quarantine_start's own frees bypassed the ring: slot k is still empty */
   q->slot[k] = p;
   q->page[k] = pg;
+  q->index[k] = (uint16_t)i;
   q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
  * frees of this thread. The state is read only when the slot is empty (never once the
  * ring is full). */
-static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg) {
+static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg, uint32_t i) {
   quarantine_t *q = &quarantine;
   uint32_t k = q->next;
   void *old = q->slot[k];
   if (unlikely(old == NULL)) {
-    quarantine_push_empty(q, p, pg);
+    quarantine_push_empty(q, p, pg, i);
     return;
   }
   kite_page_t *old_pg = q->page[k];
+  uint32_t old_i = q->index[k];
   q->slot[k] = p;
   q->page[k] = pg;
+  q->index[k] = (uint16_t)i;
   q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
-  release(old, old_pg);
+  release(old, old_pg, old_i);
 }
 
 /* ---- free ---- */
-static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p) {
+/* free(p) of carved block i of small page pg (classify.h's answer, kept with the block in
+ * the quarantine: the core's free takes it as it is, no second lookup). */
+static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
 #if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
@@ -346,7 +377,7 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   }
   *canary_slot(p, bs) = ~c;
   zero_free_block(p, bs);
-  _kite_core_free_small(pg, p);
+  _kite_core_free_small(pg, p, i);
   return;
 #endif
   /* the claim: exactly one free of a live block wins, whatever the threads do */
@@ -358,19 +389,137 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   zero_free_block(p, bs);
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg); /* kite_heap_destroy frees pages whole */
-  else quarantine_push(p, pg);
+  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
+  else quarantine_push(p, pg, i);
 }
 
+/* ---- large runs kept with their guards ----
+ * A thread keeps up to KEPT_RUNS large runs it freed (KEPT_BYTES of runs at most) with their
+ * guard pages in place, and hands one out again for a request of the same order: a run
+ * kept for a request of the same page count is handed out with no system call, one of
+ * another page count with its guard moved (two mprotect calls, as a fresh run's guard
+ * and a freed run's lifting cost); neither goes through the arena.
+ * Invariants:
+ *   K1. A kept run was claimed as the core's free claims a large run (one compare-and-swap
+ *       of its kind, LARGE -> HELD): of two frees of one block one proceeds, the other is
+ *       reported; a free, realloc or malloc_usable_size of a kept run finds no block.
+ *   K2. A kept run's page at large_size - KITE_SECURE_GUARD is PROT_NONE, as while it was
+ *       live; handed out again, its large_size is the new request's round_up + guard, and
+ *       its guard sits right after round_up(request, 4 KiB), as a fresh run's does.
+ *   K3. Only a thread's own kind of run is kept: none of a first-class heap (kite_heap_destroy
+ *       frees those whole), none sampled by the heap profiler (its free is prof.h's), none
+ *       while the thread is exiting; thread exit, malloc_trim and the statistics and walks
+ *       (visit.h's flush) give them back to the core, guard lifted first. */
+#define KEPT_RUNS 4
+#define KEPT_BYTES ((size_t)32 << 20)
+typedef struct {
+  kite_page_t *run[KEPT_RUNS]; /* oldest first */
+  size_t bytes;                /* of the runs kept */
+  uint32_t n;
+} kept_t;
+static __thread kept_t kept __attribute__((tls_model("initial-exec")));
+
+/* Where kept run pg's guard starts (K2: it ends at the run's end). */
+static inline uint8_t *run_guard(kite_page_t *pg) {
+  return (uint8_t *)_kite_page_start(pg) + pg->large_size - KITE_SECURE_GUARD;
+}
+static inline size_t run_guard_len(kite_page_t *pg) { return run_bytes(pg) - pg->large_size + KITE_SECURE_GUARD; }
+
+/* Kept run pg (HELD, K1) goes to the core: guard lifted, then freed as any large block. */
+static void kept_release(kite_page_t *pg) {
+  void *p = _kite_page_start(pg);
+  if (unlikely(!_kite_os_protect(run_guard(pg), run_guard_len(pg), true))) {
+    secure_error("free(): the guard page could not be lifted", p);
+    return; /* (test hook) kept out of use */
+  }
+  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
+  _kite_core_free(p);
+}
+
+static void kept_remove(kept_t *k, uint32_t i) {
+  k->bytes -= run_bytes(k->run[i]);
+  k->n--;
+  memmove(&k->run[i], &k->run[i + 1], (k->n - i) * sizeof k->run[0]);
+}
+
+static void kept_flush(void) {
+  kept_t *k = &kept;
+  while (k->n) {
+    kite_page_t *pg = k->run[0];
+    kept_remove(k, 0);
+    kept_release(pg);
+  }
+}
+
+/* free(p) of live large run pg (its head): kept (K3 allowing), else as before. */
+static void large_free_run(void *p, kite_page_t *pg) {
+  quarantine_t *q = &quarantine;
+  if (KITE_SECURE_FLOOR || pg->owned.owner != NULL || pg->sampled || run_bytes(pg) > KEPT_BYTES ||
+      (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q)))) {
+    large_free(p);
+    return;
+  }
+  uint8_t want = KITE_KIND_LARGE; /* K1 */
+  if (!__atomic_compare_exchange_n(&pg->kind, &want, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_RELAXED)) {
+    secure_error("free(): invalid pointer or double free", p);
+    return;
+  }
+  kept_t *k = &kept;
+  while (k->n && (k->n == KEPT_RUNS || k->bytes + run_bytes(pg) > KEPT_BYTES)) {
+    kite_page_t *old = k->run[0];
+    kept_remove(k, 0);
+    kept_release(old);
+  }
+  k->run[k->n++] = pg;
+  k->bytes += run_bytes(pg);
+}
+
+/* A kept run for a large request of m bytes (its round_up and the guard), or NULL: one of
+ * exactly m bytes if kept (no system call), else the smallest of the order the core would
+ * take or the next (the core's own runs are up to twice the request; the unused tail is
+ * guard, address space unless an earlier block touched it). */
+static void *kept_take(size_t m) {
+  kept_t *k = &kept;
+  if (k->n == 0 || m > KITE_LARGE_MAX) return NULL;
+  unsigned order = _kite_ceil_log2((m + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
+  int best = -1;
+  for (uint32_t i = 0; i < k->n; i++) {
+    kite_page_t *r = k->run[i];
+    if (r->order < order || r->order > order + 1) continue;
+    if (r->order == order && r->large_size == m) { best = (int)i; break; }
+    if (best < 0 || r->order < k->run[best]->order) best = (int)i;
+  }
+  if (best < 0) return NULL;
+  kite_page_t *pg = k->run[best];
+  kept_remove(k, (uint32_t)best);
+  uint8_t *p = _kite_page_start(pg);
+  /* K2: the guard's start moves to right after the new round_up, one mprotect: the pages
+   * between the old and the new start change, the rest of the run's tail stays PROT_NONE */
+  uint8_t *old = run_guard(pg), *at = p + m - KITE_SECURE_GUARD;
+  if (at != old && unlikely(!_kite_os_protect(at < old ? at : old, at < old ? (size_t)(old - at) : (size_t)(at - old), at > old))) {
+    __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE); /* the guard as it was */
+    large_free(p); /* back to the core; the caller asks it for a fresh run */
+    return NULL;
+  }
+  pg->large_size = m;
+  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE); /* a block again (K1) */
+  return p;
+}
+
+/* free(p) that is not a small block. */
 static KITE_NOINLINE void free_other(void *p) {
   if (p == NULL) return;
-  if (is_large(p)) large_free(p);
+  kite_ptr_t c;
+  unsigned k = _kite_classify(p, &c);
+  if (k == KITE_PTR_LARGE) large_free_run(p, c.page);
+  else if (k == KITE_PTR_HUGE && _kite_huge_usable(p) != 0) large_free(p);
   else secure_error("free(): invalid pointer or double free", p);
 }
 
 KITE_API void kite_free(void *p) {
-  kite_page_t *pg = small_page_of(p); /* NULL: the page map says "not an arena" */
-  if (likely(pg != NULL)) small_free(pg, p);
+  kite_ptr_t c;
+  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index);
   else free_other(p);
 }
 
@@ -514,7 +663,10 @@ KITE_API bool kite_owns(const void *p) {
 
 /* The calling thread's quarantine goes to the core's free now. */
 static void quarantine_flush_own(void) {
-  if (quarantine.state == Q_ON) quarantine_flush(&quarantine);
+  if (quarantine.state == Q_ON) {
+    quarantine_flush(&quarantine);
+    kept_flush();
+  }
 }
 
 KITE_API int kite_malloc_trim(size_t pad) {
@@ -530,8 +682,10 @@ KITE_API void kite_heap_destroy(kite_heap_t *handle) {
   kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
   if (!h) return;
   /* its large and huge blocks lose their guards before the core frees them whole */
-  for (kite_owned_t *o = h->owned; o; o = o->next)
-    _kite_os_protect((uint8_t *)o->block + guarded_usable(o->block), KITE_SECURE_GUARD, true);
+  for (kite_owned_t *o = h->owned; o; o = o->next) {
+    guard_t g = guard_of(o->block);
+    _kite_os_protect(g.at, g.len, true);
+  }
   _kite_core_heap_destroy(handle);
 }
 
@@ -539,7 +693,8 @@ KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   if (n <= SMALL_LIMIT) { SMALL_FROM(_kite_core_heap_malloc(h, n + KITE_SECURE_CANARY)); }
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
   void *p = _kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD);
-  if (p && unlikely(!_kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false))) {
+  guard_t g = p ? guard_of(p) : (guard_t){NULL, 0};
+  if (p && unlikely(!_kite_os_protect(g.at, g.len, false))) {
     _kite_core_free(p);
     errno = ENOMEM;
     return NULL;

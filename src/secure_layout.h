@@ -5,8 +5,9 @@
  *
  * What the secure build adds (docs/security.md measures it):
  *   - guard pages: PROT_NONE between an arena's metadata (descriptor table, arena header,
- *     buddy metadata) and its first user unit (arena.c), and after every large run and huge
- *     block (secure.c asks for one page more and protects it);
+ *     buddy metadata) and its first user unit (arena.c), and after every large and huge
+ *     block (secure.c asks for one page more and protects it, and a large run's unused tail;
+ *     a freed large run its thread keeps for reuse keeps its guard);
  *   - randomized layout: the blocks of a fresh carve are linked in a random order, and a
  *     fresh run is a random one of the lowest KITE_SECURE_RUN_CHOICES free blocks of its
  *     order (the hooks below);
