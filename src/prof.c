@@ -34,8 +34,9 @@
 typedef struct {
   uint64_t hash;
   uint32_t next, depth;         /* bucket chain (0: end); frames in pc[] */
+  uint32_t live_k;              /* its records in the live table */
   double alloc_n, alloc_b;      /* weighted allocations since start */
-  double live_n, live_b;        /* weighted live blocks: filled by a dump */
+  double live_n, live_b;        /* weighted live blocks, kept as records come and go (P5) */
   void *pc[KITE_STACK_FRAMES];
 } pstack_t;
 
@@ -216,9 +217,22 @@ static uint32_t live_take(uintptr_t p) {
   return 0;
 }
 
+/* A live record of stack s comes (d = 1) or goes (d = -1): the stack's live figures (P5). */
+static void stack_live(uint32_t s, double w, uint64_t n, int d) {
+  pstack_t *x = &stacks[s];
+  x->live_k += (uint32_t)d;
+  if (x->live_k == 0) { /* exactly 0, not what the rounding of the sums would leave */
+    x->live_n = x->live_b = 0;
+    return;
+  }
+  x->live_n += d * w;
+  x->live_b += d * w * (double)n;
+}
+
 static void live_release(uint32_t e) {
   plive_t *r = &lives[e];
   live_bytes -= r->weight * (double)r->size;
+  stack_live(r->stack, r->weight, r->size, -1);
   r->ptr = 0;
   r->next = live_free;
   live_free = e;
@@ -242,6 +256,7 @@ static bool live_add(uintptr_t p, uint32_t stack, size_t n, double w) {
   r->next = *b;
   *b = e;
   live_bytes += w * (double)n;
+  stack_live(stack, w, n, 1);
   return true;
 }
 
@@ -328,25 +343,13 @@ static bool next_row(void *arg, kite_prof_row_t *row) {
   return false;
 }
 
-/* Each stack's live figures from the live table (prof_lock held). */
-static void live_sum(void) {
-  for (uint32_t s = 0; s < n_stacks; s++) stacks[s].live_n = stacks[s].live_b = 0;
-  for (uint32_t b = 0; b < LIVE_BUCKETS; b++)
-    for (uint32_t e = live_bucket[b]; e; e = lives[e].next) {
-      pstack_t *x = &stacks[lives[e].stack];
-      x->live_n += lives[e].weight;
-      x->live_b += lives[e].weight * (double)lives[e].size;
-    }
-}
-
 int _kite_prof_dump(const char *path) {
   int fd = _kite_os_open(path, true);
   if (fd < 0) return errno;
   _kite_lock(&prof_lock);
   int rc = 0;
   walk_t w = {0};
-  if (tables_state == 1) live_sum();
-  else w.next = n_stacks; /* no sample yet: a profile without samples */
+  if (tables_state != 1) w.next = n_stacks; /* no sample yet: a profile without samples */
   rc = _kite_prof_write(fd, next_row, &w, (size_t)n_stacks * KITE_STACK_FRAMES, (uint64_t)mean());
   _kite_unlock(&prof_lock);
   _kite_os_close(fd);
@@ -380,7 +383,6 @@ static void leak_line(const char *path) {
   uint32_t sites = 0;
   _kite_lock(&prof_lock);
   if (tables_state == 1) {
-    live_sum();
     for (uint32_t s = 0; s < n_stacks; s++) {
       n += stacks[s].live_n;
       b += stacks[s].live_b;
