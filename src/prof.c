@@ -66,6 +66,8 @@ uint64_t _kite_prof_huge_live;
 static __thread int64_t left_small[KITE_CLASSES] __attribute__((tls_model("initial-exec")));
 static __thread int64_t left_large __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cut[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
+/* Classes whose first gap was drawn: at their first visit, so a thread pays for the classes it uses */
+static __thread uint64_t drawn[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* 0: not seeded */
 
 static uint64_t rng_next(void) { /* xorshift64* */
@@ -87,7 +89,6 @@ static int64_t draw(void) {
 static void thread_start(void) {
   _kite_os_random(&rng, sizeof rng);
   rng |= 1;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) left_small[c] = draw();
   left_large = draw();
 }
 
@@ -125,6 +126,22 @@ static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
   pg->local_free = (uint16_t)rest;
 }
 
+/* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (a thread's first
+ * visit to the class): is this allocation the sampled one? Not while the thread captures. */
+static KITE_NOINLINE bool sample_due(unsigned c, int64_t s, bool is_cut) {
+  uint64_t bit = (uint64_t)1 << (c % 64);
+  if (!(drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
+    drawn[c / 64] |= bit;
+    left_small[c] = draw();
+    if (left_small[c] >= s) return false;
+  }
+  if (_kite_stack_busy()) return false;
+  /* the next gap starts after this block (cut: behind the rest of its list) */
+  left_small[c] = is_cut ? left_small[c] + draw() : draw();
+  cut[c / 64] &= ~bit;
+  return true;
+}
+
 void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
   *weigh = 0;
   unsigned c = _kite_class_of(n);
@@ -140,12 +157,8 @@ void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
     if (rng == 0) thread_start();
   }
   int64_t s = (int64_t)_kite_class_size_[c];
-  uint64_t bit = (uint64_t)1 << (c % 64);
-  bool is_cut = (cut[c / 64] & bit) != 0;
-  if ((is_cut || left_small[c] < s) && !_kite_stack_busy()) {
-    /* the next gap starts after this block (cut: behind the rest of its list) */
-    left_small[c] = is_cut ? left_small[c] + draw() : draw();
-    cut[c / 64] &= ~bit;
+  bool is_cut = (cut[c / 64] >> (c % 64)) & 1;
+  if (unlikely(is_cut || left_small[c] < s) && sample_due(c, s, is_cut)) {
     *weigh = (size_t)s;
     return NULL;
   }
