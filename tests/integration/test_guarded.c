@@ -568,6 +568,22 @@ TEST(stack_walk_matches_libgcc) {
   pthread_join(t, NULL);
 }
 
+/* Code built without unwind tables (stack_notables.c) ends the stack at its frame, for
+ * the walk as for libgcc's unwinder, and faults neither (stack.h S4). */
+void notables_call(void (*f)(void));
+static void cw_leaf_void(void) { cw_recurse(0); }
+TEST(stack_no_unwind_tables) {
+  cw_leaf_at = (uintptr_t)cw_leaf;
+  notables_call(cw_leaf_void);
+  uintptr_t nt = (uintptr_t)notables_call;
+  expect_uint_eq(cw_fast.depth, cw_slow.depth);
+  assert_true(cw_fast.depth >= 2);
+  /* the last frame is the one inside notables_call; nothing past it */
+  uintptr_t last = (uintptr_t)cw_fast.pc[cw_fast.depth - 1];
+  expect_true(last > nt && last < nt + 64);
+  for (uint32_t i = 1; i < cw_fast.depth && i < cw_slow.depth; i++) expect_true(cw_fast.pc[i] == cw_slow.pc[i]);
+}
+
 /* A corrupt stack ends the walk, never faults it (stack.h S5): walks from return addresses
  * kite has seen and from arbitrary ones, over a stack between two inaccessible pages
  * filled with random words, pointers into itself and code addresses. */
@@ -635,6 +651,7 @@ int main(int argc, char **argv) {
   RUN(thread_exit);
   RUN(stack_capture);
   RUN(stack_walk_matches_libgcc);
+  RUN(stack_no_unwind_tables);
   RUN(stack_walk_garbage);
   expect_uint_eq(_kite_stack_reentered, 0);
   free(self_path);
