@@ -96,16 +96,24 @@ static void thread_start(void) {
 
 /* The list just put on the current page of class c of h (after the pop that served this
  * allocation) goes to the fast path: count it, and cut it where the gap ends. Owner only. */
-static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
+static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k);
+
+static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned c, int64_t s) {
   kite_page_t *pg = h->queue[c].first;
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
   int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)(pg->used & ~KITE_PAGE_IN_FULL);
-  int64_t *left = &left_small[c];
-  if (*left >= k * s) {
-    *left -= k * s;
+  if (likely(left_small[c] >= k * s)) {
+    left_small[c] -= k * s;
     return;
   }
+  cut_list(pg, c, s, k);
+}
+
+/* account_list's rare part: the gap of class c ends inside pg's list of k blocks of s
+ * bytes: cut the list there. */
+static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k) {
+  int64_t *left = &left_small[c];
   cut[c / 64] |= (uint64_t)1 << (c % 64);
   if (pg->local_free != KITE_LINK_END) { /* no room for the rest: sampled after the list */
     *left -= k * s;
