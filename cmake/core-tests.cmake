@@ -68,8 +68,11 @@ if(TARGET kite-noover)
   endif()
   # sampled guarded allocations (KITE_GUARDED_SAMPLE) and the stack capture they use
   if(NOT KITE_SANITIZE STREQUAL "address")
-    kite_test(core_guarded SOURCES ${_ct}/integration/test_guarded.c LIBS kite-noover-debug)
+    kite_test(core_guarded SOURCES ${_ct}/integration/test_guarded.c ${_ct}/integration/stack_notables.c
+              LIBS kite-noover-debug)
     target_include_directories(core_guarded PRIVATE ${PROJECT_SOURCE_DIR}/src)
+    set_source_files_properties(${_ct}/integration/stack_notables.c PROPERTIES
+                                COMPILE_OPTIONS "-fno-asynchronous-unwind-tables;-fno-unwind-tables")
     _kite_ct_props(core_guarded 300)
     if(KITE_SANITIZE STREQUAL "thread")
       # TSan's runtime takes the fault children's SIGSEGV and abort over: the in-process

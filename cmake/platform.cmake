@@ -66,6 +66,7 @@ foreach(entry ${_page_suites})
   endforeach()
 endforeach()
 target_compile_definitions(pagecheck_misuse PRIVATE KITE_TEST_DEBUG=${KITE_TEST_DEBUG})
+target_sources(pagecheck_guarded PRIVATE ${_pt}/integration/stack_notables.c) # built without unwind tables (core-tests.cmake)
 
 kite_test(core_platform SOURCES ${_pt}/unit/test_platform.c LIBS kite-pagecheck LABELS core unit platform)
 target_include_directories(core_platform PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -185,10 +185,12 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
   return (void *)b;
 }
 
+static KITE_NOINLINE void cut_list(kite_page_t *pg);
+
 /* The list just put on page pg (the current page of class cls of h, after the pop that
  * served this allocation) is handed to the fast path: count it, and cut it where the
  * sampled allocation falls (see the file comment). Owner only. */
-static void account_list(kite_heap_t *h, unsigned cls) {
+static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned cls) {
   kite_page_t *pg = h->queue[cls].first;
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
@@ -197,6 +199,12 @@ static void account_list(kite_heap_t *h, unsigned cls) {
     left -= k;
     return;
   }
+  cut_list(pg);
+}
+
+/* account_list's rare part: the sampled allocation falls inside pg's list (left < its
+ * length): cut the list after `left` blocks. */
+static KITE_NOINLINE void cut_list(kite_page_t *pg) {
   if (pg->local_free != KITE_LINK_END) { /* the rest cannot move there: sample at the next visit */
     left = 0;
     return;
@@ -252,15 +260,16 @@ static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
 }
 
 void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
+  unsigned c = _kite_class_of(n);
   if (n > KITE_DIRECT_MAX) {
     /* these sizes come here every time: a block on the current list was counted with it */
-    kite_page_t *cur = h->queue[_kite_class_of(n)].first;
+    kite_page_t *cur = h->queue[c].first;
     if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
   }
   if (unlikely(left == 0)) return sample_or_start(h, n);
   left--;
   void *p = _kite_malloc_small_generic(h, n);
-  if (p) account_list(h, _kite_class_of(n));
+  if (p) account_list(h, c);
   return p;
 }
 

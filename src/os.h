@@ -53,6 +53,8 @@ void _kite_os_advise_small(void *p, size_t size);
 /* How many of the OS pages of [p, p+size) are resident (mincore; size at most 2 MiB); 0 when
  * the kernel will not say. */
 uint32_t _kite_os_resident_pages(void *p, size_t size);
+/* Is every page of [p, p+size) mapped? (mincore). No allocation, errno kept. */
+bool _kite_os_mapped(void *p, size_t size);
 /* Rebuild [p, p+size) (2 MiB aligned) on transparent huge pages now (MADV_COLLAPSE: the
  * resident pages are copied, the missing ones zero filled); false if the kernel cannot. */
 bool _kite_os_collapse_huge(void *p, size_t size);

@@ -34,8 +34,9 @@
 typedef struct {
   uint64_t hash;
   uint32_t next, depth;         /* bucket chain (0: end); frames in pc[] */
+  uint32_t live_k;              /* its records in the live table */
   double alloc_n, alloc_b;      /* weighted allocations since start */
-  double live_n, live_b;        /* weighted live blocks: filled by a dump */
+  double live_n, live_b;        /* weighted live blocks, kept as records come and go (P5) */
   void *pc[KITE_STACK_FRAMES];
 } pstack_t;
 
@@ -65,6 +66,8 @@ uint64_t _kite_prof_huge_live;
 static __thread int64_t left_small[KITE_CLASSES] __attribute__((tls_model("initial-exec")));
 static __thread int64_t left_large __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cut[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
+/* Classes whose first gap was drawn: at their first visit, so a thread pays for the classes it uses */
+static __thread uint64_t drawn[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
 static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* 0: not seeded */
 
 static uint64_t rng_next(void) { /* xorshift64* */
@@ -86,7 +89,6 @@ static int64_t draw(void) {
 static void thread_start(void) {
   _kite_os_random(&rng, sizeof rng);
   rng |= 1;
-  for (unsigned c = 0; c < KITE_CLASSES; c++) left_small[c] = draw();
   left_large = draw();
 }
 
@@ -94,16 +96,24 @@ static void thread_start(void) {
 
 /* The list just put on the current page of class c of h (after the pop that served this
  * allocation) goes to the fast path: count it, and cut it where the gap ends. Owner only. */
-static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
+static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k);
+
+static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned c, int64_t s) {
   kite_page_t *pg = h->queue[c].first;
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
   int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
-  int64_t *left = &left_small[c];
-  if (*left >= k * s) {
-    *left -= k * s;
+  if (likely(left_small[c] >= k * s)) {
+    left_small[c] -= k * s;
     return;
   }
+  cut_list(pg, c, s, k);
+}
+
+/* account_list's rare part: the gap of class c ends inside pg's list of k blocks of s
+ * bytes: cut the list there. */
+static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k) {
+  int64_t *left = &left_small[c];
   cut[c / 64] |= (uint64_t)1 << (c % 64);
   if (pg->local_free != KITE_LINK_END) { /* no room for the rest: sampled after the list */
     *left -= k * s;
@@ -124,6 +134,22 @@ static void account_list(kite_heap_t *h, unsigned c, int64_t s) {
   pg->local_free = (uint16_t)rest;
 }
 
+/* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (a thread's first
+ * visit to the class): is this allocation the sampled one? Not while the thread captures. */
+static KITE_NOINLINE bool sample_due(unsigned c, int64_t s, bool is_cut) {
+  uint64_t bit = (uint64_t)1 << (c % 64);
+  if (!(drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
+    drawn[c / 64] |= bit;
+    left_small[c] = draw();
+    if (left_small[c] >= s) return false;
+  }
+  if (_kite_stack_busy()) return false;
+  /* the next gap starts after this block (cut: behind the rest of its list) */
+  left_small[c] = is_cut ? left_small[c] + draw() : draw();
+  cut[c / 64] &= ~bit;
+  return true;
+}
+
 void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
   *weigh = 0;
   unsigned c = _kite_class_of(n);
@@ -139,12 +165,8 @@ void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
     if (rng == 0) thread_start();
   }
   int64_t s = (int64_t)_kite_class_size_[c];
-  uint64_t bit = (uint64_t)1 << (c % 64);
-  bool is_cut = (cut[c / 64] & bit) != 0;
-  if ((is_cut || left_small[c] < s) && !_kite_stack_busy()) {
-    /* the next gap starts after this block (cut: behind the rest of its list) */
-    left_small[c] = is_cut ? left_small[c] + draw() : draw();
-    cut[c / 64] &= ~bit;
+  bool is_cut = (cut[c / 64] >> (c % 64)) & 1;
+  if (unlikely(is_cut || left_small[c] < s) && sample_due(c, s, is_cut)) {
     *weigh = (size_t)s;
     return NULL;
   }
@@ -216,9 +238,22 @@ static uint32_t live_take(uintptr_t p) {
   return 0;
 }
 
+/* A live record of stack s comes (d = 1) or goes (d = -1): the stack's live figures (P5). */
+static void stack_live(uint32_t s, double w, uint64_t n, int d) {
+  pstack_t *x = &stacks[s];
+  x->live_k += (uint32_t)d;
+  if (x->live_k == 0) { /* exactly 0, not what the rounding of the sums would leave */
+    x->live_n = x->live_b = 0;
+    return;
+  }
+  x->live_n += d * w;
+  x->live_b += d * w * (double)n;
+}
+
 static void live_release(uint32_t e) {
   plive_t *r = &lives[e];
   live_bytes -= r->weight * (double)r->size;
+  stack_live(r->stack, r->weight, r->size, -1);
   r->ptr = 0;
   r->next = live_free;
   live_free = e;
@@ -242,6 +277,7 @@ static bool live_add(uintptr_t p, uint32_t stack, size_t n, double w) {
   r->next = *b;
   *b = e;
   live_bytes += w * (double)n;
+  stack_live(stack, w, n, 1);
   return true;
 }
 
@@ -328,25 +364,13 @@ static bool next_row(void *arg, kite_prof_row_t *row) {
   return false;
 }
 
-/* Each stack's live figures from the live table (prof_lock held). */
-static void live_sum(void) {
-  for (uint32_t s = 0; s < n_stacks; s++) stacks[s].live_n = stacks[s].live_b = 0;
-  for (uint32_t b = 0; b < LIVE_BUCKETS; b++)
-    for (uint32_t e = live_bucket[b]; e; e = lives[e].next) {
-      pstack_t *x = &stacks[lives[e].stack];
-      x->live_n += lives[e].weight;
-      x->live_b += lives[e].weight * (double)lives[e].size;
-    }
-}
-
 int _kite_prof_dump(const char *path) {
   int fd = _kite_os_open(path, true);
   if (fd < 0) return errno;
   _kite_lock(&prof_lock);
   int rc = 0;
   walk_t w = {0};
-  if (tables_state == 1) live_sum();
-  else w.next = n_stacks; /* no sample yet: a profile without samples */
+  if (tables_state != 1) w.next = n_stacks; /* no sample yet: a profile without samples */
   rc = _kite_prof_write(fd, next_row, &w, (size_t)n_stacks * KITE_STACK_FRAMES, (uint64_t)mean());
   _kite_unlock(&prof_lock);
   _kite_os_close(fd);
@@ -380,7 +404,6 @@ static void leak_line(const char *path) {
   uint32_t sites = 0;
   _kite_lock(&prof_lock);
   if (tables_state == 1) {
-    live_sum();
     for (uint32_t s = 0; s < n_stacks; s++) {
       n += stacks[s].live_n;
       b += stacks[s].live_b;

@@ -43,6 +43,9 @@
  *   P2 prof_lock guards the stack table, the live table, the run cache and the totals; it is a leaf but
  *      for the file writes of a dump (no kite lock is taken under it, nothing allocates).
  *   P3 Stacks are captured before the lock, with no lock of kite's held (stack.h S2).
+ *   P5 A stack's live figures are the sums over its records in the live table (live_k of
+ *      them, the figures exactly 0 when there is none): kept as records come and go, so a
+ *      dump or the leak line reads them without walking the table.
  * Every allocating entry point is sampled, in the default and the secure build. While
  * profiling, KITE_GUARDED_SAMPLE samples nothing (one sampler owns the allocation lists'
  * count).

@@ -306,6 +306,21 @@ uint32_t _kite_os_resident_pages(void *p, size_t size) {
   return (uint32_t)(r / (_kite_os_page_size / kernel_page)); /* (forced pages: whole ones) */
 }
 
+bool _kite_os_mapped(void *p, size_t size) {
+  unsigned char vec[1024];
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(kernel_page - 1); /* mincore's pages are the kernel's */
+  size = (size + ((uintptr_t)p - a) + kernel_page - 1) & ~(kernel_page - 1);
+  p = (void *)a;
+  int saved = errno;
+  bool ok = true;
+  for (size_t done = 0; ok && done < size; done += sizeof vec * kernel_page) {
+    size_t n = size - done < sizeof vec * kernel_page ? size - done : sizeof vec * kernel_page;
+    ok = mincore((char *)p + done, n, vec) == 0; /* ENOMEM: a page of the range is not mapped */
+  }
+  errno = saved;
+  return ok;
+}
+
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif

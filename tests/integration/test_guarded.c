@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <alloca.h>
 
 static volatile char sink;
 /* kite_check(): stack.h's message.h defines an assertion macro of that name */
@@ -508,6 +510,123 @@ TEST(stack_capture) {
   expect_uint_eq(_kite_stack_reentered, 0);
 }
 
+/* The walk of the unwind tables gives the frames libgcc's unwinder gives (stack.h S4),
+ * through frames whose CFA is the frame pointer (alloca), a large frame, and recursion
+ * deeper than a stack keeps, on the main thread and on another, without handing the
+ * capture to libgcc. */
+static kite_stack_t cw_fast, cw_slow;
+static uintptr_t cw_leaf_at;
+__attribute__((noinline)) static void cw_leaf(void) {
+  _kite_stack_capture(&cw_fast, 0);
+  _kite_stack_capture_libgcc(&cw_slow, 0);
+  sink = 0;
+}
+__attribute__((noinline)) static void cw_alloca(int n) {
+  volatile char *b = alloca((size_t)n);
+  b[0] = 1;
+  cw_leaf();
+  sink = b[0];
+}
+__attribute__((noinline)) static void cw_big(int n) {
+  volatile char big[20000];
+  big[n] = 1;
+  cw_alloca(n + 16);
+  sink = big[n];
+}
+__attribute__((noinline)) static void cw_recurse(int d) {
+  if (d) cw_recurse(d - 1);
+  else cw_big(3);
+  sink = (char)d;
+}
+static void cw_compare(int depth) {
+  uint64_t slow0 = __atomic_load_n(&_kite_stack_by_libgcc, __ATOMIC_RELAXED);
+  cw_recurse(depth);
+  expect_uint_eq(__atomic_load_n(&_kite_stack_by_libgcc, __ATOMIC_RELAXED), slow0);
+  expect_uint_eq(cw_fast.depth, cw_slow.depth);
+  assert_true(cw_fast.depth >= 6);
+  /* pc[0]: the two calls' own return addresses in cw_leaf */
+  expect_true((uintptr_t)cw_fast.pc[0] > cw_leaf_at && (uintptr_t)cw_fast.pc[0] < cw_leaf_at + 96);
+  expect_true((uintptr_t)cw_slow.pc[0] > cw_leaf_at && (uintptr_t)cw_slow.pc[0] < cw_leaf_at + 96);
+  for (uint32_t i = 1; i < cw_fast.depth && i < cw_slow.depth; i++)
+    if (cw_fast.pc[i] != cw_slow.pc[i]) {
+      printf("frame %u: walk %p, libgcc %p\n", i, cw_fast.pc[i], cw_slow.pc[i]);
+      expect_true(cw_fast.pc[i] == cw_slow.pc[i]);
+      break;
+    }
+}
+static void *cw_thread(void *arg) {
+  cw_compare((int)(intptr_t)arg);
+  return NULL;
+}
+TEST(stack_walk_matches_libgcc) {
+  cw_leaf_at = (uintptr_t)cw_leaf;
+  for (int d = 0; d < 3; d++) cw_compare(d); /* the first fills the cache, the next read it */
+  cw_compare(40);
+  expect_uint_eq(cw_fast.depth, KITE_STACK_FRAMES);
+  pthread_t t;
+  pthread_create(&t, NULL, cw_thread, (void *)(intptr_t)1);
+  pthread_join(t, NULL);
+}
+
+/* Code built without unwind tables (stack_notables.c) ends the stack at its frame, for
+ * the walk as for libgcc's unwinder, and faults neither (stack.h S4). */
+void notables_call(void (*f)(void));
+static void cw_leaf_void(void) { cw_recurse(0); }
+TEST(stack_no_unwind_tables) {
+  cw_leaf_at = (uintptr_t)cw_leaf;
+  notables_call(cw_leaf_void);
+  uintptr_t nt = (uintptr_t)notables_call;
+  expect_uint_eq(cw_fast.depth, cw_slow.depth);
+  assert_true(cw_fast.depth >= 2);
+  /* the last frame is the one inside notables_call; nothing past it */
+  uintptr_t last = (uintptr_t)cw_fast.pc[cw_fast.depth - 1];
+  expect_true(last > nt && last < nt + 64);
+  for (uint32_t i = 1; i < cw_fast.depth && i < cw_slow.depth; i++) expect_true(cw_fast.pc[i] == cw_slow.pc[i]);
+}
+
+/* A corrupt stack ends the walk, never faults it (stack.h S5): walks from return addresses
+ * kite has seen and from arbitrary ones, over a stack between two inaccessible pages
+ * filled with random words, pointers into itself and code addresses. */
+TEST(stack_walk_garbage) {
+  cw_leaf_at = (uintptr_t)cw_leaf;
+  cw_recurse(2);
+  uintptr_t code[KITE_STACK_FRAMES + 4];
+  uint32_t nc = 0;
+  for (uint32_t i = 0; i < cw_fast.depth; i++) code[nc++] = (uintptr_t)cw_fast.pc[i];
+  code[nc++] = (uintptr_t)cw_big + 7;
+  code[nc++] = (uintptr_t)memcpy + 40;
+  code[nc++] = (uintptr_t)pthread_create + 100;
+  size_t pg = 4096, pages = 16;
+  char *m = mmap(NULL, (pages + 2) * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  assert_int_eq(mprotect(m + pg, pages * pg, PROT_READ | PROT_WRITE), 0);
+  uintptr_t lo = (uintptr_t)m + pg, hi = lo + pages * pg;
+  uint64_t *w = (uint64_t *)lo;
+  size_t nw = pages * pg / 8;
+  uint32_t deep = 0;
+  for (int round = 0; round < 300; round++) {
+    for (size_t i = 0; i < nw; i++) {
+      uint64_t r = test_rng_next();
+      switch (r % 4) {
+      case 0: w[i] = lo + (r >> 8) % (hi - lo + 64) - 32; break; /* near or in the stack */
+      case 1: w[i] = code[(r >> 8) % nc] + (r >> 40) % 64; break;
+      case 2: w[i] = (r >> 8) % 4096; break;
+      default: w[i] = r; break;
+      }
+    }
+    for (int k = 0; k < 50; k++) {
+      kite_stack_t st;
+      uintptr_t pc = k % 5 == 4 ? test_rng_next() : code[test_rng_below(nc)] + test_rng_below(4);
+      uintptr_t sp = lo + 8 * test_rng_below(nw);
+      _kite_stack_walk_test(&st, pc, sp, w[test_rng_below(nw)], hi);
+      assert_true(st.depth <= KITE_STACK_FRAMES);
+      deep += st.depth > 1;
+    }
+  }
+  expect_true(deep > 0); /* some walks went past their first frame */
+  munmap(m, (pages + 2) * pg);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "child") == 0) return child(argv[2]);
   self_path = realpath("/proc/self/exe", NULL);
@@ -531,6 +650,9 @@ int main(int argc, char **argv) {
   RUN(threads);
   RUN(thread_exit);
   RUN(stack_capture);
+  RUN(stack_walk_matches_libgcc);
+  RUN(stack_no_unwind_tables);
+  RUN(stack_walk_garbage);
   expect_uint_eq(_kite_stack_reentered, 0);
   free(self_path);
   return test_main_end();

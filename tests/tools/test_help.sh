@@ -36,14 +36,14 @@ for exe in "$build"/kite-wl-* "$build"/kite-bench-exec "$build"/kite-replay "$bu
   check "$(basename "$exe")" "$exe"
 done
 for s in tools/kite-trace tools/kite-lab tools/kite-lab-traces tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py tools/flame.py \
-         tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py; do
+         tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py bench/sampling_cost.py; do
   check "$s" "$py" "$src/$s"
 done
 check bench/fastpath.sh bash "$src/bench/fastpath.sh"
 check tools/peer-hardened-malloc bash "$src/tools/peer-hardened-malloc"
 # the scripts are executable themselves (the README runs them so)
 for s in tools/kite-trace tools/kite-stats tools/trace-convert tools/gen_trace.py tools/kitetrace.py tools/lab.py tools/flame.py \
-         tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py bench/fastpath.sh tools/peer-hardened-malloc; do
+         tools/plot.py tools/gen_tables.py bench/run.py bench/seed_tables.py bench/sampling_cost.py bench/fastpath.sh tools/peer-hardened-malloc; do
   [ -x "$src/$s" ] && head -1 "$src/$s" | grep -q '^#!' || { echo "FAIL: $s is not an executable script"; fails=$((fails + 1)); }
 done
 # every script the README names (tools/..., bench/...) is an executable script, so the
