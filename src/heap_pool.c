@@ -21,7 +21,9 @@
  *
  *   I-H3 a heap struct is on exactly one of: _kite_heap_all (live), heap_pool (retired), or
  *        neither for the moment between them (obtain and retire move it in one
- *        _kite_heap_lock section each); a retired heap holds no page and no owned block.
+ *        _kite_heap_lock section each); a retired heap holds no page and no owned block
+ *        (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
+ *        handle_gen).
  *
  * Locks: _kite_heap_lock guards the heap pool, the list of live heaps, and the abandoned lists
  * (heap_abandon.c). It is taken only on slow paths (thread start/exit, adoption, trim, stats,
@@ -53,7 +55,8 @@ static void heap_thread_done(void *arg);
 _Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
                "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
-  memset(h, 0, offsetof(kite_heap_t, handle_gen));
+  _Static_assert(offsetof(kite_heap_t, direct) == 0, "direct[] is kite_heap_t's first field");
+  memset((char *)h + sizeof h->direct, 0, offsetof(kite_heap_t, handle_gen) - sizeof h->direct);
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
@@ -184,7 +187,8 @@ static void heap_retire(kite_heap_t *h) {
   _kite_lock(&_kite_heap_lock);
   heap_unlink_merging_stats(h);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
-  heap_reset(h);
+  /* not reset here: heap_obtain resets every struct it hands out (a heap's reset writes its
+   * whole direct[] table, the most a thread's start and exit cost) */
   h->next_all = heap_pool;
   heap_pool = h;
   _kite_unlock(&_kite_heap_lock);
