@@ -117,6 +117,8 @@ void _kite_heap_fork_child(void);
  * while this is set; the hook runs in every heap_retire (a thread's exit, kite_heap_destroy)
  * right before the heap leaves the live list (its pages already given up). */
 extern bool _kite_test_fail_setspecific;
+/* _kite_heap_lock sections taken to abandon exiting heaps' pages (under that lock). */
+extern uint64_t _kite_test_abandon_lock_sections;
 extern void (*_kite_test_hook_heap_abandon)(void);
 #endif
 

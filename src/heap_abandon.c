@@ -27,6 +27,9 @@
 #include "message.h"
 
 static kite_page_t *abandoned[KITE_CLASSES];
+#ifdef KITE_TEST_HOOKS
+uint64_t _kite_test_abandon_lock_sections; /* heap.h */
+#endif
 /* Empty pages kept on the abandoned lists (at their fronts) for the next threads: at most
  * this many; an abandoned page emptied beyond it goes back to the arena at once. */
 #define KITE_ABANDONED_EMPTY_MAX 128
@@ -117,8 +120,12 @@ kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) {
 }
 
 /* The pages of an exiting thread's heap h (thread exit, or a heap whose thread key could not
- * be set): empty ones are released, the others abandoned (I-A1). */
+ * be set): empty ones are released, the others abandoned (I-A1) in one _kite_heap_lock
+ * section for the whole heap: threads that exit together (a pool's round) would otherwise
+ * queue on that lock once per page. */
 void _kite_heap_abandon_pages(kite_heap_t *h) {
+  kite_page_t *keep = NULL; /* the pages to abandon, chained through next */
+  uint64_t n = 0;
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }
     /* the full list leaves h's lock at once: no heap_steal sees it after this */
@@ -136,20 +143,37 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
         page_collect(h, pg, true);
         if (pg->used == 0) { page_release(h, pg, false); continue; }
         kite_assert_internal(_kite_page_check(pg, true, 0));
-        _kite_lock(&_kite_heap_lock);
-        KITE_STORE_RELAXED(pg->owner_key, 0); /* I-P2: not on the fast path of any thread */
-        __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
-        _kite_remote_mark_abandoned(pg, true); /* remote.c R5: later pushes come here */
-        abandoned_push(pg);
-        /* the frees that came after the collect may have emptied it (remote.c R5: a free
-         * that claimed its block before the bit and pushes after it sees the bit and
-         * settles the page itself) */
-        bool empty = abandoned_settle(pg, true);
-        _kite_unlock(&_kite_heap_lock);
-        _kite_stat_add(&_kite_stats.pages_abandoned, 1);
-        if (empty) run_free(pg);
+        pg->next = keep;
+        keep = pg;
+        n++;
       }
     }
+  }
+  if (!keep) return;
+  kite_page_t *empty = NULL;
+  _kite_lock(&_kite_heap_lock);
+#ifdef KITE_TEST_HOOKS
+  _kite_test_abandon_lock_sections++;
+#endif
+  while (keep) {
+    kite_page_t *pg = keep;
+    keep = pg->next;
+    KITE_STORE_RELAXED(pg->owner_key, 0); /* I-P2: not on the fast path of any thread */
+    __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
+    _kite_remote_mark_abandoned(pg, true); /* remote.c R5: later pushes come here */
+    abandoned_push(pg);
+    /* the frees that came after the collect may have emptied it (remote.c R5: a free that
+     * claimed its block before the bit and pushes after it sees the bit and settles the
+     * page itself) */
+    if (abandoned_settle(pg, true)) { pg->next = empty; empty = pg; }
+  }
+  _kite_unlock(&_kite_heap_lock);
+  _kite_stat_add(&_kite_stats.pages_abandoned, n);
+  while (empty) {
+    kite_page_t *pg = empty;
+    empty = pg->next;
+    pg->next = NULL;
+    run_free(pg);
   }
 }
 

@@ -21,7 +21,9 @@
  *
  *   I-H3 a heap struct is on exactly one of: _kite_heap_all (live), heap_pool (retired), or
  *        neither for the moment between them (obtain and retire move it in one
- *        _kite_heap_lock section each); a retired heap holds no page and no owned block.
+ *        _kite_heap_lock section each); a retired heap holds no page and no owned block
+ *        (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
+ *        handle_gen).
  *
  * Locks: _kite_heap_lock guards the heap pool, the list of live heaps, and the abandoned lists
  * (heap_abandon.c). It is taken only on slow paths (thread start/exit, adoption, trim, stats,
@@ -189,7 +191,8 @@ static void heap_retire(kite_heap_t *h) {
   _kite_lock(&_kite_heap_lock);
   heap_unlink_merging_stats(h);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
-  heap_reset(h);
+  /* not reset here: heap_obtain resets every struct it hands out (a heap's reset writes its
+   * whole direct[] table, the most a thread's start and exit cost) */
   h->next_all = heap_pool;
   heap_pool = h;
   _kite_unlock(&_kite_heap_lock);

@@ -347,6 +347,41 @@ TEST(heap_counters_read_while_owner_writes) {
   pthread_join(t, NULL);
 }
 
+/* ---- thread exit ---- */
+
+#define EXIT_CLASSES 12
+static void *exit_blocks[EXIT_CLASSES];
+static void *leave_one_per_class(void *arg) {
+  (void)arg;
+  for (int c = 0; c < EXIT_CLASSES; c++) {
+    exit_blocks[c] = kite_malloc((size_t)(c + 1) * 400); /* 12 classes, one page each */
+    if (exit_blocks[c]) memset(exit_blocks[c], c + 1, (size_t)(c + 1) * 400);
+  }
+  return NULL; /* exits with every block live */
+}
+
+/* A thread that exits with live blocks in 12 pages abandons them all in one section of the
+ * heap lock (threads that exit together would queue on it once per page otherwise); the
+ * blocks keep their contents and are freed from another thread. */
+TEST(exit_abandons_its_pages_in_one_lock_section) {
+  kite_stats_t s0, s1;
+  kite_stats_get(&s0);
+  uint64_t sections = __atomic_load_n(&_kite_test_abandon_lock_sections, __ATOMIC_RELAXED);
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, leave_one_per_class, NULL), 0);
+  pthread_join(t, NULL);
+  kite_stats_get(&s1);
+  expect_uint_eq(s1.pages_abandoned, s0.pages_abandoned + EXIT_CLASSES);
+  expect_uint_eq(__atomic_load_n(&_kite_test_abandon_lock_sections, __ATOMIC_RELAXED), sections + 1);
+  for (int c = 0; c < EXIT_CLASSES; c++) {
+    const unsigned char *b = exit_blocks[c];
+    assert_true(b != NULL);
+    for (size_t k = 0; k < (size_t)(c + 1) * 400; k++)
+      if (b[k] != (unsigned char)(c + 1)) { TEST_FAIL_("block %d changed at byte %zu", c, k); break; }
+    kite_free(exit_blocks[c]);
+  }
+}
+
 /* ---- heap creation ---- */
 
 static int heaps_count_n;
@@ -751,6 +786,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);
   RUN_CHECKED(exiting_heap_counted_once);
   RUN_CHECKED(heap_counters_read_while_owner_writes);
+  RUN_CHECKED(exit_abandons_its_pages_in_one_lock_section);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   RUN_CHECKED(heap_pool_serves_threads_and_first_class_heaps);
   RUN_CHECKED(fork_while_arena_grows);
