@@ -31,10 +31,7 @@ if(KITE_MUSL AND TARGET kite-static)
     set_target_properties(musl_${suite} PROPERTIES LINKER_LANGUAGE C)
     set_tests_properties(musl_${suite} PROPERTIES TIMEOUT 300)
   endforeach()
-  # every thread test but tls_late_destructors: under musl the blocks a TLS destructor
-  # allocates in the last destructor round are never given back (README: Platforms)
-  set_tests_properties(musl_threads PROPERTIES ENVIRONMENT
-    "KITE_THREADS_SCALE=3;KITE_TEST_ONLY=tls_destructors,free_only_thread,detached,dead_owner_reuse,many_short,producer_consumer")
+  set_tests_properties(musl_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=3")
   return()
 endif()
 # Normal build only (the sanitizer builds run the suites at the machine's page).

@@ -144,6 +144,11 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
   if (unlikely(h == &_kite_heap_empty)) {
     h = _kite_heap_create();
     if (!h) return NULL;
+    if (unlikely(_kite_heap_late())) { /* after the thread's exit teardown (heap_pool.c) */
+      void *b = malloc_class_generic(h, cls);
+      _kite_heap_late_end(h);
+      return b;
+    }
   }
   kite_pageq_t *q = &h->queue[cls];
   kite_page_t *pg = q->first;

@@ -80,7 +80,8 @@ static inline kite_page_t *_kite_heap_current_page(kite_heap_t *h, unsigned cls)
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
 /* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */
 void *_kite_malloc_class(unsigned cls);
-/* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be. */
+/* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be, and NULL
+ * after the thread's exit teardown (the small generic path serves those requests). */
 kite_heap_t *_kite_heap_get(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;

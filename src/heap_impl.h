@@ -37,8 +37,12 @@
 /* heap_pool.c */
 extern kite_lock_t _kite_heap_lock KITE_HIDDEN;
 extern kite_heap_t *_kite_heap_all KITE_HIDDEN; /* live heaps (via next_all) */
-/* The calling thread's new heap (thread start; cold): NULL + ENOMEM. */
+/* The calling thread's new heap (thread start; cold): NULL + ENOMEM. After the thread's
+ * exit teardown (_kite_heap_late() true) the heap has no exit destructor: the caller serves
+ * one request from it and gives it to _kite_heap_late_end, which retires it. */
 kite_heap_t *_kite_heap_create(void) KITE_HIDDEN;
+bool _kite_heap_late(void) KITE_HIDDEN;
+void _kite_heap_late_end(kite_heap_t *h) KITE_HIDDEN;
 
 /* heap.c */
 /* After any change of the first page of queue[cls]: move the pin, point direct[] at it. */

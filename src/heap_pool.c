@@ -198,6 +198,21 @@ static void heap_retire(kite_heap_t *h) {
   _kite_unlock(&_kite_heap_lock);
 }
 
+/* heap_exiting (above) is set by the thread-exit destructor. A destructor of a key made
+ * after kite's runs after it
+ * and may allocate, in the last destructor round too, when no destructor will run again: a
+ * heap registered then would never be retired (its pages and struct lost with each such
+ * thread). So once a thread's heap was retired, each request it makes gets a heap of its own
+ * that is retired right after it (_kite_heap_late_end): the block lives on in an abandoned
+ * page, as the blocks of any exited thread do. */
+
+bool _kite_heap_late(void) { return heap_exiting; }
+
+void _kite_heap_late_end(kite_heap_t *h) {
+  _kite_heap_tls = &_kite_heap_empty;
+  heap_retire(h);
+}
+
 kite_heap_t *_kite_heap_create(void) {
   kite_heap_t *h = heap_obtain(false);
   if (!h) return NULL;
@@ -207,6 +222,7 @@ kite_heap_t *_kite_heap_create(void) {
   h->key = heap_exiting ? 0 : (uintptr_t)h;
 #endif
   _kite_heap_tls = h;
+  if (unlikely(heap_exiting)) return h; /* no key: the caller retires it (_kite_heap_late_end) */
   /* may allocate (keys >= 32): the TLS heap is ready */
   if (unlikely(heap_key_set(h) != 0)) {
     /* without the key, no thread-exit destructor would ever abandon h: its pages would stay
@@ -224,14 +240,15 @@ kite_heap_t *_kite_heap_create(void) {
 kite_heap_t *_kite_heap_get(void) {
   kite_heap_t *h = _kite_heap_tls;
   if (likely(h != &_kite_heap_empty)) return h;
+  if (unlikely(heap_exiting)) return NULL; /* malloc_class_generic serves late requests */
   return _kite_heap_create();
 }
 
 static void heap_thread_done(void *arg) {
   kite_heap_t *h = arg;
   if (!h || h == &_kite_heap_empty) return;
-  _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread makes a new heap */
   heap_exiting = true;
+  _kite_heap_tls = &_kite_heap_empty; /* a later malloc on this thread: one heap a request */
   heap_retire(h);
 }
 

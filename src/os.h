@@ -27,6 +27,9 @@ size_t _kite_os_huge_page_size(void);
 #ifdef KITE_OS_PAGE_CHECK
 /* Ranges checked since start-up (tests: the check is not vacuous). */
 extern uint64_t _kite_os_checked_ranges;
+/* Tests: act as a kernel that takes MAP_FIXED_NOREPLACE for a hint (before 4.17; qemu-user
+ * 7.2 over a range in use), placing the mapping elsewhere, off the forced page's alignment. */
+extern bool _kite_test_os_noreplace_hint;
 #endif
 
 /* Sizes and addresses below are multiples of the OS page in force (KITE_OS_PAGE) unless said.

@@ -121,11 +121,45 @@ static void *os_mmap_raw(void *hint, size_t size, int extra_flags) {
   return p == MAP_FAILED ? NULL : p;
 }
 
+#ifdef KITE_OS_PAGE_CHECK
+bool _kite_test_os_noreplace_hint;
+/* A kernel that takes MAP_FIXED_NOREPLACE for a hint, as the test asks: map size at p if it
+ * is free, else elsewhere at the kernel's page alignment but not the forced page's (where
+ * the kernel put it when it is aligned by chance: one kernel page further). */
+static void *mmap_hint_instead(void *p, size_t size, int flags) {
+  uint8_t *q = mmap(p, size + kernel_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+  if (q == MAP_FAILED) return MAP_FAILED;
+  bool skip = q != p && ((uintptr_t)q & (_kite_os_page_size - 1)) == 0;
+  munmap(skip ? q : q + size, kernel_page);
+  return skip ? q + kernel_page : q;
+}
+#endif
+
+/* Map exactly [p, p+size) if nothing is mapped there, else NULL (errno set). A kernel before
+ * 4.17, and qemu-user 7.2 over a range in use, take MAP_FIXED_NOREPLACE for a hint and map
+ * elsewhere: that mapping is undone as the kernel made it, by the unchecked munmap (at a
+ * forced page it is aligned only to the kernel's page; at a real one, to the page). */
+static void *os_mmap_exact(void *p, size_t size, int extra_flags) {
+  CHECK_RANGE("mmap", p, size);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | extra_flags;
+  void *q;
+#ifdef KITE_OS_PAGE_CHECK
+  if (_kite_test_os_noreplace_hint) q = mmap_hint_instead(p, size, extra_flags);
+  else
+#endif
+  q = mmap(p, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (q == MAP_FAILED) return NULL;
+  if (q == p) return q;
+  munmap(q, size);
+  errno = EEXIST;
+  return NULL;
+}
+
 /* A mapping where a kernel of the page in force would put one: aligned to that page. (Only a
  * forced page, in test builds, is larger than the kernel's: then map more and trim.) */
 static void *os_mmap(void *hint, size_t size, int extra_flags) {
   size_t extra = _kite_os_page_size - kernel_page;
-  if (extra == 0 || (extra_flags & MAP_FIXED_NOREPLACE)) return os_mmap_raw(hint, size, extra_flags);
+  if (extra == 0) return os_mmap_raw(hint, size, extra_flags);
   uint8_t *q = mmap(hint, size + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
   if (q == MAP_FAILED) return NULL;
   uint8_t *a = (uint8_t *)(((uintptr_t)q + _kite_os_page_size - 1) & ~(uintptr_t)(_kite_os_page_size - 1));
@@ -248,18 +282,15 @@ static void *map_in_gap(size_t size, size_t align, int noreserve) {
   close(fd);
   for (unsigned i = 0; i < n && i < MAP_GAP_TRIES; i++) {
     uintptr_t a = cand[(n - 1 - i) % MAP_GAP_TRIES];
-    void *q = os_mmap((void *)a, size, noreserve | MAP_FIXED_NOREPLACE);
-    if (q == (void *)a) return q;
-    if (q) os_munmap(q, size); /* a kernel before 4.17 took the flag for a hint */
+    void *q = os_mmap_exact((void *)a, size, noreserve);
+    if (q) return q;
   }
   return NULL;
 }
 
 bool _kite_os_map_at(void *p, size_t size) {
   int saved = errno;
-  /* kernels before 4.17 take the flag for a hint: the address check below catches that */
-  void *q = os_mmap_raw(p, size, MAP_NORESERVE | MAP_FIXED_NOREPLACE);
-  if (q && q != p) os_munmap(q, size);
+  void *q = os_mmap_exact(p, size, MAP_NORESERVE);
   errno = saved;
   return q == p;
 }

@@ -17,6 +17,7 @@
  *
  * Each case runs in a fresh child process with KITE_HUGEPAGES set (kite reads options once).
  * Skipped where the kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage).
+ * Under an emulator only the checks that do not read the kernel's huge pages run (emulated).
  */
 #define _GNU_SOURCE
 #include <kite.h>
@@ -29,6 +30,15 @@
 #include "smaps.h"
 
 static char self[4096];
+/* Under qemu-user (KITE_TEST_EMULATOR: tests/test.h) huge-page advice never reaches the
+ * kernel (qemu takes MADV_HUGEPAGE and MADV_COLLAPSE as hints it may ignore, and does), and
+ * smaps_rollup counts the emulator's own huge pages: the checks of what the kernel did are
+ * left out there, with a line that says so; the rest (modes, contents, resident set) run. */
+static int emulated;
+static int kernel_checks(const char *what) {
+  if (emulated) printf("  %s: the kernel's huge pages not checked under an emulator (qemu-user ignores huge-page advice)\n", what);
+  return !emulated;
+}
 
 #define SAMPLES 40
 #define BLOCK 512
@@ -200,23 +210,24 @@ TEST(dense) {
                        &b0b), 7);
   expect_int_eq(h0, 0);
   expect_int_eq(b0 + b0b, 0);
-  if (strcmp(mode, "madvise") == 0) expect_int_eq(a0, 0);
+  int kernel = kernel_checks("dense");
+  if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a0, 0);
 
   expect_int_eq(run_child("dense", "KITE_HUGEPAGES=DENSE", out), 0);
   fprintf(stderr, "  0: rss %ld KiB; dense: %s", r0, out);
   assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
   expect_int_eq(h, 3);
-  expect_true(a >= 24 * 1024);
+  if (kernel) expect_true(a >= 24 * 1024);
   expect_true(r <= r0 + r0 / 100 + 256);
   expect_int_eq(b, 0);
   expect_int_eq(b2, 0);
-  if (strcmp(mode, "madvise") == 0) expect_int_eq(a2, 0); /* every collapsed granule was purged in part */
+  if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a2, 0); /* every collapsed granule was purged in part */
   expect_true(r2 < r - 16 * 1024);
 
   expect_int_eq(run_child("dense", "KITE_HUGEPAGES=dense KITE_PURGE_DELAY_MS=0", out), 0);
   assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
   expect_int_eq(h, 3);
-  if (strcmp(mode, "madvise") == 0) expect_int_eq(a, 0);
+  if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a, 0);
   expect_int_eq(b + b2, 0);
 }
 
@@ -225,6 +236,7 @@ TEST(big_heap) {
   expect_int_eq(run_child("big", "KITE_HUGEPAGES=0", out), 0);
   expect_int_eq((int)strlen(out), SAMPLES + 1);
   expect_int_eq(count(out, '-', 0, SAMPLES), SAMPLES);
+  if (!kernel_checks("big_heap")) return;
 
   expect_int_eq(run_child("big", "KITE_HUGEPAGES=1", out), 0);
   expect_int_eq(count(out, 'h', 0, SAMPLES), SAMPLES);
@@ -239,6 +251,7 @@ TEST(big_heap) {
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "child") == 0) return child(argv[2]);
   if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return 1;
+  emulated = getenv("KITE_TEST_EMULATOR") != NULL;
   if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
     printf("SKIP: no transparent huge pages in this kernel\n");
     return 0;

@@ -5,6 +5,11 @@
  *   check_fires     a misaligned mprotect or madvise aborts with a message naming it
  *   refuse_big_page a page above KITE_OS_PAGE_MAX: start-up refuses, with a message
  *   huge_page_size  a huge page larger than an arena is never advised (nor collapsed)
+ *   noreplace_hint  a kernel that takes MAP_FIXED_NOREPLACE for a hint (before 4.17;
+ *                   qemu-user 7.2 over a range in use) maps elsewhere, off the forced page:
+ *                   kite undoes that mapping without tripping the check, leaves the range's
+ *                   owner alone, and an arena whose growth such a range blocks leaves the
+ *                   runs to another arena
  *   high_addresses  an address above KITE_ADDR_BITS is never kite's: kite_owns says no, free
  *                   reports it as invalid without touching it; a real mapping there (the
  *                   kernel gives one only with 5-level paging) is treated the same
@@ -168,10 +173,65 @@ TEST(high_addresses) {
   if (m != MAP_FAILED) munmap(m, 1 << 16);
 }
 
+/* The end of the run of adjacent mappings that holds p (/proc/self/maps), 0 if none. */
+static uintptr_t mapped_end(const void *p) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  uintptr_t lo, hi, end = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+      if (lo <= (uintptr_t)p && (uintptr_t)p < hi) end = hi;
+      else if (end && lo == end) end = hi;
+    }
+  fclose(f);
+  return end;
+}
+static void noreplace_hint_child(void) {
+  const size_t page = _kite_os_page_size;
+  _kite_test_os_noreplace_hint = true;
+  /* a range in use: refused, its content intact; free again: mapped there */
+  uint8_t *raw = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) _exit(10);
+  uint8_t *x = (uint8_t *)(((uintptr_t)raw + page - 1) & ~(uintptr_t)(page - 1));
+  memset(x, 0x6b, page / 2);
+  if (_kite_os_map_at(x, page)) _exit(11);
+  if (x[page / 2 - 1] != 0x6b) _exit(12);
+  munmap(raw, 2 * page);
+  if (!_kite_os_map_at(x, page)) _exit(13);
+  _kite_os_unmap(x, page);
+  /* an arena that cannot grow (its next page taken): the runs come from another arena */
+  uint8_t *first = kite_malloc(1 << 20);
+  uintptr_t end = first ? mapped_end(first) : 0;
+  if (!end) _exit(14);
+  uint8_t *block = mmap((void *)end, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (block != (uint8_t *)end) _exit(15);
+  memset(block, 0x3c, page);
+  enum { RUNS = 80 };
+  uint8_t *r[RUNS];
+  for (int i = 0; i < RUNS; i++) {
+    if (!(r[i] = kite_malloc(1 << 20))) _exit(16);
+    memset(r[i], i, 1 << 20);
+  }
+  for (int i = 0; i < RUNS; i++)
+    if (r[i][0] != (uint8_t)i || r[i][(1 << 20) - 1] != (uint8_t)i) _exit(17);
+  if (block[0] != 0x3c || block[page - 1] != 0x3c) _exit(18);
+  if (!kite_check()) _exit(19);
+  for (int i = 0; i < RUNS; i++) kite_free(r[i]);
+  kite_free(first);
+  _exit(0);
+}
+TEST(noreplace_hint) {
+  char buf[512];
+  int st = run_child(noreplace_hint_child, "KITE_TEST_OS_PAGE=65536", buf, sizeof buf);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) printf("  status %d, stderr: %s\n", st, buf);
+}
+
 static const child_t children[] = {
   {"page_in_force", page_in_force_child}, {"misaligned_protect", misaligned_protect_child},
   {"misaligned_advise", misaligned_advise_child}, {"big_page", big_page_child},
-  {"huge_page", huge_page_child}, {NULL, NULL}};
+  {"huge_page", huge_page_child}, {"noreplace_hint", noreplace_hint_child}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   children_ = children;
@@ -185,5 +245,6 @@ int main(int argc, char **argv) {
   RUN(refuse_big_page);
   RUN(huge_page_size);
   RUN(high_addresses);
+  RUN(noreplace_hint);
   return test_main_end();
 }
