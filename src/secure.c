@@ -2,31 +2,19 @@
  * secure_layout.h). Each public kite_* name, and the standard names, is a thin wrapper around the
  * core's entry point (alloc.c and free.c, renamed _kite_core_* in this build by alloc.h):
  *
- *   malloc(n <= 64 KiB - 8): core block of n + 8 bytes (its class has room for the canary),
- *       checked zero where secure_layout.h keeps free blocks zero (the first 64 bytes and the 8
- *       before the mark: all of a block of up to 80 bytes) and its last 8 bytes a mark (the
- *       carved or the freed one, secure_layout.h; else: write after free); its canary is written
- *       there. Usable size: block size - 8. The core's pop is inlined here (up to 1016
- *       bytes the thread's direct page of the class, then the class's current page with
- *       its quick refill), so the block's page is known; the core's small path only when
- *       the current page has no block at all.
- *   malloc(larger) and big alignments: a large run or huge block of round_up(n, 4 KiB) +
- *       4 KiB, PROT_NONE from round_up(n, 4 KiB) on (the guard: a huge block's last page, a
- *       large run's whole unused tail), made accessible again just before the core frees
- *       it; a freed large run may be kept by its thread, guard in place, for a later
- *       malloc ("large runs kept" below).
- *   free(small): the canary is claimed with one compare-and-swap (canary -> freed mark), so
- *       of two racing frees exactly one proceeds; the freed mark means double free, the
- *       carved mark a block never handed out (secure_layout.h), anything else a buffer overflow.
- *       The block is zeroed (as secure_layout.h says) and put in the thread's quarantine (a ring
- *       of KITE_SECURE_QUARANTINE pointers and their pages, first in first out); the
- *       oldest block, which it displaces, goes to the core's free of a small block on
- *       the page and block index found at its free (kept beside it in the ring: no second lookup;
- *       it stays LIVE in the core's link array while quarantined; its bytes are checked
- *       when it is handed out again). Blocks of first-class heaps skip the quarantine
- *       (kite_heap_destroy frees their pages at once).
- *   realloc: always malloc + copy + free (a shrink that keeps the class stays in place), so
- *       the core never resizes a guarded run in place.
+ *   malloc(n <= 64 KiB - 8): a core block of n + 8 bytes, its last 8 bytes the canary;
+ *       checked zero and marked where secure_layout.h keeps free blocks so (else: write
+ *       after free). The core's pop is inlined here, so the block's page is known.
+ *   malloc(larger), big alignments: a large run or huge block of round_up(n, 4 KiB) + 4 KiB,
+ *       PROT_NONE from round_up(n, 4 KiB) on; a freed large run may be kept by its thread,
+ *       guard in place ("large runs kept" below).
+ *   free(small): the canary claimed with one compare-and-swap (canary -> freed mark: of two
+ *       racing frees one proceeds), the block's head zeroed, the block put in the thread's
+ *       quarantine; the oldest one there goes to the core's free on the page and index kept
+ *       beside it (no second lookup). Blocks of first-class heaps skip the quarantine.
+ *   realloc: malloc + copy + free (a shrink within the class stays), so the core never
+ *       resizes a guarded run in place.
+ * docs/security.md's "Secure mode" states each protection, its test and what it misses.
  * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
  * may install _kite_secure_error_hook instead, then the operation is skipped).
  * Layer: entry (beside alloc and free).
@@ -48,15 +36,13 @@
 #include <pthread.h>
 #include <string.h>
 
-/* Only the secure build (KITE_SECURE=1) compiles the rest; anything that builds every
- * C file of src/ (the Rust crate kite-sys) gets an empty one. */
+/* Only the secure build compiles the rest (kite-sys builds every file of src/). */
 #if KITE_SECURE
 _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure_layout.h's order table");
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
-#ifndef KITE_SECURE_QUARANTINE
-/* Freed small blocks each thread holds back before the core may reuse them. */
+#ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
 #define KITE_SECURE_QUARANTINE 64
 #endif
 #define SMALL_LIMIT (KITE_SMALL_MAX - KITE_SECURE_CANARY) /* largest request with a canary */
@@ -394,11 +380,9 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
 }
 
 /* ---- large runs kept with their guards ----
- * A thread keeps up to KEPT_RUNS large runs it freed (KEPT_BYTES of runs at most) with their
- * guard pages in place, and hands one out again for a request of the same order: a run
- * kept for a request of the same page count is handed out with no system call, one of
- * another page count with its guard moved (two mprotect calls, as a fresh run's guard
- * and a freed run's lifting cost); neither goes through the arena.
+ * A thread keeps up to KEPT_RUNS large runs it freed (KEPT_BYTES at most), guards in place,
+ * and hands one out again for a request of the same order, bypassing the arena: with no
+ * system call for the same page count, else with its guard moved (two mprotect calls).
  * Invariants:
  *   K1. A kept run was claimed as the core's free claims a large run (one compare-and-swap
  *       of its kind, LARGE -> HELD): of two frees of one block one proceeds, the other is
