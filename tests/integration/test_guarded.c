@@ -443,7 +443,10 @@ TEST(threads) {
   xq.n = 0;
   expect_int_eq(xq_bad, 0);
   uint64_t a = guarded_allocs() - a0, f = guarded_frees() - f0;
-  expect_true(a > 1000);
+  /* About 8000 of the 24000 allocations are drawn. At 4 KiB pages the region has a slot for
+   * each; at a forced 64 KiB page it has 511, and once they are all live or waiting a drawn
+   * allocation is served unguarded, so only the slot count is certain there. */
+  expect_true(a > 500);
   expect_uint_eq(f, a);
   expect_true(check_all());
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
