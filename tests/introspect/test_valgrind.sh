@@ -25,7 +25,7 @@ grep -q "definitely lost: 4,000 bytes in 4 blocks" "$tmp/vg_leak.log" && grep -q
 
 vg vg_uaf; rc=$?
 grep -q "Invalid read of size 1" "$tmp/vg_uaf.log" && grep -q "40 bytes inside a block of size 64 free'd" "$tmp/vg_uaf.log" \
-  && grep -q "(valgrind.c:" "$tmp/vg_uaf.log" \
+  && grep -Eq "[(/]valgrind.c:" "$tmp/vg_uaf.log" \
   && [ "$rc" = 99 ] && ok "planted use after free: invalid read 40 bytes inside a freed block of 64 (kite's free)" \
   || { bad "planted use after free not reported (rc $rc)"; cat "$tmp/vg_uaf.log"; }
 
