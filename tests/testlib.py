@@ -8,8 +8,10 @@ status.
 
 run_tool(script, *args) runs a Python script of the tree and returns (exit status, stdout,
 stderr); copy_tree(root, *paths) copies root's paths (directories whole, files with their
-directories) into a new temporary directory, for a test that breaks a copy of the tree.
+directories) into a new temporary directory, for a test that breaks a copy of the tree;
+`with tree_copy(root, *paths) as d:` does the same and removes the copy afterwards.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -66,3 +68,12 @@ def copy_tree(root, *paths, prefix="kite-tree-"):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy(src, dst)
     return d
+
+
+@contextlib.contextmanager
+def tree_copy(root, *paths, prefix="kite-tree-"):
+    d = copy_tree(root, *paths, prefix=prefix)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d)

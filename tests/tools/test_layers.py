@@ -10,13 +10,12 @@ CACHE_DIR (default: a temporary one) is passed to every run as --cache: the copi
 from the tree in one file, so only that file is compiled again.
 """
 import os
-import shutil
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from testlib import check, eq, run_tests, run_tool  # noqa: E402
-from testlib import copy_tree as testlib_copy_tree  # noqa: E402
+from testlib import tree_copy  # noqa: E402
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "tools", "layers.py")
@@ -28,9 +27,9 @@ def run(*args):
     return run_tool(TOOL, *args, *cache)
 
 
-def copy_tree():
+def copied_tree():
     # include/ for the compiles
-    return testlib_copy_tree(ROOT, "src", "include", "docs/design.md", prefix="kite-layers-")
+    return tree_copy(ROOT, "src", "include", "docs/design.md", prefix="kite-layers-")
 
 
 def append(path, text):
@@ -57,19 +56,15 @@ def test_picture_shows_calls():
 
 
 def test_upward_include_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         append(os.path.join(d, "src", "arena.c"), '#include "heap.h"\n')
         rc, _, err = run("--check", "--root", d)
         eq(rc, 1, "exit status")
         check("src/arena.c:" in err and "arena (layer arena) -> heap (layer heap) goes upward" in err, "names the edge: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_upward_call_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         # declared here, not through heap.h: the includes stay sound, only the call goes up
         append(os.path.join(d, "src", "arena.c"),
                "void _kite_heap_fork_prepare(void);\nvoid _kite_arena_probe(void) { _kite_heap_fork_prepare(); }\n")
@@ -78,13 +73,10 @@ def test_upward_call_fails():
         check("src/arena.c (default, secure, valgrind builds): calls _kite_heap_fork_prepare of src/heap_pool.c: "
               "arena (layer arena) -> heap (layer heap) goes upward" in err, "names the call: " + err)
         check(": includes" not in err, "no include is blamed: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_upward_call_in_low_header_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         # an inline function of a bottom-layer header that calls the heap layer, used by huge.c
         # (in the secure build only): the arrow goes from huge, which uses it
         append(os.path.join(d, "src", "secret.h"),
@@ -97,13 +89,10 @@ def test_upward_call_in_low_header_fails():
         check("src/huge.c (secure build): calls _kite_heap_fork_parent of src/heap_pool.c: huge (layer huge) -> heap "
               "(layer heap) goes upward (the call is in src/huge.c or in an inline function of a header it includes)"
               in err, "names the call and the build: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_call_cycle_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         # options calls message (its output); message calling options closes a circle inside
         # the bottom layer, with no include added
         append(os.path.join(d, "src", "message.c"),
@@ -112,56 +101,42 @@ def test_call_cycle_fails():
         eq(rc, 1, "exit status")
         check("call cycle between modules: " in err and "message -> options -> message" in err, "names the cycle: " + err)
         check("goes upward" not in err, "no edge goes upward: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_compile_error_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         append(os.path.join(d, "src", "buddy.c"), "this is not C;\n")
         rc, _, err = run("--root", d)
         eq(rc, 1, "exit status")
         check("src/buddy.c does not compile (default build)" in err, err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_cycle_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         # message -> stats -> sizeclass -> message (all in the bottom layer)
         append(os.path.join(d, "src", "message.c"), '#include "stats.h"\n')
         rc, _, err = run("--root", d)
         eq(rc, 1, "exit status")
         check("include cycle between modules: " in err and "message" in err and "stats" in err, "names the cycle: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_unclaimed_file_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         with open(os.path.join(d, "src", "segment.c"), "w") as f:
             f.write('#include "types.h"\n')
         rc, _, err = run("--root", d)
         eq(rc, 1, "exit status")
         check("src/segment.c: no module claims this file" in err, err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_stale_picture_fails_and_write_fixes_it():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         append(os.path.join(d, "src", "free.c"), '#include "os.h"\n')  # allowed, but a new arrow
         rc, _, err = run("--check", "--root", d)
         eq(rc, 1, "exit status with a stale picture")
         check("stale" in err, err)
         eq(run("--write", "--root", d)[0], 0, "--write")
         eq(run("--check", "--root", d)[0], 0, "--check after --write")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_bad_usage():

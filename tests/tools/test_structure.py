@@ -7,14 +7,13 @@ name what is wrong; a long function whose comment says "Why longer:" passes; bad
     test_structure.py REPO_ROOT
 """
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from testlib import check, eq, run_tests, run_tool  # noqa: E402
-from testlib import copy_tree as testlib_copy_tree  # noqa: E402
+from testlib import tree_copy  # noqa: E402
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "tools", "structure.py")
@@ -26,8 +25,8 @@ def run(*args):
     return run_tool(TOOL, *args)
 
 
-def copy_tree():
-    return testlib_copy_tree(ROOT, "src", prefix="kite-structure-")
+def copied_tree():
+    return tree_copy(ROOT, "src", prefix="kite-structure-")
 
 
 def write(path, text):
@@ -47,34 +46,27 @@ def test_real_tree_is_sound():
 
 
 def test_long_file_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         write(os.path.join(d, "src", "bloated.c"), "int bloated_x;\n" * 701)
         rc, _, err = run("--root", d)
         eq(rc, 1, "exit status")
         check("src/bloated.c: 701 lines, above 700" in err, "names the file and its length: " + err)
         write(os.path.join(d, "src", "bloated.c"), "int bloated_x;\n" * 700)
         eq(run("--root", d)[0], 0, "700 lines are allowed")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_long_function_fails():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         write(os.path.join(d, "src", "longfn.c"), "/* a helper */\n" + body(61))
         rc, _, err = run("--root", d)
         eq(rc, 1, "exit status")
         check("src/longfn.c:2: f61() is 61 lines, above 60" in err, "names the function, line and length: " + err)
         write(os.path.join(d, "src", "longfn.c"), "/* a helper */\n" + body(60))
         eq(run("--root", d)[0], 0, "60 lines are allowed")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_why_longer_comment_allows_it():
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         write(os.path.join(d, "src", "longfn.c"),
               "/* One table walk. Why longer: the cases share their locals. */\n" + body(80))
         rc, _, err = run("--root", d)
@@ -84,8 +76,6 @@ def test_why_longer_comment_allows_it():
               "/* Why longer: a reason for g. */\nstatic int g(void) { return 0; }\n" + body(80))
         rc, _, err = run("--root", d)
         eq(rc, 1, "a reason above another function does not count: " + err)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_reader_counts_variants_strings_and_attributes():
@@ -102,8 +92,7 @@ def test_reader_counts_variants_strings_and_attributes():
 def test_stale_allow_list_entry_fails():
     """A copy of the tool whose allow-lists name page.c (short) and a short function of it:
     both entries are stale, and each is named (the real lists may be empty)."""
-    d = copy_tree()
-    try:
+    with copied_tree() as d:
         with open(TOOL) as f:
             text = f.read()
         check("ALLOW_FILES = {" in text and "ALLOW_FUNCS = {" in text, "the tool's allow-lists")
@@ -117,19 +106,14 @@ def test_stale_allow_list_entry_fails():
         eq(p.returncode, 1, "exit status: " + p.stderr)
         check("ALLOW_FILES lists src/page.c" in p.stderr, "names the stale file entry: " + p.stderr)
         check("ALLOW_FUNCS lists short_fn()" in p.stderr, "names the stale function entry: " + p.stderr)
-    finally:
-        shutil.rmtree(d)
 
 
 def test_bad_usage():
     rc, _, err = run("--frobnicate")
     eq(rc, 2, "exit status of an unknown option")
     check("usage:" in err, "prints usage")
-    d = tempfile.mkdtemp(prefix="kite-structure-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="kite-structure-") as d:
         eq(run("--root", d)[0], 2, "a root without src/")
-    finally:
-        shutil.rmtree(d)
 
 
 sys.exit(run_tests([test_real_tree_is_sound, test_long_file_fails, test_long_function_fails,
