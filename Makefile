@@ -68,7 +68,7 @@ test-asan:
 test-tsan:
 	$(CMAKE) -S . -B build-tsan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=thread -DKITE_WERROR=ON
 	$(CMAKE) --build build-tsan -j $(JOBS)
-	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test: test-main test-asan test-tsan
 

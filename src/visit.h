@@ -25,7 +25,12 @@ typedef struct kite_live_s {
   uint64_t large_blocks, large_bytes; /* large runs in use: usable sizes */
   uint64_t huge_blocks, huge_bytes;   /* from huge.c's counters */
 } kite_live_t;
-/* Walk every arena's runs (under the arena lock) and read the huge counters. */
+/* Walk every arena's runs (under the arena locks) and read the huge counters. The walk reads
+ * descriptors and counts that their owners write at the same moment with plain stores (the
+ * fast paths' counts, a run's teardown): its figures are a snapshot that may be off by what
+ * changes while it runs, and it follows no pointer it reads there (arenas stay mapped under
+ * the purge lock). Plain owner stores keep that cost off every malloc and free; under TSan
+ * the walk's accesses are not recorded (types.h, KITE_TSAN_IGNORE_BEGIN). */
 void _kite_live_collect(kite_live_t *out);
 
 /* One heap's figures (its queues and full lists; a snapshot for another thread's heap).
