@@ -123,6 +123,36 @@ TEST(decay_counts_purged_runs_that_come_back) {
   kite_malloc_trim(0);
 }
 
+/* While the program claims memory, a step keeps a free run younger than a demand window
+ * (8 delays) although it is older than the delay, when the committed total is within
+ * 1/DECAY_SLACK of the most in use that a step saw: here a fresh run claimed after the step
+ * that saw the peak puts the total 16 units over it (the old rule then fell back to the
+ * plain delay and purged the run, which the next claim faulted in again). A step two
+ * windows later, with no claim since, purges it (an idle program gives memory back). */
+TEST(decay_keeps_young_runs_while_claiming) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 10);
+  kite_malloc_trim(0);
+  bool zero;
+  kite_page_t *ballast = _kite_arena_alloc_run(8, &zero); /* 16 MiB in use: the slack is 1 MiB */
+  kite_page_t *run = _kite_arena_alloc_run(4, &zero);
+  assert_true(ballast && run);
+  uint64_t now = _kite_os_now_ms();
+  _kite_test_arena_decay_at(now); /* sees the peak of use */
+  kite_page_t *fresh = _kite_arena_alloc_run(4, &zero);
+  assert_true(fresh != NULL);
+  _kite_test_arena_free_run_at(run, now - 30);
+  _kite_test_arena_decay_at(now);
+  expect_true(_kite_test_arena_unit_dirty(run));
+  expect_true(_kite_test_arena_unit_dirty(run + 15));
+  _kite_test_arena_decay_at(now + 2000);
+  expect_true(!_kite_test_arena_unit_dirty(run));
+  _kite_arena_free_run(fresh);
+  _kite_arena_free_run(ballast);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
 /* A huge map cached by a thread whose clock reading is later than that of a thread now
  * expiring the cache is not expired by it: the difference is not a huge unsigned age. */
 TEST(huge_cache_keeps_a_map_cached_after_now) {
@@ -782,6 +812,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
   RUN_CHECKED(decay_came_back_window);
   RUN_CHECKED(decay_next_stretch);
+  RUN_CHECKED(decay_keeps_young_runs_while_claiming);
   RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
   RUN_CHECKED(large_claim_reuses_a_committed_block_not_recent);
