@@ -181,6 +181,26 @@ static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, bool curve, uint
   return true;
 }
 
+/* The first unit at or after u whose dirty_map bit is set (free and committed), or
+ * KITE_ARENA_UNITS; and one past the last such unit before u, or 0. Slot lock held. */
+static uint32_t dirty_next(const kite_arena_t *a, uint32_t u) {
+  while (u < KITE_ARENA_UNITS) {
+    uint64_t m = a->dirty_map[u >> 6] >> (u & 63);
+    if (m) return u + (uint32_t)__builtin_ctzll(m);
+    u = (u | 63) + 1;
+  }
+  return KITE_ARENA_UNITS;
+}
+static uint32_t dirty_prev(const kite_arena_t *a, uint32_t u) {
+  while (u > 0) {
+    uint32_t top = (u - 1) & 63, w = (u - 1) >> 6;
+    uint64_t m = a->dirty_map[w] & (top == 63 ? ~(uint64_t)0 : ((uint64_t)2 << top) - 1);
+    if (m) return w * 64 + 64 - (uint32_t)__builtin_clzll(m);
+    u = w * 64;
+  }
+  return 0;
+}
+
 /* One decay step with delay d (or, force, a full purge) of the arena in slot s, along the
  * curve or (!curve) only what is at least d old; *need: units the step still owes the bound (decay_policy),
  * lowered by what this arena purges. Returns units purged; *empty tells whether the arena is
@@ -196,8 +216,8 @@ static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_
   if (!a->dirty_free) goto done;
   if (!force && (d <= 0 || !decay_cut(a, now, d, curve, *need, &c))) goto done;
 #define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
-  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
-    if (!PURGEABLE(i, c.min_age)) { i++; continue; }
+  for (uint32_t i = dirty_next(a, a->meta_units); i < KITE_ARENA_UNITS;) {
+    if (!PURGEABLE(i, c.min_age)) { i = dirty_next(a, i + 1); continue; }
     uint32_t j = i;
     while (j < KITE_ARENA_UNITS && PURGEABLE(j, c.min_age)) j++;
     purge_range(s, a, i, j, stamp);
@@ -207,7 +227,7 @@ static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_
   /* the part, from the top down: runs are reused from their start (the recently freed
    * runs) and carved lowest first, so the top of free memory is the least likely reused */
   for (uint32_t j = KITE_ARENA_UNITS; j > a->meta_units && c.part;) {
-    if (!PURGEABLE(j - 1, c.part_age)) { j--; continue; }
+    if (!PURGEABLE(j - 1, c.part_age)) { j = dirty_prev(a, j - 1); continue; }
     uint32_t i = j;
     while (i > a->meta_units && PURGEABLE(i - 1, c.part_age) && j - i < c.part) i--;
     c.part -= j - i;
