@@ -25,12 +25,12 @@
 /* Claiming (the units claimed in the last one or two windows of DEMAND_WINDOWS purge delays
  * are at least a quarter of the dirty free units of all arenas): a step drops the curve and
  * purges only what has been free for the longer of one window and the stretched delay, plus
- * what the bound asks for: the committed total may exceed the ceiling (the most in use that
- * the steps of those windows saw) by 1/DECAY_SLACK, and the excess goes at once, oldest
- * first (need, decay_cut). The bound, not the delay, keeps the resident set near the recent
- * peak of use; the curve purged a share of the young free units at every step and the next
- * claims faulted most of it in again. Not claiming (an idle program, or one whose free
- * memory no longer fits its requests): the plain decay curve with D. */
+ * what the bound asks for: the committed total above the ceiling (the most in use that the
+ * steps of those windows saw) goes at once, oldest first (need, decay_cut). The bound, not
+ * the delay, keeps the resident set near the recent peak of use; the curve purged a share
+ * of the young free units at every step and the next claims faulted most of it in again.
+ * Not claiming (an idle program, or one whose free memory no longer fits its requests): the
+ * plain decay curve with D, at the first step after a pause. */
 #ifndef DEMAND_WINDOWS
 #define DEMAND_WINDOWS 8
 #endif
@@ -39,16 +39,12 @@
  * the steps give back. A unit a decay step purged is stamped (purged_ms); when a claim takes
  * it again within DECAY_BACK_MS of that stamp it "came back" (_kite_decay_is_back): the
  * purge saved nothing and cost a page fault per page. Every DECAY_JUDGE_MS the steps weigh
- * the units purged against those that came back (_kite_decay_next_stretch): half or more
- * came back, the delay doubles (up to DECAY_MAX_MS); less than an eighth, it halves. The
+ * the units purged against those that came back, each a ledger that keeps half of the
+ * previous periods' (_kite_decay_next_stretch): half or more came back, the delay doubles
+ * (up to DECAY_MAX_MS); less than an eighth, it halves. The
  * longer delay is used only while the program is claiming memory (above), under the bound. */
 #ifndef DECAY_JUDGE_MS
 #define DECAY_JUDGE_MS 100
-#endif
-#ifndef DECAY_SLACK
-/* While the longer delay is in force the committed total may pass the ceiling by 1/DECAY_SLACK
- * of it: the ceiling is the most in use that a step saw, and steps see use only when they run. */
-#define DECAY_SLACK 16
 #endif
 /* Units purged in a judging period below which it says nothing (2 MiB). */
 #define DECAY_JUDGE_MIN 32u
@@ -63,7 +59,9 @@ static uint64_t used_peak_cur;       /* most units in use (committed, not free) 
 static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
 static uint32_t stretch;             /* atomic (written under purge_lock): delay D << stretch */
 static uint64_t judge_epoch_ms;      /* start of this judging period (purge_lock) */
-static uint64_t judge_purged;        /* units the decay purged in it (purge_lock) */
+static uint64_t judge_purged;        /* units the decay purged: in this period, plus half of
+                                      * the previous periods' ledger (purge_lock) */
+static uint64_t judge_back;          /* the same ledger of units that came back (purge_lock) */
 static uint64_t judge_back_mark;     /* _kite_decay_back at its start (purge_lock) */
 
 /* The age at `now` of a unit stamped `stamp` (both in ms, modulo 2^32). The stamp may be
@@ -145,7 +143,8 @@ typedef struct {
 } decay_cut_t;
 
 /* The decay curve with delay d > 0 over a's dirty free units (see the file's comment), or
- * without the curve (!curve) every unit at least d old, and at least `need` of them (oldest first: the bound of the stretch, see decay_policy). Slot
+ * without the curve (!curve) every unit at least d old, and at least `need` of them (oldest
+ * first: the bound, see decay_policy). Slot
  * lock held. false: nothing to purge. The ages come from dirty_map's set bits, so a step
  * costs the arena's dirty free units, not all its units. */
 static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, bool curve, uint64_t need, decay_cut_t *c) {
@@ -202,8 +201,8 @@ static uint32_t dirty_prev(const kite_arena_t *a, uint32_t u) {
 }
 
 /* One decay step with delay d (or, force, a full purge) of the arena in slot s, along the
- * curve or (!curve) only what is at least d old; *need: units the step still owes the bound (decay_policy),
- * lowered by what this arena purges. Returns units purged; *empty tells whether the arena is
+ * curve or (!curve) only what is at least d old; *need: units the step still owes the
+ * bound (decay_policy), lowered by what this arena purges. Returns units purged; *empty tells whether the arena is
  * now all free and all purged. */
 static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_t d, bool curve, uint64_t *need, bool *empty) {
   size_t purged = 0;
@@ -248,7 +247,7 @@ done:
  * (purge_lock held): returns the delay the step uses. *curve: the plain decay curve (a
  * program that is not claiming memory); else the step purges only what is older than the
  * delay, and *need units more, oldest first, so that the committed total comes down to the
- * ceiling (the most in use that the steps of the demand windows saw, plus 1/DECAY_SLACK). */
+ * ceiling (the most in use that the steps of the demand windows saw). */
 static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need) {
   uint64_t w = (uint64_t)d * DEMAND_WINDOWS, total = __atomic_load_n(&_kite_decay_demand, __ATOMIC_RELAXED);
   if (now - demand_epoch_ms >= w) {
@@ -267,10 +266,16 @@ static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need
   uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;
   if (now - judge_epoch_ms >= DECAY_JUDGE_MS) {
     uint64_t back = __atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED);
-    unsigned s = _kite_decay_next_stretch(stretch, judge_purged, back - judge_back_mark, d);
+    /* A unit comes back when the program claims it again, often a period or more after the
+     * step that purged it (a program working in rounds purges in one period and claims in
+     * the next): the ledgers carry half of each period into the next, so those claims are
+     * weighed against the purges they undo, not against a period with nothing purged. */
+    judge_back += back - judge_back_mark;
+    unsigned s = _kite_decay_next_stretch(stretch, judge_purged, judge_back, d);
     __atomic_store_n(&stretch, s, __ATOMIC_RELAXED);
     judge_back_mark = back;
-    judge_purged = 0;
+    judge_purged /= 2;
+    judge_back /= 2;
     judge_epoch_ms = now;
   }
   *curve = demand * 4 < dirty;
@@ -279,7 +284,6 @@ static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need
    * next claims faulted most of it in again); over the ceiling only the excess goes. */
   int64_t ds = stretched_delay(d, stretch);
   if (ds < (int64_t)w) ds = (int64_t)w; /* the ceiling, not the delay, bounds what stays */
-  ceiling += ceiling / DECAY_SLACK;
   *need = committed > ceiling ? committed - ceiling : 0;
   return ds;
 }
