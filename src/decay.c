@@ -10,8 +10,8 @@
  * D/16 ms (purge_lock is only tried: a free never waits for a purge), from thread exit, and
  * from the background purger. An arena whose units are all free and purged is unmapped by a
  * step (unless it is the only one); malloc_trim (a forced purge) and a failed mapping unmap
- * every empty arena. Two rules adapt D to the program: the demand
- * windows (DEMAND_WINDOWS) and the stretch (below).
+ * every empty arena. Two rules adapt D to a program that is claiming memory: the demand
+ * windows with their bound (DEMAND_WINDOWS) and the stretch (below).
  */
 #include "arena_int.h"
 #include "options.h"
@@ -22,13 +22,15 @@
 #include <kite/buddy.h>
 
 #define DECAY_BANDS 16
-/* Adaptive decay: while the units claimed in the last one or two windows of DEMAND_WINDOWS
- * purge delays are at least the dirty free units of all arenas (the program asks for as much
- * memory as it has just given back), and keeping them does not lift the committed total
- * above the most the program had in use in those windows, a step keeps every free unit
- * younger than one window (only older ones go); otherwise the plain decay. A program that
- * frees everything and builds it again (rounds of work) keeps its pages; one that stops
- * allocating, or whose free memory does not fit its new requests, is purged as before. */
+/* Claiming (the units claimed in the last one or two windows of DEMAND_WINDOWS purge delays
+ * are at least a quarter of the dirty free units of all arenas): a step drops the curve and
+ * purges only what has been free for the longer of one window and the stretched delay, plus
+ * what the bound asks for: the committed total above the ceiling (the most in use that the
+ * steps of those windows saw) goes at once, oldest first (need, decay_cut). The bound, not
+ * the delay, keeps the resident set near the recent peak of use; the curve purged a share
+ * of the young free units at every step and the next claims faulted most of it in again.
+ * Not claiming (an idle program, or one whose free memory no longer fits its requests): the
+ * plain decay curve with D, at the first step after a pause. */
 #ifndef DEMAND_WINDOWS
 #define DEMAND_WINDOWS 8
 #endif
@@ -37,14 +39,10 @@
  * the steps give back. A unit a decay step purged is stamped (purged_ms); when a claim takes
  * it again within DECAY_BACK_MS of that stamp it "came back" (_kite_decay_is_back): the
  * purge saved nothing and cost a page fault per page. Every DECAY_JUDGE_MS the steps weigh
- * the units purged against those that came back (_kite_decay_next_stretch): half or more
- * came back, the delay doubles (up to DECAY_MAX_MS); less than an eighth, it halves. The
- * longer delay is used only while the program is claiming memory (the units claimed in the
- * demand windows are at least a quarter of the free committed ones) and the committed total
- * is no more than the most it had in use in those windows (so the longer delay never lifts
- * the resident set above the recent peak of use): memory a program stopped asking for, or
- * more than its recent peak, goes after D as before, and an idle program (no claims) gets
- * the plain decay at its next step. */
+ * the units purged against those that came back, each a ledger that keeps half of the
+ * previous periods' (_kite_decay_next_stretch): half or more came back, the delay doubles
+ * (up to DECAY_MAX_MS); less than an eighth, it halves. The
+ * longer delay is used only while the program is claiming memory (above), under the bound. */
 #ifndef DECAY_JUDGE_MS
 #define DECAY_JUDGE_MS 100
 #endif
@@ -61,7 +59,9 @@ static uint64_t used_peak_cur;       /* most units in use (committed, not free) 
 static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
 static uint32_t stretch;             /* atomic (written under purge_lock): delay D << stretch */
 static uint64_t judge_epoch_ms;      /* start of this judging period (purge_lock) */
-static uint64_t judge_purged;        /* units the decay purged in it (purge_lock) */
+static uint64_t judge_purged;        /* units the decay purged: in this period, plus half of
+                                      * the previous periods' ledger (purge_lock) */
+static uint64_t judge_back;          /* the same ledger of units that came back (purge_lock) */
 static uint64_t judge_back_mark;     /* _kite_decay_back at its start (purge_lock) */
 
 /* The age at `now` of a unit stamped `stamp` (both in ms, modulo 2^32). The stamp may be
@@ -142,23 +142,32 @@ typedef struct {
   uint64_t part;
 } decay_cut_t;
 
-/* The decay curve with delay d > 0 over a's dirty free units (see the file's comment). Slot
- * lock held. false: nothing to purge. */
-static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, decay_cut_t *c) {
+/* The decay curve with delay d > 0 over a's dirty free units (see the file's comment), or
+ * without the curve (!curve) every unit at least d old, and at least `need` of them (oldest
+ * first: the bound, see decay_policy). Slot
+ * lock held. false: nothing to purge. The ages come from dirty_map's set bits, so a step
+ * costs the arena's dirty free units, not all its units. */
+static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, bool curve, uint64_t need, decay_cut_t *c) {
   uint32_t band = (uint32_t)(d / DECAY_BANDS) ? (uint32_t)(d / DECAY_BANDS) : 1;
   uint32_t hist[DECAY_BANDS + 1] = {0};
-  for (uint32_t u = a->meta_units; u < KITE_ARENA_UNITS; u++) {
-    if (!(a->is_free[u] && a->dirty[u])) continue;
-    uint32_t b = unit_age(now, a->freed_ms[u]) / band;
-    hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
+  for (uint32_t w = 0; w < KITE_ARENA_UNITS / 64; w++) {
+    for (uint64_t m = a->dirty_map[w]; m; m &= m - 1) {
+      uint32_t u = w * 64 + (uint32_t)__builtin_ctzll(m);
+      uint32_t b = unit_age(now, a->freed_ms[u]) / band;
+      hist[b < DECAY_BANDS ? b : DECAY_BANDS]++;
+    }
   }
   /* kept units allowed, in 32nds: band b (ages [b, b+1) bands) weighs 1 - (b + 1/2)/16 */
   uint64_t allowed32 = 0, total = 0;
   for (uint32_t b = 0; b < DECAY_BANDS; b++) allowed32 += (uint64_t)hist[b] * (2 * DECAY_BANDS - 1 - 2 * b);
   for (uint32_t b = 0; b <= DECAY_BANDS; b++) total += hist[b];
-  uint64_t allowed = allowed32 / (2 * DECAY_BANDS);
-  if (total <= allowed) return false;
-  uint64_t excess = total - allowed, acc = 0;
+  /* without the curve only what is older than d must go */
+  uint64_t allowed = curve ? allowed32 / (2 * DECAY_BANDS) : total - hist[DECAY_BANDS];
+  if (need > total) need = total;
+  if (total <= allowed && need == 0) return false;
+  uint64_t excess = total > allowed ? total - allowed : 0, acc = 0;
+  bool exact = excess < need; /* the bound's share is purged as asked, not rounded up */
+  if (exact) excess = need;
   uint32_t b = DECAY_BANDS + 1;
   while (b > 0 && acc < excess) acc += hist[--b];
   /* the bands older than b go whole; of band b only what the excess still asks for
@@ -167,14 +176,35 @@ static bool decay_cut(kite_arena_t *a, uint64_t now, int64_t d, decay_cut_t *c) 
   c->min_age = (b + 1) * band;
   c->part_age = b * band;
   c->part = excess - (acc - hist[b]);
-  c->part = (c->part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
+  if (!exact) c->part = (c->part + THP_UNITS - 1) & ~(uint64_t)(THP_UNITS - 1);
   return true;
 }
 
-/* One decay step with delay d (or, force, a full purge) of the arena in slot s; keep_young:
- * only units at least that old go. Returns units purged; *empty tells whether the arena is
+/* The first unit at or after u whose dirty_map bit is set (free and committed), or
+ * KITE_ARENA_UNITS; and one past the last such unit before u, or 0. Slot lock held. */
+static uint32_t dirty_next(const kite_arena_t *a, uint32_t u) {
+  while (u < KITE_ARENA_UNITS) {
+    uint64_t m = a->dirty_map[u >> 6] >> (u & 63);
+    if (m) return u + (uint32_t)__builtin_ctzll(m);
+    u = (u | 63) + 1;
+  }
+  return KITE_ARENA_UNITS;
+}
+static uint32_t dirty_prev(const kite_arena_t *a, uint32_t u) {
+  while (u > 0) {
+    uint32_t top = (u - 1) & 63, w = (u - 1) >> 6;
+    uint64_t m = a->dirty_map[w] & (top == 63 ? ~(uint64_t)0 : ((uint64_t)2 << top) - 1);
+    if (m) return w * 64 + 64 - (uint32_t)__builtin_clzll(m);
+    u = w * 64;
+  }
+  return 0;
+}
+
+/* One decay step with delay d (or, force, a full purge) of the arena in slot s, along the
+ * curve or (!curve) only what is at least d old; *need: units the step still owes the
+ * bound (decay_policy), lowered by what this arena purges. Returns units purged; *empty tells whether the arena is
  * now all free and all purged. */
-static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_t d, uint32_t keep_young, bool *empty) {
+static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_t d, bool curve, uint64_t *need, bool *empty) {
   size_t purged = 0;
   uint32_t stamp = force ? 0 : ((uint32_t)now | 1); /* 0 means "not purged by a step" */
   *empty = false;
@@ -183,11 +213,10 @@ static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_
   if (!a) { _kite_unlock(&s->lock); return 0; }
   decay_cut_t c = {0, 0, 0};
   if (!a->dirty_free) goto done;
-  if (!force && keep_young) c.min_age = keep_young;
-  else if (!force && (d <= 0 || !decay_cut(a, now, d, &c))) goto done;
+  if (!force && (d <= 0 || !decay_cut(a, now, d, curve, *need, &c))) goto done;
 #define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
-  for (uint32_t i = a->meta_units; i < KITE_ARENA_UNITS;) {
-    if (!PURGEABLE(i, c.min_age)) { i++; continue; }
+  for (uint32_t i = dirty_next(a, a->meta_units); i < KITE_ARENA_UNITS;) {
+    if (!PURGEABLE(i, c.min_age)) { i = dirty_next(a, i + 1); continue; }
     uint32_t j = i;
     while (j < KITE_ARENA_UNITS && PURGEABLE(j, c.min_age)) j++;
     purge_range(s, a, i, j, stamp);
@@ -197,7 +226,7 @@ static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_
   /* the part, from the top down: runs are reused from their start (the recently freed
    * runs) and carved lowest first, so the top of free memory is the least likely reused */
   for (uint32_t j = KITE_ARENA_UNITS; j > a->meta_units && c.part;) {
-    if (!PURGEABLE(j - 1, c.part_age)) { j--; continue; }
+    if (!PURGEABLE(j - 1, c.part_age)) { j = dirty_prev(a, j - 1); continue; }
     uint32_t i = j;
     while (i > a->meta_units && PURGEABLE(i - 1, c.part_age) && j - i < c.part) i--;
     c.part -= j - i;
@@ -210,13 +239,16 @@ done:
   *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   _kite_unlock(&s->lock);
   if (purged) __atomic_fetch_sub(&_kite_arena_dirty_units, purged, __ATOMIC_RELAXED);
+  *need = *need > purged ? *need - purged : 0;
   return purged;
 }
 
 /* The demand windows and the stretch, read by a step at `now` with the option's delay d > 0
- * (purge_lock held): returns the delay the step uses; *keep_young is set when the step keeps
- * every unit younger than a demand window (see DEMAND_WINDOWS). */
-static int64_t decay_policy(uint64_t now, int64_t d, uint32_t *keep_young) {
+ * (purge_lock held): returns the delay the step uses. *curve: the plain decay curve (a
+ * program that is not claiming memory); else the step purges only what is older than the
+ * delay, and *need units more, oldest first, so that the committed total comes down to the
+ * ceiling (the most in use that the steps of the demand windows saw). */
+static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need) {
   uint64_t w = (uint64_t)d * DEMAND_WINDOWS, total = __atomic_load_n(&_kite_decay_demand, __ATOMIC_RELAXED);
   if (now - demand_epoch_ms >= w) {
     bool gap = now - demand_epoch_ms >= 2 * w;
@@ -232,29 +264,41 @@ static int64_t decay_policy(uint64_t now, int64_t d, uint32_t *keep_young) {
   if (used > used_peak_cur) used_peak_cur = used;
   uint64_t demand = demand_prev + (total - demand_mark);
   uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;
-  if (dirty <= demand && committed <= ceiling) *keep_young = (uint32_t)w;
   if (now - judge_epoch_ms >= DECAY_JUDGE_MS) {
     uint64_t back = __atomic_load_n(&_kite_decay_back, __ATOMIC_RELAXED);
-    unsigned s = _kite_decay_next_stretch(stretch, judge_purged, back - judge_back_mark, d);
+    /* A unit comes back when the program claims it again, often a period or more after the
+     * step that purged it (a program working in rounds purges in one period and claims in
+     * the next): the ledgers carry half of each period into the next, so those claims are
+     * weighed against the purges they undo, not against a period with nothing purged. */
+    judge_back += back - judge_back_mark;
+    unsigned s = _kite_decay_next_stretch(stretch, judge_purged, judge_back, d);
     __atomic_store_n(&stretch, s, __ATOMIC_RELAXED);
     judge_back_mark = back;
-    judge_purged = 0;
+    judge_purged /= 2;
+    judge_back /= 2;
     judge_epoch_ms = now;
   }
-  bool claiming = demand * 4 >= dirty, bounded = committed <= ceiling;
-  return claiming && bounded ? stretched_delay(d, stretch) : d;
+  *curve = demand * 4 < dirty;
+  if (*curve) return d; /* not claiming: the plain decay */
+  /* Claiming: young free units stay (the curve purged a share of them at every step, and the
+   * next claims faulted most of it in again); over the ceiling only the excess goes. */
+  int64_t ds = stretched_delay(d, stretch);
+  if (ds < (int64_t)w) ds = (int64_t)w; /* the ceiling, not the delay, bounds what stays */
+  *need = committed > ceiling ? committed - ceiling : 0;
+  return ds;
 }
 
 static size_t purge_all(bool force, uint64_t now) {
   size_t purged = 0, unmapped = 0;
   uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
-  uint32_t keep_young = 0;
+  bool curve = true;
+  uint64_t need = 0;
   int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
-  if (!force && d > 0) d = decay_policy(now, d, &keep_young);
+  if (!force && d > 0) d = decay_policy(now, d, &curve, &need);
   for (uint32_t i = 0; i < hi; i++) {
     if (!__atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_ACQUIRE)) continue;
     bool empty;
-    purged += arena_decay(&_kite_arena_slots[i], force, now, d, keep_young, &empty);
+    purged += arena_decay(&_kite_arena_slots[i], force, now, d, curve, &need, &empty);
     /* a decay step keeps one arena mapped (the next run would map it again) */
     if (empty && (force || __atomic_load_n(&_kite_arenas_mapped, __ATOMIC_RELAXED) > 1)) unmapped += _kite_arena_unmap(i);
   }

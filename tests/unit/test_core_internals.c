@@ -123,6 +123,41 @@ TEST(decay_counts_purged_runs_that_come_back) {
   kite_malloc_trim(0);
 }
 
+/* While the program claims memory and the committed total is over the most in use that a
+ * step saw, a step purges only the excess, oldest first, and keeps younger runs (the old
+ * rule fell back to the plain delay and purged every run older than it, which the next
+ * claims faulted in again). Here a fresh run claimed after the step that saw the peak puts
+ * the total 16 units over it: of two free runs of 16 units, 40 and 30 ms old (both older
+ * than the 10 ms delay, younger than a demand window), the older goes and the younger
+ * stays. A step two windows later, with no claim since, purges it too (an idle program
+ * gives memory back). */
+TEST(decay_purges_only_the_excess_while_claiming) {
+  long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 10);
+  kite_malloc_trim(0);
+  bool zero;
+  kite_page_t *ballast = _kite_arena_alloc_run(8, &zero);
+  kite_page_t *older = _kite_arena_alloc_run(4, &zero);
+  kite_page_t *younger = _kite_arena_alloc_run(4, &zero);
+  assert_true(ballast && older && younger);
+  uint64_t now = _kite_os_now_ms();
+  _kite_test_arena_decay_at(now); /* sees the peak of use */
+  kite_page_t *fresh = _kite_arena_alloc_run(4, &zero);
+  assert_true(fresh != NULL);
+  _kite_test_arena_free_run_at(older, now - 40);
+  _kite_test_arena_free_run_at(younger, now - 30);
+  _kite_test_arena_decay_at(now);
+  expect_true(!_kite_test_arena_unit_dirty(older));
+  expect_true(!_kite_test_arena_unit_dirty(older + 15));
+  expect_true(_kite_test_arena_unit_dirty(younger));
+  _kite_test_arena_decay_at(now + 2000);
+  expect_true(!_kite_test_arena_unit_dirty(younger));
+  _kite_arena_free_run(fresh);
+  _kite_arena_free_run(ballast);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved);
+  kite_malloc_trim(0);
+}
+
 /* A huge map cached by a thread whose clock reading is later than that of a thread now
  * expiring the cache is not expired by it: the difference is not a huge unsigned age. */
 TEST(huge_cache_keeps_a_map_cached_after_now) {
@@ -782,6 +817,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_keeps_a_unit_stamped_after_now);
   RUN_CHECKED(decay_came_back_window);
   RUN_CHECKED(decay_next_stretch);
+  RUN_CHECKED(decay_purges_only_the_excess_while_claiming);
   RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
   RUN_CHECKED(large_claim_reuses_a_committed_block_not_recent);
