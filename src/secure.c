@@ -84,45 +84,11 @@ static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
   _kite_os_abort();
 }
 
-/* ---- canaries (secure_layout.h; their keys are secret.c's) ---- */
+/* ---- canaries and free blocks (secure_layout.h; the keys are secret.c's) ---- */
 #define canary_of _kite_secure_canary
-
-/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure_layout.h keeps
- * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the
- * x86-64 baseline; plain words elsewhere), two accumulators, no early exit to predict. The
- * last 16 bytes (the word before the mark, and the mark) are read as two words. */
-typedef kite_secure_v2_t kite_v2_t; /* secure_layout.h */
-static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
-  kite_v2_t a = {0, 0}, b = a;
-  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
-    for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
-      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
-    }
-  } else if (bs > 16) { /* the lanes before the last, as secure_layout.h zeroes them */
-#if KITE_SECURE_ZERO_MAX <= 64
-    a = *(const kite_v2_t *)w | *(const kite_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
-    b = *(const kite_v2_t *)((const uint8_t *)w + bs - 32);
-#else
-    uint32_t i = 0, head = bs - 16;
-    for (; i + 32 <= head; i += 32) {
-      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
-    }
-    if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-#endif
-  }
-  /* the last 16 bytes as two words: folding them into the lanes would cost more moves */
-  const uint64_t *end = (const uint64_t *)((const uint8_t *)w + bs);
-  uint64_t t = end[-2] | ((end[-1] ^ freed) >> 1); /* 0 for either mark */
-  a |= b;
-  return (a[0] | a[1] | t) == 0;
-}
-
-#define zero_free_block _kite_secure_zero_block /* secure_layout.h */
-static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
-  return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
-}
+#define canary_slot _kite_secure_mark_slot
+#define free_block_ok _kite_secure_free_block_ok
+#define zero_free_block _kite_secure_zero_block
 
 /* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
 static inline kite_page_t *small_page_of(const void *p) {
@@ -305,9 +271,22 @@ static void quarantine_key_make(void) {
 }
 
 /* First quarantined free of a thread: register the flush at thread exit. setspecific may
- * allocate (through these wrappers): the quarantine is off meanwhile. */
+ * allocate (through these wrappers): the quarantine is off meanwhile. A thread whose heap
+ * the core retired runs its exit destructors: a key set now, maybe in the C library's last
+ * round, might never be called (its blocks out of use for good), so the quarantine stays
+ * off (_kite_heap_get: NULL, errno untouched; NULL + ENOMEM: the state tries again). */
 static KITE_COLD bool quarantine_start(quarantine_t *q) {
   q->state = Q_OFF;
+  if (_kite_heap_tls == &_kite_heap_empty) { /* no heap yet, or retired */
+    int e = errno;
+    errno = 0;
+    bool none = _kite_heap_get() == NULL, failed = errno != 0;
+    errno = e;
+    if (none) {
+      if (failed) q->state = Q_NEW;
+      return false;
+    }
+  }
   pthread_once(&quarantine_once, quarantine_key_make);
   if (!quarantine_key_ok || pthread_setspecific(quarantine_key, q) != 0) return false;
   q->state = Q_ON;
