@@ -330,8 +330,9 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
 
 /* ---- free ---- */
 /* free(p) of carved block i of small page pg (classify.h's answer, kept with the block in
- * the quarantine: the core's free takes it as it is, no second lookup). */
-static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i) {
+ * the quarantine: the core's free takes it as it is, no second lookup); own: pg is known to
+ * be the calling thread's (never a first-class heap's). */
+static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i, bool own) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
 #if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
@@ -352,9 +353,9 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
     return;
   }
   zero_free_block(p, bs);
-  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  kite_heap_t *owner = own ? NULL : __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
+  if (unlikely(!own && owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
   else quarantine_push(p, pg, i);
 }
 
@@ -480,9 +481,29 @@ static KITE_NOINLINE void free_other(void *p) {
   else secure_error("free(): invalid pointer or double free", p);
 }
 
+/* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
+ * the page map (pagemap.h M1), and its owner key this thread's (classify.h C2: so it is a
+ * small page's head and p lies in its first unit), a block start by the multiply, carved
+ * (below capacity, which only this thread writes; C3's answer for these blocks). Other
+ * pointers: classify.h. */
 KITE_API void kite_free(void *p) {
+  uintptr_t u = (uintptr_t)p;
+  if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
+    kite_page_t *pg = _kite_pagemap_unit(u);
+#ifdef KITE_THREAD_KEY
+    uintptr_t key = KITE_THREAD_KEY();
+#else
+    uintptr_t key = (uintptr_t)_kite_heap_tls;
+#endif
+    uint64_t i;
+    if (likely(KITE_LOAD_RELAXED(pg->owner_key) == key && _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) &&
+               i < pg->capacity)) {
+      small_free(pg, p, (uint32_t)i, true);
+      return;
+    }
+  }
   kite_ptr_t c;
-  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index);
+  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
   else free_other(p);
 }
 
