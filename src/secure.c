@@ -87,7 +87,7 @@ static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
 /* ---- canaries and free blocks (secure_layout.h; the keys are secret.c's) ---- */
 #define canary_of _kite_secure_canary
 #define canary_slot _kite_secure_mark_slot
-#define free_block_ok _kite_secure_free_block_ok
+#define block_take _kite_secure_block_take
 #define zero_free_block _kite_secure_zero_block
 
 /* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
@@ -109,15 +109,6 @@ static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const 
  * last, so the free's fast path needs no stack frame of its own. */
 static KITE_COLD NO_IPA void free_refused(void *p, uint64_t seen) {
   secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
-}
-
-/* Small block p (size bs) about to be handed out: if it is as a free block must be
- * (free_block_ok), its canary is written and true returned; else false, nothing written. */
-static inline __attribute__((always_inline)) bool block_take(void *p, uint32_t bs) {
-  uint64_t c = canary_of(p);
-  if (unlikely(!free_block_ok(p, bs, ~c))) return false;
-  __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
-  return true;
 }
 
 #define WRITE_AFTER_FREE "write after free (a freed block changed before reuse)"
@@ -558,13 +549,22 @@ static KITE_COLD NO_IPA void *malloc_refused(void *b, size_t n) {
   return malloc_generic(n);
 }
 
-/* The core's pop (page.h), inlined: the block's page is at hand for the check. */
+/* The core's pop, inlined as alloc.c's is (the page at hand for the check): one compare
+ * for "a carved free block" (the list's end is above every capacity; another index past
+ * them goes to malloc_generic, whose pop reports it), the start from heap.h's direct_start. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX - KITE_SECURE_CANARY)) {
-    kite_page_t *pg = _kite_heap_tls->direct[n + KITE_SECURE_CANARY];
-    if (likely(pg->free != KITE_LINK_END)) {
-      void *b = _kite_page_pop(pg);
-      if (likely(block_take(b, pg->block_size))) return b;
+    kite_heap_t *h = _kite_heap_tls;
+    kite_page_t *pg = h->direct[n + KITE_SECURE_CANARY];
+    uint32_t i = pg->free;
+    if (likely(i < pg->capacity)) {
+      uint16_t *l = pg->links;
+      pg->free = l[i];
+      __atomic_store_n(&l[i], (uint16_t)KITE_LINK_LIVE, __ATOMIC_RELAXED); /* remote.c R1 */
+      pg->used++;
+      uint32_t bs = pg->block_size;
+      void *b = KITE_TOOL_START(h->direct_start[n + KITE_SECURE_CANARY]) + ((i * bs) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
+      if (likely(block_take(b, bs))) return b;
       return malloc_refused(b, n);
     }
   }

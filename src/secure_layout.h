@@ -153,6 +153,16 @@ static inline uint64_t *_kite_secure_mark_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
 }
 
+/* Small block p (size bs) about to be handed out: if it is as a free block must be
+ * (_kite_secure_free_block_ok), its canary is written and true returned; else false,
+ * nothing written. */
+static inline __attribute__((always_inline)) bool _kite_secure_block_take(void *p, uint32_t bs) {
+  uint64_t c = _kite_secure_canary(p);
+  if (unlikely(!_kite_secure_free_block_ok(p, bs, ~c))) return false;
+  __atomic_store_n(_kite_secure_mark_slot(p, bs), c, __ATOMIC_RELAXED);
+  return true;
+}
+
 /* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
  * (it holds its freed mark: it waits in a thread's quarantine; a LIVE block never holds
  * the carved mark)? Any thread, a snapshot. */
