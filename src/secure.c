@@ -84,45 +84,11 @@ static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
   _kite_os_abort();
 }
 
-/* ---- canaries (secure_layout.h; their keys are secret.c's) ---- */
+/* ---- canaries and free blocks (secure_layout.h; the keys are secret.c's) ---- */
 #define canary_of _kite_secure_canary
-
-/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where secure_layout.h keeps
- * it zero, with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the
- * x86-64 baseline; plain words elsewhere), two accumulators, no early exit to predict. The
- * last 16 bytes (the word before the mark, and the mark) are read as two words. */
-typedef kite_secure_v2_t kite_v2_t; /* secure_layout.h */
-static inline __attribute__((always_inline)) bool free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
-  kite_v2_t a = {0, 0}, b = a;
-  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
-    for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
-      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
-    }
-  } else if (bs > 16) { /* the lanes before the last, as secure_layout.h zeroes them */
-#if KITE_SECURE_ZERO_MAX <= 64
-    a = *(const kite_v2_t *)w | *(const kite_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
-    b = *(const kite_v2_t *)((const uint8_t *)w + bs - 32);
-#else
-    uint32_t i = 0, head = bs - 16;
-    for (; i + 32 <= head; i += 32) {
-      a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-      b |= *(const kite_v2_t *)((const uint8_t *)w + i + 16);
-    }
-    if (i < head) a |= *(const kite_v2_t *)((const uint8_t *)w + i);
-#endif
-  }
-  /* the last 16 bytes as two words: folding them into the lanes would cost more moves */
-  const uint64_t *end = (const uint64_t *)((const uint8_t *)w + bs);
-  uint64_t t = end[-2] | ((end[-1] ^ freed) >> 1); /* 0 for either mark */
-  a |= b;
-  return (a[0] | a[1] | t) == 0;
-}
-
-#define zero_free_block _kite_secure_zero_block /* secure_layout.h */
-static inline uint64_t *canary_slot(const void *p, uint32_t bs) {
-  return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
-}
+#define canary_slot _kite_secure_mark_slot
+#define block_take _kite_secure_block_take
+#define zero_free_block _kite_secure_zero_block
 
 /* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
 static inline kite_page_t *small_page_of(const void *p) {
@@ -143,15 +109,6 @@ static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const 
  * last, so the free's fast path needs no stack frame of its own. */
 static KITE_COLD NO_IPA void free_refused(void *p, uint64_t seen) {
   secure_error(canary_verdict(p, seen, "double free", "free(): invalid pointer (a block never handed out)"), p);
-}
-
-/* Small block p (size bs) about to be handed out: if it is as a free block must be
- * (free_block_ok), its canary is written and true returned; else false, nothing written. */
-static inline __attribute__((always_inline)) bool block_take(void *p, uint32_t bs) {
-  uint64_t c = canary_of(p);
-  if (unlikely(!free_block_ok(p, bs, ~c))) return false;
-  __atomic_store_n(canary_slot(p, bs), c, __ATOMIC_RELAXED);
-  return true;
 }
 
 #define WRITE_AFTER_FREE "write after free (a freed block changed before reuse)"
@@ -305,9 +262,22 @@ static void quarantine_key_make(void) {
 }
 
 /* First quarantined free of a thread: register the flush at thread exit. setspecific may
- * allocate (through these wrappers): the quarantine is off meanwhile. */
+ * allocate (through these wrappers): the quarantine is off meanwhile. A thread whose heap
+ * the core retired runs its exit destructors: a key set now, maybe in the C library's last
+ * round, might never be called (its blocks out of use for good), so the quarantine stays
+ * off (_kite_heap_get: NULL, errno untouched; NULL + ENOMEM: the state tries again). */
 static KITE_COLD bool quarantine_start(quarantine_t *q) {
   q->state = Q_OFF;
+  if (_kite_heap_tls == &_kite_heap_empty) { /* no heap yet, or retired */
+    int e = errno;
+    errno = 0;
+    bool none = _kite_heap_get() == NULL, failed = errno != 0;
+    errno = e;
+    if (none) {
+      if (failed) q->state = Q_NEW;
+      return false;
+    }
+  }
   pthread_once(&quarantine_once, quarantine_key_make);
   if (!quarantine_key_ok || pthread_setspecific(quarantine_key, q) != 0) return false;
   q->state = Q_ON;
@@ -351,8 +321,9 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
 
 /* ---- free ---- */
 /* free(p) of carved block i of small page pg (classify.h's answer, kept with the block in
- * the quarantine: the core's free takes it as it is, no second lookup). */
-static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i) {
+ * the quarantine: the core's free takes it as it is, no second lookup); own: pg is known to
+ * be the calling thread's (never a first-class heap's). */
+static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i, bool own) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
 #if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
@@ -373,9 +344,9 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
     return;
   }
   zero_free_block(p, bs);
-  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  kite_heap_t *owner = own ? NULL : __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
+  if (unlikely(!own && owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
   else quarantine_push(p, pg, i);
 }
 
@@ -501,9 +472,29 @@ static KITE_NOINLINE void free_other(void *p) {
   else secure_error("free(): invalid pointer or double free", p);
 }
 
+/* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
+ * the page map (pagemap.h M1), and its owner key this thread's (classify.h C2: so it is a
+ * small page's head and p lies in its first unit), a block start by the multiply, carved
+ * (below capacity, which only this thread writes; C3's answer for these blocks). Other
+ * pointers: classify.h. */
 KITE_API void kite_free(void *p) {
+  uintptr_t u = (uintptr_t)p;
+  if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
+    kite_page_t *pg = _kite_pagemap_unit(u);
+#ifdef KITE_THREAD_KEY
+    uintptr_t key = KITE_THREAD_KEY();
+#else
+    uintptr_t key = (uintptr_t)_kite_heap_tls;
+#endif
+    uint64_t i;
+    if (likely(KITE_LOAD_RELAXED(pg->owner_key) == key && _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) &&
+               i < pg->capacity)) {
+      small_free(pg, p, (uint32_t)i, true);
+      return;
+    }
+  }
   kite_ptr_t c;
-  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index);
+  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
   else free_other(p);
 }
 
@@ -558,13 +549,22 @@ static KITE_COLD NO_IPA void *malloc_refused(void *b, size_t n) {
   return malloc_generic(n);
 }
 
-/* The core's pop (page.h), inlined: the block's page is at hand for the check. */
+/* The core's pop, inlined as alloc.c's is (the page at hand for the check): one compare
+ * for "a carved free block" (the list's end is above every capacity; another index past
+ * them goes to malloc_generic, whose pop reports it), the start from heap.h's direct_start. */
 KITE_API void *kite_malloc(size_t n) {
   if (likely(n <= KITE_DIRECT_MAX - KITE_SECURE_CANARY)) {
-    kite_page_t *pg = _kite_heap_tls->direct[n + KITE_SECURE_CANARY];
-    if (likely(pg->free != KITE_LINK_END)) {
-      void *b = _kite_page_pop(pg);
-      if (likely(block_take(b, pg->block_size))) return b;
+    kite_heap_t *h = _kite_heap_tls;
+    kite_page_t *pg = h->direct[n + KITE_SECURE_CANARY];
+    uint32_t i = pg->free;
+    if (likely(i < pg->capacity)) {
+      uint16_t *l = pg->links;
+      pg->free = l[i];
+      __atomic_store_n(&l[i], (uint16_t)KITE_LINK_LIVE, __ATOMIC_RELAXED); /* remote.c R1 */
+      pg->used++;
+      uint32_t bs = pg->block_size;
+      void *b = KITE_TOOL_START(h->direct_start[n + KITE_SECURE_CANARY]) + ((i * bs) & (uint32_t)(KITE_SMALL_PAGE_MAX - 1));
+      if (likely(block_take(b, bs))) return b;
       return malloc_refused(b, n);
     }
   }

@@ -98,6 +98,37 @@ static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *
   *(uint64_t *)((uint8_t *)p + bs - 16) = 0;
 }
 
+/* Is free block w of size bs (16-byte aligned, a multiple of 16) zero where the secure build keeps
+ * it zero (_kite_secure_zero_block), with its mark `freed` or the carved mark (freed ^ 1)? 16-byte lanes (SSE2, the
+ * x86-64 baseline; plain words elsewhere), two accumulators, no early exit to predict. The
+ * last 16 bytes (the word before the mark, and the mark) are read as two words. */
+static inline __attribute__((always_inline)) bool _kite_secure_free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
+  kite_secure_v2_t a = {0, 0}, b = a;
+  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
+    for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
+      a |= *(const kite_secure_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_secure_v2_t *)((const uint8_t *)w + i + 16);
+    }
+  } else if (bs > 16) { /* the lanes before the last, as _kite_secure_zero_block zeroes them */
+#if KITE_SECURE_ZERO_MAX <= 64
+    a = *(const kite_secure_v2_t *)w | *(const kite_secure_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
+    b = *(const kite_secure_v2_t *)((const uint8_t *)w + bs - 32);
+#else
+    uint32_t i = 0, head = bs - 16;
+    for (; i + 32 <= head; i += 32) {
+      a |= *(const kite_secure_v2_t *)((const uint8_t *)w + i);
+      b |= *(const kite_secure_v2_t *)((const uint8_t *)w + i + 16);
+    }
+    if (i < head) a |= *(const kite_secure_v2_t *)((const uint8_t *)w + i);
+#endif
+  }
+  /* the last 16 bytes as two words: folding them into the lanes would cost more moves */
+  const uint64_t *end = (const uint64_t *)((const uint8_t *)w + bs);
+  uint64_t t = end[-2] | ((end[-1] ^ freed) >> 1); /* 0 for either mark */
+  a |= b;
+  return (a[0] | a[1] | t) == 0;
+}
+
 /* Canaries: keyed by the block's address (one block's canary says nothing of another's);
  * the first byte (the one an off-by-one write hits) is never zero, so a stray string
  * terminator is always caught. The freed mark is the canary's complement; a carved block
@@ -117,12 +148,26 @@ static inline uint64_t _kite_secure_canary(const void *p) {
                                    __atomic_load_n(&_kite_canary_k[1], __ATOMIC_RELAXED));
 }
 static inline uint64_t _kite_secure_carved_mark(const void *p) { return ~_kite_secure_canary(p) ^ 1; }
+/* Where small block p of size bs keeps its canary or mark: its last 8 bytes. */
+static inline uint64_t *_kite_secure_mark_slot(const void *p, uint32_t bs) {
+  return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
+}
+
+/* Small block p (size bs) about to be handed out: if it is as a free block must be
+ * (_kite_secure_free_block_ok), its canary is written and true returned; else false,
+ * nothing written. */
+static inline __attribute__((always_inline)) bool _kite_secure_block_take(void *p, uint32_t bs) {
+  uint64_t c = _kite_secure_canary(p);
+  if (unlikely(!_kite_secure_free_block_ok(p, bs, ~c))) return false;
+  __atomic_store_n(_kite_secure_mark_slot(p, bs), c, __ATOMIC_RELAXED);
+  return true;
+}
 
 /* Is carved small block b (size bs), LIVE in the core's link array, one the program freed
  * (it holds its freed mark: it waits in a thread's quarantine; a LIVE block never holds
  * the carved mark)? Any thread, a snapshot. */
 static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
-  return __atomic_load_n((const uint64_t *)((const uint8_t *)b + bs - KITE_SECURE_CANARY), __ATOMIC_RELAXED) ==
+  return __atomic_load_n(_kite_secure_mark_slot(b, bs), __ATOMIC_RELAXED) ==
          ~_kite_secure_canary(b);
 }
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):

@@ -6,10 +6,14 @@
  *   - another running thread's quarantined blocks (at most 64 per thread) still count in
  *     the live figures of the statistics (kite_stats_print_json's "small" live_blocks),
  *     until that thread frees 64 more blocks or exits: the test checks the difference
- *     between the statistics and the walk is exactly the blocks that thread holds.
+ *     between the statistics and the walk is exactly the blocks that thread holds;
+ *   - a thread whose first frees come in the last round of its thread-specific destructors
+ *     (a key destructor that sets its value again each round, PTHREAD_DESTRUCTOR_ITERATIONS
+ *     rounds) leaves none behind: a quarantine registered that late would never be emptied.
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-quarantine */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,6 +71,25 @@ static void *holder(void *arg) {
   return NULL; /* the quarantine is emptied at thread exit */
 }
 
+/* The last-round case: blocks this thread allocated, freed only by its key destructor in
+ * the last round the C library runs. */
+static pthread_key_t late_key;
+static void *late_blocks[K];
+static int late_round;
+static void late_destructor(void *v) {
+  if (++late_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(late_key, v); /* called again next round */
+    return;
+  }
+  for (int i = 0; i < K; i++) free(late_blocks[i]);
+}
+static void *late_freer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < K; i++) late_blocks[i] = malloc(SIZE);
+  pthread_setspecific(late_key, late_blocks);
+  return NULL;
+}
+
 static void expect(const char *what, long got, long want) {
   if (got == want) printf("ok   %s: %ld\n", what, got);
   else { printf("FAIL %s: %ld, want %ld\n", what, got, want); failures++; }
@@ -104,6 +127,15 @@ int main(void) {
   pthread_mutex_unlock(&mu);
   pthread_join(t, NULL);
   expect("statistics minus walk after that thread exited", stats_live() - walk_live() - base, 0);
+
+  /* frees in the last destructor round of an exiting thread */
+  if (pthread_key_create(&late_key, late_destructor) != 0 || pthread_create(&t, NULL, late_freer, NULL) != 0) {
+    perror("pthread_key_create/pthread_create");
+    return 2;
+  }
+  pthread_join(t, NULL);
+  expect("destructor rounds run", late_round, PTHREAD_DESTRUCTOR_ITERATIONS);
+  expect("statistics minus walk after frees in the last destructor round", stats_live() - walk_live() - base, 0);
   if (failures) printf("FAIL: %d check(s) failed\n", failures);
   else printf("PASS\n");
   return failures ? 1 : 0;
