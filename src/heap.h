@@ -119,6 +119,8 @@ void _kite_heap_fork_child(void);
 extern bool _kite_test_fail_setspecific;
 /* _kite_heap_lock sections taken to abandon exiting heaps' pages (under that lock). */
 extern uint64_t _kite_test_abandon_lock_sections;
+/* _kite_heap_lock sections taken to obtain heap structs (heap_pool.c, under that lock). */
+extern uint64_t _kite_test_obtain_lock_sections;
 extern void (*_kite_test_hook_heap_abandon)(void);
 #endif
 
