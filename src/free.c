@@ -70,21 +70,11 @@ KITE_API void kite_free(void *p) {
 
 static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
 
-/* Block i of small page pg was claimed by this thread, but the page is abandoned (remote.c
- * R5): freed under heap_lock, or pushed as any remote free if a heap adopted the page. */
-static KITE_COLD void free_remote_abandoned(kite_page_t *pg, uint32_t i) {
-  while (!_kite_heap_free_abandoned(pg, i))
-    if (_kite_remote_push_claimed(pg, i, false)) return;
-}
-
 /* Free block i (<= reserved, C1) at p of small page pg (head) from any thread. */
 static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-  if (owner != _kite_heap_tls) {
-    /* a page seen abandoned (its thread exited) is freed to under heap_lock at once, not
-     * after a push that would find the bit (remote.c R5) */
-    if (owner == NULL && _kite_remote_claim_alone(pg, i)) free_remote_abandoned(pg, i);
-    else if (owner != NULL) _kite_remote_free(pg, i, free_remote_abandoned);
+  if (owner != _kite_heap_tls) { /* another thread's, or abandoned (remote.c R5) */
+    _kite_remote_free(pg, i, _kite_heap_settle_abandoned);
     return;
   }
   if (pg->links[i] != KITE_LINK_LIVE) {
@@ -109,7 +99,7 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   uint64_t i;
   if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
-    _kite_remote_free(d, (uint32_t)i, free_remote_abandoned);
+    _kite_remote_free(d, (uint32_t)i, _kite_heap_settle_abandoned);
     return;
   }
   free_generic(p);

@@ -85,11 +85,10 @@ void *_kite_malloc_class(unsigned cls);
 kite_heap_t *_kite_heap_get(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
-/* Remote free of block i of small page pg, which the caller claimed and found abandoned
- * (remote.c R5: its entry REMOTE|END, not pushed). Takes _kite_heap_lock. False if pg was adopted
- * meanwhile (the caller pushes i as any remote free); true when i is freed, and pg, if i was
- * its last live block, settled (kept empty for the next thread, or given back to the arena). */
-bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i);
+/* Settle abandoned page pg, whose last block the caller's remote free just pushed (remote.c
+ * R5: its push set KITE_TF_EMPTIED): under _kite_heap_lock, its frees merged, the page kept
+ * empty for the next thread or given back to the arena. */
+void _kite_heap_settle_abandoned(kite_page_t *pg);
 
 /* First-class heaps (kite_heap_new / kite_heap_destroy). The public kite_heap_t pointer is
  * a handle, not the struct (heap_pool.c, I-H1): _kite_heap_new_user returns a handle (NULL +
@@ -120,6 +119,8 @@ void _kite_heap_fork_child(void);
 extern bool _kite_test_fail_setspecific;
 /* _kite_heap_lock sections taken to abandon exiting heaps' pages (under that lock). */
 extern uint64_t _kite_test_abandon_lock_sections;
+/* _kite_heap_lock sections taken to obtain heap structs (heap_pool.c, under that lock). */
+extern uint64_t _kite_test_obtain_lock_sections;
 extern void (*_kite_test_hook_heap_abandon)(void);
 #endif
 

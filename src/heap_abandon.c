@@ -6,19 +6,23 @@
  * are empty (kept for the next thread). All guarded by _kite_heap_lock.
  *
  * At thread exit every non-empty page is abandoned: heap = NULL, pushed on abandoned[cls]; a
- * thread short of pages of that class adopts it. A free of a block of an abandoned page takes
- * _kite_heap_lock (_kite_heap_free_abandoned): the free that leaves the page empty keeps it at
- * the front of its list for the next thread (at most KITE_ABANDONED_EMPTY_MAX pages so kept)
- * or gives it back to the arena, so memory of exited threads does not wait for an adopter
- * that may never come.
+ * thread short of pages of that class adopts it. A free of a block of an abandoned page is a
+ * remote free like any other, with no lock (remote.c R5): its push lands on thread_free. The
+ * one push that frees the page's last block settles the page under _kite_heap_lock
+ * (_kite_heap_settle_abandoned): keeps it at the front of its list for the next thread (at
+ * most KITE_ABANDONED_EMPTY_MAX pages so kept) or gives it back to the arena, so memory of
+ * exited threads does not wait for an adopter that may never come.
  *
  * Invariants (under _kite_heap_lock):
  *   I-A1 heap == NULL on a small page with blocks means: on its abandoned list (abandon and
  *        adopt change both together, in one _kite_heap_lock section).
- *   I-A2 abandoned_empty counts the listed pages with used == 0, and they sit at the fronts
- *        of their lists; there are at most KITE_ABANDONED_EMPTY_MAX of them.
- *   I-A3 nobody collects an abandoned page's thread_free while _kite_heap_lock is held but
- *        its holder (abandoned_settle), so a validator may read the lists under it.
+ *   I-A2 abandoned_empty counts the listed pages with used == 0 (each put at the front of its
+ *        list when emptied); there are at most KITE_ABANDONED_EMPTY_MAX of them.
+ *   I-A3 nobody takes an abandoned page's thread_free but a settle, _kite_heap_lock held
+ *        (remote.c R7), so a validator may read the lists under it (pushes only add to
+ *        them, as to any owned page's).
+ *   I-A4 a listed page with KITE_TF_EMPTIED set is its settler's (remote.c R5): no adoption
+ *        or trim takes it; its settler, waiting for _kite_heap_lock, unlinks it.
  */
 #include "heap_impl.h"
 #include "remote.h"
@@ -51,27 +55,24 @@ static void abandoned_unlink(kite_page_t *pg) {
   pg->next = pg->prev = NULL;
 }
 
-/* Caller holds _kite_heap_lock; pg is abandoned. If every block is free (the remote frees on
- * thread_free are all that is left), merges them and sets used to 0; then, with keep and
+/* Caller holds _kite_heap_lock; pg is abandoned, listed, and a push just emptied it (its
+ * KITE_TF_EMPTIED set, remote.c R5). Merges the remote frees (used goes to 0); then, with
  * fewer than KITE_ABANDONED_EMPTY_MAX empty pages kept, moves pg to the front of its list
  * (the next thread short of that class adopts it without a trip through the arena and a
  * page fault), else unlinks it and returns true: the caller gives it to the arena after
- * unlocking. Pages already empty (used == 0) are left alone unless !keep. */
-static bool abandoned_settle(kite_page_t *pg, bool keep) {
-  if (pg->used == 0) {
-    if (keep) return false;
-    abandoned_empty--;
-    abandoned_unlink(pg);
-    return true;
+ * unlocking. */
+static bool abandoned_settle(kite_page_t *pg) {
+  for (;;) {
+    uint32_t remote;
+    _kite_page_collect(pg, true, false, &remote);
+    if (remote) _kite_stat_add(&_kite_stats.remote_frees, remote);
+    if (pg->used == 0) break;
+    /* a racing double free broke the list (R4): blocks stay claimed; the page stays
+     * abandoned, emptied when the pushes reach its new count */
+    if (!_kite_remote_retarget(pg, (uint32_t)pg->used)) return false;
   }
-  uint64_t tfw = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
-  if (KITE_TF_COUNT(tfw) != pg->used) return false;
-  uint32_t remote;
-  _kite_page_collect(pg, true, false, &remote);
-  if (remote) _kite_stat_add(&_kite_stats.remote_frees, remote);
-  if (pg->used != 0) return false; /* a racing double free broke the list: blocks stay claimed */
   abandoned_unlink(pg);
-  if (keep && abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
+  if (abandoned_empty < KITE_ABANDONED_EMPTY_MAX) {
     abandoned_empty++;
     abandoned_push(pg);
     return false;
@@ -79,18 +80,11 @@ static bool abandoned_settle(kite_page_t *pg, bool keep) {
   return true;
 }
 
-bool _kite_heap_free_abandoned(kite_page_t *pg, uint32_t i) {
+void _kite_heap_settle_abandoned(kite_page_t *pg) {
   _kite_lock(&_kite_heap_lock);
-  if (__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != NULL) { /* adopted meanwhile */
-    _kite_unlock(&_kite_heap_lock);
-    return false;
-  }
-  /* remote.c R5: the bit is set while we hold _kite_heap_lock, so the push lands (or reports) */
-  _kite_remote_push_claimed(pg, i, true);
-  bool empty = abandoned_settle(pg, true);
+  bool release = abandoned_settle(pg);
   _kite_unlock(&_kite_heap_lock);
-  if (empty) run_free(pg);
-  return true;
+  if (release) run_free(pg);
 }
 
 /* Take an abandoned page of class cls, if any. */
@@ -99,10 +93,10 @@ kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) {
     if (__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED) == NULL) return NULL;
     _kite_lock(&_kite_heap_lock);
     kite_page_t *pg = abandoned[cls];
+    while (pg && !_kite_remote_adopt(pg)) pg = pg->next; /* I-A4: an emptied page is skipped */
     if (pg) {
       if (pg->used == 0) abandoned_empty--;
       abandoned_unlink(pg);
-      _kite_remote_mark_abandoned(pg, false); /* remote.c R5 */
       page_own(h, pg);
     }
     _kite_unlock(&_kite_heap_lock);
@@ -150,7 +144,7 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
     }
   }
   if (!keep) return;
-  kite_page_t *empty = NULL;
+  kite_page_t *empty = NULL; /* pages whose every block was freed since the collect */
   _kite_lock(&_kite_heap_lock);
 #ifdef KITE_TEST_HOOKS
   _kite_test_abandon_lock_sections++;
@@ -160,12 +154,15 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
     keep = pg->next;
     KITE_STORE_RELAXED(pg->owner_key, 0); /* I-P2: not on the fast path of any thread */
     __atomic_store_n(&pg->heap, NULL, __ATOMIC_RELEASE);
-    _kite_remote_mark_abandoned(pg, true); /* remote.c R5: later pushes come here */
-    abandoned_push(pg);
-    /* the frees that came after the collect may have emptied it (remote.c R5: a free that
-     * claimed its block before the bit and pushes after it sees the bit and settles the
-     * page itself) */
-    if (abandoned_settle(pg, true)) { pg->next = empty; empty = pg; }
+    /* remote.c R5: from here the push that frees its last block settles it; a page whose
+     * blocks were all freed since the collect is not abandoned (no free can come) */
+    bool listed;
+    while (!(listed = _kite_remote_abandon(pg, (uint32_t)pg->used))) {
+      page_collect(h, pg, true);
+      if (pg->used == 0) break; /* else a racing double free broke its list (R4) */
+    }
+    if (listed) abandoned_push(pg);
+    else { pg->next = empty; empty = pg; n--; }
   }
   _kite_unlock(&_kite_heap_lock);
   _kite_stat_add(&_kite_stats.pages_abandoned, n);
@@ -204,14 +201,19 @@ size_t _kite_heap_trim(void) {
     released += KITE_UNIT_SIZE << pg->order;
     run_free(pg);
   }
-  /* abandoned pages that became empty */
+  /* empty abandoned pages kept for the next threads (the others are given back by the
+   * frees that empty them, remote.c R5) */
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     if (!__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED)) continue;
     _kite_lock(&_kite_heap_lock);
     kite_page_t *empty = NULL;
     for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
       next = pg->next;
-      if (abandoned_settle(pg, false)) { pg->next = empty; empty = pg; }
+      if (pg->used != 0) continue;
+      abandoned_empty--;
+      abandoned_unlink(pg);
+      pg->next = empty;
+      empty = pg;
     }
     _kite_unlock(&_kite_heap_lock);
     while (empty) {

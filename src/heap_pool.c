@@ -54,13 +54,17 @@ static void heap_thread_done(void *arg);
  * (a later destructor's malloc) may never be retired, so it gets no key (heap.h). */
 static __thread bool heap_exiting __attribute__((tls_model("initial-exec")));
 
-/* Everything but handle_gen (I-H1: a stale handle's check may read it meanwhile); direct[]
- * is written entry by entry, and direct_start[] is left as it was (heap.h: it means
- * something only beside a page in direct[]), so the memset starts after them. */
+/* Everything but direct[] and handle_gen (I-H1: a stale handle's check may read it
+ * meanwhile): what the statistics walks read of a live heap (its queues, full lists and
+ * counters) is zero before the heap is on the live list. direct_start[] is left as it was
+ * (heap.h: it means something only beside a page in direct[]), so the memset starts after
+ * it; direct[], which only the heap's own thread reads, is written by heap_reset_direct. */
 _Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
                "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
   memset(&h->queue, 0, offsetof(kite_heap_t, handle_gen) - offsetof(kite_heap_t, queue));
+}
+static void heap_reset_direct(kite_heap_t *h) {
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
 }
 
@@ -68,28 +72,27 @@ static void heap_reset(kite_heap_t *h) {
  * from chunks of their own between PROT_NONE guard pages (_kite_arena_guarded_chunk; one
  * unit of an arena, guards inside, when the OS refuses a mapping), never next to a block:
  * no overflow out of a block reaches one. Never given back: retired heaps wait in
- * heap_pool for the next thread or kite_heap_new (I-H2). */
+ * heap_pool for the next thread or kite_heap_new (I-H2). Caller holds _kite_heap_lock. */
 #define HEAP_CHUNK KITE_ARENA_GUARDED_CHUNK
 static uint8_t *heap_slab_cur, *heap_slab_end;
 static bool heap_slab_in_arena; /* the current chunk is an arena unit: the arena counts it committed */
 static kite_heap_t *heap_carve(void) {
   size_t sz = (sizeof(kite_heap_t) + 63) & ~(size_t)63;
-  _kite_lock(&_kite_heap_lock);
   if (heap_slab_cur == NULL || heap_slab_cur + sz > heap_slab_end) {
     uint8_t *m = _kite_arena_guarded_chunk(HEAP_CHUNK, &heap_slab_in_arena);
-    if (!m) { _kite_unlock(&_kite_heap_lock); return NULL; }
+    if (!m) return NULL;
     heap_slab_cur = m;
     heap_slab_end = m + HEAP_CHUNK;
   }
   kite_heap_t *h = (kite_heap_t *)heap_slab_cur;
   heap_slab_cur += sz;
   if (!heap_slab_in_arena) _kite_stat_commit((int64_t)sz); /* counted when first cut, as links.c does */
-  _kite_unlock(&_kite_heap_lock);
   return h;
 }
 
 #ifdef KITE_TEST_HOOKS
 bool _kite_test_fail_setspecific;
+uint64_t _kite_test_obtain_lock_sections; /* heap.h */
 #endif
 /* Register h for the thread-exit destructor (heap_thread_done). */
 static int heap_key_set(kite_heap_t *h) {
@@ -100,12 +103,17 @@ static int heap_key_set(kite_heap_t *h) {
 }
 
 /* A heap struct from the pool (or carved), reset, of the given kind, on the live list;
- * NULL + ENOMEM. A thread's heap needs the thread-exit key first: made here once. Cold (a
- * thread's start, kite_heap_new): compiled for size, its reset is one string store instead
- * of a call to memset. */
+ * NULL + ENOMEM. A thread's heap needs the thread-exit key first: made here once. One
+ * _kite_heap_lock section (threads that start together queue on it): the struct leaves the
+ * pool, is reset and goes on the live list in it (I-H3). Cold (a thread's start,
+ * kite_heap_new): compiled for size, its reset is one string store instead of a call to
+ * memset. */
 static KITE_COLD kite_heap_t *heap_obtain(bool user) {
   _kite_options_ensure();
   _kite_lock(&_kite_heap_lock);
+#ifdef KITE_TEST_HOOKS
+  _kite_test_obtain_lock_sections++;
+#endif
   if (!user && !heap_key_made) {
     if (pthread_key_create(&heap_key, heap_thread_done) != 0) {
       _kite_unlock(&_kite_heap_lock);
@@ -116,16 +124,17 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
   }
   kite_heap_t *h = heap_pool;
   if (h) heap_pool = h->next_all;
+  else h = heap_carve();
+  if (h) {
+    heap_reset(h);
+    h->user = user;
+    h->next_all = _kite_heap_all;
+    if (_kite_heap_all) _kite_heap_all->prev_all = h;
+    _kite_heap_all = h;
+  }
   _kite_unlock(&_kite_heap_lock);
-  if (!h) h = heap_carve();
   if (!h) return NULL;
-  heap_reset(h);
-  h->user = user;
-  _kite_lock(&_kite_heap_lock);
-  h->next_all = _kite_heap_all;
-  if (_kite_heap_all) _kite_heap_all->prev_all = h;
-  _kite_heap_all = h;
-  _kite_unlock(&_kite_heap_lock);
+  heap_reset_direct(h); /* its own thread alone reads it (the malloc fast path) */
   return h;
 }
 

@@ -70,7 +70,7 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
 uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_t *remote) {
   uint32_t issued = 0;
   *remote = 0;
-  if ((all || pg->free == KITE_LINK_END) && (__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & ~KITE_TF_ABANDONED) != KITE_TF_EMPTY) {
+  if ((all || pg->free == KITE_LINK_END) && KITE_TF_LIST(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED)) != KITE_TF_EMPTY) {
     uint32_t moved = _kite_remote_take(pg);
     pg->used -= (int32_t)moved;
     issued += moved;

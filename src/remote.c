@@ -3,9 +3,10 @@
  *
  * Two words take part: the block's entry links[i] (16 bits, types.h: LIVE, a free list's
  * next, or REMOTE|next) and the page's thread_free (64 bits: head index in bits 0..15, the
- * number of blocks on the list in bits 16..31, KITE_TF_ABANDONED in bit 63). A remote free
- * is two compare-and-swaps when nothing races it: the claim on the entry, the push on
- * thread_free.
+ * number of blocks on the list in bits 16..31; for an abandoned page KITE_TF_ABANDONED in
+ * bit 63, the target in bits 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
+ * is two compare-and-swaps when nothing races it, whether the page has an owner or not:
+ * the claim on the entry, the push on thread_free.
  *
  * Invariants:
  *   R1. A thread that does not own the page takes a block only with one CAS of its entry
@@ -34,18 +35,25 @@
  *       REMOTE|next with next a carved block (or END for the last). The first that is not
  *       (R3, or a corrupt list) is reported and ends the walk: the blocks after it stay
  *       claimed and counted in used (leaked, never handed out).
- *   R5. KITE_TF_ABANDONED is set, under heap_lock, when the page's owner abandons it (heap.c,
- *       right after heap = NULL), and cleared, under heap_lock, when a heap adopts it. No
- *       push lands on a page with the bit set: the push CAS reads the bit in the same word
- *       it would write, so either the push comes first (and the abandoning thread's settle,
- *       which reads thread_free after setting the bit, sees the block) or the push sees the
- *       bit, sets its entry back to REMOTE|END and returns false, and the caller frees
- *       through heap_lock (heap.c pushes and settles the page: the free that empties an
- *       abandoned page releases it, however late it comes).
+ *   R5. A page whose owner exits with blocks still out is abandoned: under heap_lock, its
+ *       owner sets KITE_TF_ABANDONED and the target, its used count (the blocks handed out,
+ *       claimed or on thread_free), in one CAS that fails if the count on thread_free is
+ *       already used (then every block is free and no free can come: the owner releases
+ *       the page instead). Frees into an abandoned page are remote frees like any other,
+ *       with no lock: claim, push. The push CAS reads the bit and the target in the word
+ *       it writes, so exactly one push reaches the target: it sets KITE_TF_EMPTIED in the
+ *       same CAS, and its thread settles the page under heap_lock (takes the list, gives
+ *       the page back or keeps it empty for the next thread), however late it comes. A
+ *       heap adopts an abandoned page only by a CAS that clears the bit and the target
+ *       and fails on KITE_TF_EMPTIED (heap_lock held): an emptied page is its settler's,
+ *       and a push that read the bit before the adoption fails its CAS and pushes again
+ *       as to any owned page.
  *   R6. A claimed block counts in used until it is taken (R4): the page is not released,
- *       nor its link array reused, while a claimer still holds a block it has not pushed.
- *   R7. The take keeps the ABANDONED bit: only heap_lock's holders change it, and they are
- *       the only ones to take an abandoned page's list.
+ *       nor its link array reused, while a claimer still holds a block it has not pushed;
+ *       so an abandoned page's pushes reach its target only when every block is free.
+ *   R7. The ABANDONED bit changes only under heap_lock (abandon, adopt); the take keeps it,
+ *       and clears the target and KITE_TF_EMPTIED (only a settle, heap_lock held, takes an
+ *       abandoned page's list).
  * The claim and the push are inline in remote.h (the remote free's path, out of line in
  * free.c); the rest of the protocol is here.
  * Memory order: the claim acquires (the block's last user's writes happen before its
@@ -60,41 +68,58 @@ void (*_kite_test_hook_remote_read)(void *p);
 void (*_kite_test_hook_remote_claimed)(void *p);
 void (*_kite_test_hook_remote_push)(void *p);
 void (*_kite_test_hook_remote_retry)(void *p);
+void (*_kite_test_hook_remote_emptied)(void *p);
 #endif
 
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) {
   _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
 }
 
-bool _kite_remote_push_claimed(kite_page_t *pg, uint32_t i, bool abandoned) {
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  uint16_t *e = &pg->links[i], mine = KITE_LINK_REMOTE | KITE_LINK_END, link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
-  /* the entry links to the head read above before the push (R2) */
-  if (link != mine && !__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    _kite_remote_invalid(pg, i);
-    return true;
-  }
-  return _kite_remote_push(pg, e, i, link, old, abandoned);
-}
-
-void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_abandoned_fn abandoned) {
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_emptied_fn emptied) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   uint16_t *e = &pg->links[i], link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
   /* R2: the entry links to the head read above before the push (R3: fails on the owner's
    * store) */
-  if (!(old & KITE_TF_ABANDONED) && link != mine) {
+  if (link != mine) {
     if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       _kite_remote_invalid(pg, i);
       return;
     }
     mine = link;
   }
-  if (!_kite_remote_push(pg, e, i, mine, old, false)) abandoned(pg, i);
+  if (!_kite_remote_push(pg, e, i, mine, old)) return;
+#ifdef KITE_TEST_HOOKS
+  void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_emptied, __ATOMIC_ACQUIRE);
+  if (hook) hook(_kite_page_block(pg, i));
+#endif
+  emptied(pg); /* R5: this push emptied the abandoned page */
 }
 
-void _kite_remote_mark_abandoned(kite_page_t *pg, bool abandoned) {
-  if (abandoned) __atomic_fetch_or(&pg->thread_free, KITE_TF_ABANDONED, __ATOMIC_ACQ_REL);
-  else __atomic_fetch_and(&pg->thread_free, ~KITE_TF_ABANDONED, __ATOMIC_ACQ_REL);
+bool _kite_remote_abandon(kite_page_t *pg, uint32_t used) {
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  do {
+    if ((uint32_t)KITE_TF_COUNT(old) == used) return false; /* every block is free */
+    nw = (old & ~KITE_TF_STATE) | KITE_TF_ABANDONED | ((uint64_t)used << KITE_TF_TARGET_SHIFT);
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+  return true;
+}
+
+bool _kite_remote_adopt(kite_page_t *pg) {
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_ACQUIRE);
+  do {
+    if (old & KITE_TF_EMPTIED) return false; /* R5: its settler's */
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, old & ~KITE_TF_STATE, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+  return true;
+}
+
+bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
+  bool emptied;
+  do {
+    emptied = (uint32_t)KITE_TF_COUNT(old) == used;
+    nw = (old & ~KITE_TF_STATE) | KITE_TF_ABANDONED | ((uint64_t)used << KITE_TF_TARGET_SHIFT) | (emptied ? KITE_TF_EMPTIED : 0);
+  } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+  return emptied;
 }
 
 /* R4. Walk the list taken from thread_free (head i, n blocks) onto the allocation list.
@@ -142,7 +167,9 @@ out:
 }
 
 uint32_t _kite_remote_take(kite_page_t *pg) {
-  uint64_t bit = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & KITE_TF_ABANDONED; /* R7 */
+  /* R7: the bit stays (only heap_lock's holders change it, and they alone take an abandoned
+   * page's list); the target and KITE_TF_EMPTIED go */
+  uint64_t bit = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & KITE_TF_ABANDONED;
   uint64_t tf = __atomic_exchange_n(&pg->thread_free, KITE_TF_EMPTY | bit, __ATOMIC_ACQUIRE);
   return take_list(pg, KITE_TF_HEAD(tf), (uint32_t)KITE_TF_COUNT(tf));
 }

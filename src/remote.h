@@ -8,62 +8,69 @@
 #include "types.h"
 #include "page.h"
 
-/* thread_free's top bit (63): the page is abandoned (remote.c, R5) */
+/* thread_free's high bits (remote.c, R5): bit 63, the page is abandoned; bits 32..47, while
+ * it is, the target: its used count, which the pushes' count reaches when every block is
+ * free; bit 62, the push that reached it set it (the page's settle is that thread's). */
 #define KITE_TF_ABANDONED ((uint64_t)1 << 63)
+#define KITE_TF_EMPTIED ((uint64_t)1 << 62)
+#define KITE_TF_TARGET_SHIFT 32
+#define KITE_TF_TARGET(x) ((uint32_t)(((x) >> KITE_TF_TARGET_SHIFT) & 0xFFFF))
+#define KITE_TF_STATE (KITE_TF_ABANDONED | KITE_TF_EMPTIED | ((uint64_t)0xFFFF << KITE_TF_TARGET_SHIFT))
+/* the list's part of thread_free (head and count): KITE_TF_EMPTY when it holds no block */
+#define KITE_TF_LIST(x) ((uint32_t)(x))
 
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) KITE_COLD; /* the report */
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by a remote free between its read of the block's entry and the
  * claim's CAS (_read), between the claim and its read-back of the entry (_claimed), between
- * that read-back and the push (_push), and by the push's retry loop before each of its CASes
- * on thread_free (_retry). */
+ * that read-back and the push (_push), by the push's retry loop before each of its CASes
+ * on thread_free (_retry), and by the push that emptied an abandoned page before it
+ * settles the page (_emptied). */
 extern void (*_kite_test_hook_remote_read)(void *p);
 extern void (*_kite_test_hook_remote_claimed)(void *p);
 extern void (*_kite_test_hook_remote_push)(void *p);
 extern void (*_kite_test_hook_remote_retry)(void *p);
+extern void (*_kite_test_hook_remote_emptied)(void *p);
 #endif
 
-/* What a remote free does when it finds its page abandoned (R5): block i is claimed, its
- * entry REMOTE|END, not pushed; it is freed through heap_lock (free.c, heap.c). */
-typedef void (*kite_remote_abandoned_fn)(kite_page_t *pg, uint32_t i);
+/* What the remote free that empties an abandoned page does (R5): settle it (heap_abandon.c,
+ * through a pointer: the heap layer is above this one). */
+typedef void (*kite_remote_emptied_fn)(kite_page_t *pg);
 /* Push block i, whose entry e holds `mine` (written by this thread, and the link to the
- * head of `old`, thread_free's value when read last), on thread_free (R2, R3, R5). */
-static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t *pg, uint16_t *e, uint32_t i, uint16_t mine, uint64_t old, bool abandoned) {
+ * head of `old`, thread_free's value when read last), on thread_free (R2, R3, R5). true:
+ * this push emptied an abandoned page (it set KITE_TF_EMPTIED: the caller settles it). */
+static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t *pg, uint16_t *e, uint32_t i, uint16_t mine, uint64_t old) {
   for (;;) {
-    if (unlikely(!abandoned && (old & KITE_TF_ABANDONED))) break; /* R5 */
-    /* count + 1 (below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i, the bit kept */
+    /* count + 1 (below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i, the high bits kept */
     uint64_t nw = (old ^ ((uint16_t)old ^ i)) + ((uint64_t)1 << 16);
+    /* R5: on an abandoned page, the push whose count reaches the target empties it */
+    bool emptied = (old & KITE_TF_ABANDONED) && (uint32_t)KITE_TF_COUNT(nw) == KITE_TF_TARGET(old);
+    if (emptied) nw |= KITE_TF_EMPTIED;
 #ifdef KITE_TEST_HOOKS
     void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_retry, __ATOMIC_ACQUIRE);
     if (hook) hook(_kite_page_block(pg, i));
 #endif
     if (__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-      return true;
+      return emptied;
     /* R2: the head moved: re-link; R3: fails when the owner's store replaced our value */
     uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old); /* head <= END < REMOTE */
     if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       _kite_remote_invalid(pg, i);
-      return true;
+      return false;
     }
     mine = link;
   }
-  /* abandoned: the entry goes back to REMOTE|END for the caller's push under heap_lock */
-  uint16_t end = KITE_LINK_REMOTE | KITE_LINK_END;
-  if (mine != end && !__atomic_compare_exchange_n(e, &mine, end, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    _kite_remote_invalid(pg, i);
-    return true;
-  }
-  return false;
 }
 
-/* The push of block i after its first try failed (its entry holds `mine`, written by this
- * thread), and the call to abandoned(pg, i) when the page is abandoned: out of line, so
- * that the remote free's path stays straight and needs no stack frame. */
-void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_abandoned_fn abandoned) KITE_NOINLINE;
+/* The push of block i after its first try failed or found the page abandoned (its entry
+ * holds `mine`, written by this thread), and the call to emptied(pg) when the push empties
+ * an abandoned page: out of line, so that the remote free's path stays straight and needs
+ * no stack frame. */
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_emptied_fn emptied) KITE_NOINLINE;
 /* Free block i (<= reserved, classify.h C1) of small page pg (head) from a thread that does
- * not own it: claim it and push it on thread_free, or report an invalid or double free
- * (R1, R3), or, on an abandoned page, call abandoned(pg, i). */
-static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_abandoned_fn abandoned) {
+ * not own it, owned or abandoned: claim it and push it on thread_free, or report an invalid
+ * or double free (R1, R3); the push that empties an abandoned page calls emptied(pg). */
+static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_emptied_fn emptied) {
   uint16_t *e = &pg->links[i];
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
@@ -100,38 +107,29 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
   hook = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
   if (hook) hook(b);
 #endif
-  /* the push, first try (R2, R5); a moved head or the abandoned bit: out of line */
+  /* the push, first try (R2); a moved head or an abandoned page (R5): out of line */
   uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + i; /* count + 1, head i */
   if (likely(!(old & KITE_TF_ABANDONED)) &&
       likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
     return;
-  _kite_remote_push_again(pg, i, link, abandoned);
+  _kite_remote_push_again(pg, i, link, emptied);
 }
 
-/* Claim block i for a free that will push it under heap_lock (the page was seen abandoned):
- * LIVE -> REMOTE|END with one CAS (R1). false: reported (not handed out). */
-static inline bool _kite_remote_claim_alone(kite_page_t *pg, uint32_t i) {
-  uint16_t live = KITE_LINK_LIVE;
-  if (unlikely(!__atomic_compare_exchange_n(&pg->links[i], &live, (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END), false,
-                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) {
-    _kite_remote_invalid(pg, i);
-    return false;
-  }
-  void *b = _kite_page_block(pg, i);
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
-  KITE_TOOL_BLOCK_FREE(b, pg->block_size);
-  return true;
-}
-/* Push block i, claimed by this thread, whose entry still holds REMOTE|END (what
- * _kite_remote_free leaves for its abandoned call). abandoned: the caller holds heap_lock
- * and pg is abandoned (the push keeps the bit). true: pushed, or reported (R3); false: the
- * page was abandoned again (the entry is back at REMOTE|END). */
-bool _kite_remote_push_claimed(kite_page_t *pg, uint32_t i, bool abandoned);
-/* Take thread_free whole (keeping its ABANDONED bit) and put its blocks on the allocation
- * list. Returns the blocks moved. Owner only (or heap_lock's holder for an abandoned page). */
+/* Take thread_free whole and put its blocks on the allocation list. Returns the blocks
+ * moved. Owner only, or, for an abandoned page, heap_lock's holder settling it (R6): the
+ * ABANDONED bit stays, the target and KITE_TF_EMPTIED go (R7). */
 uint32_t _kite_remote_take(kite_page_t *pg);
-/* Set (heap_lock held, heap just set to NULL) or clear (heap_lock held, before heap is set)
- * the ABANDONED bit. */
-void _kite_remote_mark_abandoned(kite_page_t *pg, bool abandoned);
+/* The page's owner gives it up (heap_lock held, heap and owner_key just cleared): with used
+ * (its count, unpinned, off the full list) above the blocks on thread_free, set ABANDONED
+ * and the target used (R5) and return true. false: every block is free already (no free
+ * can come); the page stays the caller's to collect and release. */
+bool _kite_remote_abandon(kite_page_t *pg, uint32_t used);
+/* A heap adopts abandoned page pg (heap_lock held): clear ABANDONED and the target; false,
+ * and nothing changed, when a push emptied it (KITE_TF_EMPTIED: its pusher settles it). */
+bool _kite_remote_adopt(kite_page_t *pg);
+/* The settle of an abandoned page (heap_lock held) left used blocks claimed (a racing double
+ * free broke its list, R4): make used the target again. true: the pushes already reached
+ * it (KITE_TF_EMPTIED set again: the caller settles once more). */
+bool _kite_remote_retarget(kite_page_t *pg, uint32_t used);
 
 #endif

@@ -417,6 +417,28 @@ TEST(exit_abandons_its_pages_in_one_lock_section) {
   }
 }
 
+
+/* A heap struct is obtained in one section of the heap lock (taken from the pool or carved,
+ * reset and put on the live list together): threads that start together queue on it once
+ * each. */
+static void *one_malloc(void *arg) {
+  (void)arg;
+  kite_free(kite_malloc(48));
+  return NULL;
+}
+TEST(heap_obtain_takes_the_lock_once) {
+  uint64_t sections = __atomic_load_n(&_kite_test_obtain_lock_sections, __ATOMIC_RELAXED);
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, one_malloc, NULL), 0);
+  pthread_join(t, NULL);
+  expect_uint_eq(__atomic_load_n(&_kite_test_obtain_lock_sections, __ATOMIC_RELAXED), sections + 1);
+  kite_heap_t *h = kite_heap_new();
+  assert_true(h != NULL);
+  expect_uint_eq(__atomic_load_n(&_kite_test_obtain_lock_sections, __ATOMIC_RELAXED), sections + 2);
+  expect_true(kite_heap_malloc(h, 24) != NULL);
+  kite_heap_destroy(h);
+}
+
 /* ---- heap creation ---- */
 
 static int heaps_count_n;
@@ -829,6 +851,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(exit_abandons_its_pages_in_one_lock_section);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   RUN_CHECKED(heap_pool_serves_threads_and_first_class_heaps);
+  RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);

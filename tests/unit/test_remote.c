@@ -27,6 +27,11 @@
  *   late_free_settles_abandoned_page  R5: a free claimed before its page was abandoned
  *                             and pushed after: the page is settled (empty), not left
  *                             committed for an adopter or a trim
+ *   abandoned_free_takes_no_heap_lock  R5: frees into an abandoned page are pushes that
+ *                             need no lock (they complete while _kite_heap_lock is held);
+ *                             the one that empties the page settles it
+ *   emptied_page_is_its_settlers  R5: while the free that emptied an abandoned page has not
+ *                             settled it yet, no thread adopts it; then the settle does
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -451,6 +456,96 @@ TEST(late_free_settles_abandoned_page) {
   expect_int_eq((kite_check)(), 1);
 }
 
+/* An abandoned page of K blocks (its owner exits with all of them handed out), for the
+ * tests below: each uses a size class of its own. */
+enum { ABANDON_MAX = 64 };
+static void *abandoned_blocks[ABANDON_MAX];
+static size_t abandoned_size, abandoned_k;
+static void *abandon_body(void *arg) {
+  (void)arg;
+  for (size_t k = 0; k < abandoned_k; k++) abandoned_blocks[k] = kite_malloc(abandoned_size);
+  return NULL; /* thread exit: the page is abandoned with k blocks handed out */
+}
+static kite_page_t *make_abandoned(size_t size, size_t k) {
+  abandoned_size = size;
+  abandoned_k = k;
+  pthread_join(spawn(abandon_body, NULL), NULL);
+  kite_page_t *pg = page_of(abandoned_blocks[0]);
+  for (size_t j = 1; j < k; j++)
+    if (page_of(abandoned_blocks[j]) != pg) return NULL;
+  return pg;
+}
+static int frees_done;
+static void *free_all_but_last(void *arg) {
+  (void)arg;
+  for (size_t k = 0; k + 1 < abandoned_k; k++) kite_free(abandoned_blocks[k]);
+  __atomic_store_n(&frees_done, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+TEST(abandoned_free_takes_no_heap_lock) {
+  enum { SIZE = 2560, K = 8 }; /* a class no other test uses; one page holds K */
+  reports_reset();
+  kite_page_t *pg = make_abandoned(SIZE, K);
+  assert_true(pg != NULL);
+  expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL);
+  expect_int_eq(pg->used, K);
+  /* every free but the page's last is a push: it completes while another thread holds
+   * _kite_heap_lock (this one, as a fork would) */
+  __atomic_store_n(&frees_done, 0, __ATOMIC_SEQ_CST);
+  _kite_heap_fork_prepare();
+  pthread_t t = spawn(free_all_but_last, NULL);
+  bool done = wait_flag(&frees_done, "K - 1 frees into an abandoned page while _kite_heap_lock was held");
+  _kite_heap_fork_parent();
+  pthread_join(t, NULL);
+  expect_true(done);
+  expect_int_eq(reports_now(), 0);
+  expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL && pg->kind == KITE_KIND_SMALL);
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), K - 1);
+  expect_int_eq((kite_check)(), 1);
+  /* the last free empties it: settled, kept empty for the next thread or given back */
+  kite_free(abandoned_blocks[K - 1]);
+  expect_int_eq(reports_now(), 0);
+  expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
+}
+
+static void *adopter_p;
+static void *adopter_body(void *arg) {
+  __atomic_store_n(&adopter_p, kite_malloc((size_t)(uintptr_t)arg), __ATOMIC_RELEASE);
+  return NULL; /* its page (adopted or fresh) is abandoned again at its exit */
+}
+static void *free_last_parked(void *p) {
+  park_here = 1;
+  kite_free(p);
+  return NULL;
+}
+TEST(emptied_page_is_its_settlers) {
+  enum { SIZE = 2304, K = 4 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  kite_page_t *pg = make_abandoned(SIZE, K);
+  assert_true(pg != NULL);
+  for (size_t k = 0; k + 1 < K; k++) kite_free(abandoned_blocks[k]);
+  /* the last free's push sets KITE_TF_EMPTIED; its thread parks before the settle */
+  __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
+  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
+  bool parked_ok = wait_parked();
+  expect_true(parked_ok);
+  expect_true((tf_of(pg) & (KITE_TF_EMPTIED | KITE_TF_ABANDONED)) == (KITE_TF_EMPTIED | KITE_TF_ABANDONED));
+  /* a thread short of this class does not adopt it (remote.c R5) */
+  pthread_join(spawn(adopter_body, (void *)(uintptr_t)SIZE), NULL);
+  void *q = __atomic_load_n(&adopter_p, __ATOMIC_ACQUIRE);
+  expect_true(q != NULL && page_of(q) != pg);
+  expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL && pg->kind == KITE_KIND_SMALL);
+  expect_int_eq(pg->used, K);
+  expect_int_eq((kite_check)(), 1);
+  unpark();
+  pthread_join(freer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_emptied, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
+  kite_free(q);
+}
+
 #define RUN_CHECKED(name)                 \
   do {                                    \
     test_now = #name;                     \
@@ -473,5 +568,7 @@ int main(void) {
   RUN_CHECKED(retry_relink_is_a_cas);
   RUN_CHECKED(emptied_page_leaves_queue);
   RUN_CHECKED(late_free_settles_abandoned_page);
+  RUN_CHECKED(abandoned_free_takes_no_heap_lock);
+  RUN_CHECKED(emptied_page_is_its_settlers);
   return test_main_end();
 }
