@@ -131,7 +131,7 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64
 
 /* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (a thread's first
  * visit to the class): is this allocation the sampled one? Not while the thread captures. */
-static KITE_NOINLINE bool sample_due(unsigned c, int64_t s) {
+static inline __attribute__((always_inline)) bool sample_due(unsigned c, int64_t s) {
   uint64_t bit = (uint64_t)1 << (c % 64);
   bool is_cut = (pt.cut[c / 64] & bit) != 0;
   if (!(pt.drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
@@ -158,15 +158,13 @@ static inline __attribute__((always_inline)) void *counted(kite_heap_t *h, size_
 /* _kite_prof_malloc_small's rare paths, out of line so that its common one keeps few
  * registers across its call: the thread's first visit (no heap or no seed yet), and a
  * class whose count is spent, cut or not drawn (P7). */
-static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *weigh) {
+static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
   if (pt.rng == 0 || h == &_kite_heap_empty) {
     kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
     if (!made) return _kite_malloc_small_generic(h, n);
     h = made;
     if (pt.rng == 0) thread_start();
   }
-  unsigned c = _kite_class_of(n);
-  int64_t s = (int64_t)_kite_class_size_[c];
   if (pt.left_small[c] < s && sample_due(c, s)) {
     *weigh = (size_t)s;
     return NULL;
@@ -179,7 +177,7 @@ void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
   unsigned c = _kite_class_of(n); /* (a block on the current list: prof_small's, P6) */
   int64_t s = (int64_t)_kite_class_size_[c];
   if (unlikely(pt.rng == 0 || h == &_kite_heap_empty || pt.left_small[c] < s)) /* (cut or undrawn too: P7) */
-    return malloc_small_rare(h, n, weigh);
+    return malloc_small_rare(h, n, weigh, c, s);
   return counted(h, n, c, s);
 }
 
