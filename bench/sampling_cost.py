@@ -8,7 +8,7 @@ ways, and its total Ir (summed over the processes it starts) is compared:
     guarded   KITE_GUARDED_SAMPLE=5000
     prof      KITE_PROF=<a temporary prefix> (the heap profiler at its default gap)
 
-    bench/sampling_cost.py [--build build] [--size tiny] [--workloads a,b] [--configs ...]
+    bench/sampling_cost.py [--build build] [--lib LIB] [--size tiny] [--workloads a,b] [--configs ...]
                            [--threads 1,2] [--reps N] [-j 2] [--json FILE] [--log FILE]
 
 Prints one line per run as it ends (also to --log), then a markdown table (Ir of kite, and
@@ -68,9 +68,20 @@ def callgrind_ir(case, lib, extra_env, timeout):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def read_load():
+    """The 1-minute load average, as /proc/loadavg gives it."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
+    ap.add_argument("--lib", help="the libkite.so measured (default: BUILD/libkite.so; the "
+                    "workloads still come from --build)")
     ap.add_argument("--size", default="tiny", choices=bench.SIZES)
     ap.add_argument("--workloads", default="all")
     ap.add_argument("--threads", help="thread counts, comma-separated (default: each row's)")
@@ -83,7 +94,7 @@ def main():
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed")
-    lib = os.path.realpath(os.path.join(args.build, "libkite.so"))
+    lib = os.path.realpath(args.lib or os.path.join(args.build, "libkite.so"))
     if not os.path.exists(lib):
         raise SystemExit(f"{lib} not built")
     ns = types.SimpleNamespace(workloads=args.workloads, size=args.size, trace=None,
@@ -93,6 +104,7 @@ def main():
     for w, why in skipped:
         print(f"{w}: {why}", file=sys.stderr)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    load0 = read_load()
     res = {}
     runs = {}
     log = open(args.log, "a") if args.log else None
@@ -112,10 +124,11 @@ def main():
             # the median of the runs; any failure is reported as that failure
             res.setdefault(label, {})[k] = next((v for v in vs if not isinstance(v, int)),
                                                 ok[len(ok) // 2] if ok else None)
+    load = f"load average {load0} at the start, {read_load()} at the end"
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "size": args.size, "rows": res,
-                       "runs": runs}, f,
+            json.dump({"command": " ".join(sys.argv), "size": args.size, "lib": lib, "load": load,
+                       "rows": res, "runs": runs}, f,
                       indent=1)
     others = [k for k in configs if k != "kite"]
     print("| row | kite Ir | " + " | ".join(others) + " |")
@@ -138,6 +151,7 @@ def main():
     gm = [f"{(math.exp(sum(v) / len(v)) - 1) * 100:+.1f}%" if v else "-"
           for v in logs.values()]
     print("| geometric mean | | " + " | ".join(gm) + " |")
+    print(f"\n{lib}; {load} (instruction counts do not depend on it)")
 
 
 if __name__ == "__main__":

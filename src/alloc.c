@@ -78,6 +78,13 @@ KITE_API void *kite_malloc(size_t n) { return malloc_fast(n, malloc_generic); }
 /* malloc for the other entry points: they report their own failure. */
 static inline void *malloc_quiet(size_t n) { return malloc_fast(n, malloc_generic_quiet); }
 
+/* malloc of a large or huge request. Apart from malloc_unrouted, whose small requests then
+ * pay for no frame (the heap profiler's come there every time: prof.h). */
+static KITE_NOINLINE void *malloc_large(size_t n) {
+  bool zero;
+  return alloc_large(n, 0, &zero);
+}
+
 /* Past the small route: a sampled small request, or a large or huge one. Out of line, so
  * that malloc_generic_quiet stays a compare and a tail call (no frame of its own). */
 static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
@@ -86,8 +93,7 @@ static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
     /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
     return n <= KITE_GUARDED_MAX ? _kite_guarded_malloc(h, n) : _kite_malloc_small_generic(h, n);
   }
-  bool zero;
-  return alloc_large(n, 0, &zero);
+  return malloc_large(n);
 }
 
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
@@ -131,10 +137,12 @@ static void *prof_run(size_t n) {
   return cached ? large_run_ready(cached, bytes) : alloc_run_or_huge(bytes, 0, &zero);
 }
 
-/* A small request the heap profiler samples: a run of its own, which free() takes to its
- * generic path (prof.h); a plain block when no run can be had. n is counted (a class's
- * bytes), `asked` recorded (the request: less than n for a small aligned one). */
-static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked) {
+/* A small request while the heap profiler samples, its class's current list empty: a
+ * block of the list the refill hands out, counted; or, sampled, a run of its own, which
+ * free() takes to its generic path (prof.h); a plain block when no run can be had. n is
+ * counted (a class's bytes), `asked` recorded (the request: less than n for a small
+ * aligned one). */
+static KITE_NOINLINE void *prof_small_refill(kite_heap_t *h, size_t n, size_t asked) {
   size_t weigh;
   void *p = _kite_prof_malloc_small(h, n, &weigh);
   if (!weigh) return p;
@@ -142,6 +150,12 @@ static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked) {
   if (!p) return _kite_malloc_small_generic(_kite_heap_tls, n);
   _kite_prof_record(p, PROF_ASKED_SMALL(asked), weigh);
   return p;
+}
+/* The same, first taking a block of the current list, or of its quick refill, counted
+ * inline (prof.h). Apart: so that this common case pays for no frame. */
+static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked) {
+  kite_page_t *pg = _kite_prof_counted_page(h, n); /* prof.h: counted with its list */
+  return likely(pg != NULL) ? _kite_page_pop(pg) : prof_small_refill(h, n, asked);
 }
 
 /* Large run or huge map for n bytes aligned to align (0 or a power of two), sampled by the

@@ -61,19 +61,14 @@ static kite_page_t *runs_kept[RUNS_KEPT];
 static uint32_t n_runs_kept;
 uint64_t _kite_prof_huge_live;
 
-/* Bytes to the next sample: per small class, and for every larger request. A class's count
- * may be negative while it is cut (the bytes after the sampled block in its last list). */
-static __thread int64_t left_small[KITE_CLASSES] __attribute__((tls_model("initial-exec")));
-static __thread int64_t left_large __attribute__((tls_model("initial-exec")));
-static __thread uint64_t cut[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
-/* Classes whose first gap was drawn: at their first visit, so a thread pays for the classes it uses */
-static __thread uint64_t drawn[(KITE_CLASSES + 63) / 64] __attribute__((tls_model("initial-exec")));
-static __thread uint64_t rng __attribute__((tls_model("initial-exec"))); /* 0: not seeded */
+/* The thread's sampling state (prof.h). */
+__thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("initial-exec")));
+#define pt _kite_prof_thread
 
 static uint64_t rng_next(void) { /* xorshift64* */
-  uint64_t x = rng;
+  uint64_t x = pt.rng;
   x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
-  rng = x;
+  pt.rng = x;
   return x * 0x2545F4914F6CDD1Dull;
 }
 
@@ -87,9 +82,9 @@ static int64_t draw(void) {
 }
 
 static void thread_start(void) {
-  _kite_os_random(&rng, sizeof rng);
-  rng |= 1;
-  left_large = draw();
+  _kite_os_random(&pt.rng, sizeof pt.rng);
+  pt.rng |= 1;
+  pt.left_large = draw();
 }
 
 /* ---- the small count ---- */
@@ -103,8 +98,8 @@ static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, u
   if (!pg || pg->free == KITE_LINK_END) return;
   /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
   int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
-  if (likely(left_small[c] >= k * s)) {
-    left_small[c] -= k * s;
+  if (likely(pt.left_small[c] >= k * s)) {
+    pt.left_small[c] -= k * s;
     return;
   }
   cut_list(pg, c, s, k);
@@ -113,8 +108,8 @@ static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, u
 /* account_list's rare part: the gap of class c ends inside pg's list of k blocks of s
  * bytes: cut the list there. */
 static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k) {
-  int64_t *left = &left_small[c];
-  cut[c / 64] |= (uint64_t)1 << (c % 64);
+  int64_t *left = &pt.left_small[c];
+  pt.cut[c / 64] |= (uint64_t)1 << (c % 64);
   if (pg->local_free != KITE_LINK_END) { /* no room for the rest: sampled after the list */
     *left -= k * s;
     return;
@@ -136,54 +131,64 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64
 
 /* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (a thread's first
  * visit to the class): is this allocation the sampled one? Not while the thread captures. */
-static KITE_NOINLINE bool sample_due(unsigned c, int64_t s, bool is_cut) {
+static inline __attribute__((always_inline)) bool sample_due(unsigned c, int64_t s) {
   uint64_t bit = (uint64_t)1 << (c % 64);
-  if (!(drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
-    drawn[c / 64] |= bit;
-    left_small[c] = draw();
-    if (left_small[c] >= s) return false;
+  bool is_cut = (pt.cut[c / 64] & bit) != 0;
+  if (!(pt.drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
+    pt.drawn[c / 64] |= bit;
+    pt.left_small[c] = draw();
+    if (pt.left_small[c] >= s) return false;
   }
   if (_kite_stack_busy()) return false;
   /* the next gap starts after this block (cut: behind the rest of its list) */
-  left_small[c] = is_cut ? left_small[c] + draw() : draw();
-  cut[c / 64] &= ~bit;
+  pt.left_small[c] = is_cut ? pt.left_small[c] + draw() : draw();
+  pt.cut[c / 64] &= ~bit;
   return true;
+}
+
+/* The allocation of n bytes (class c of s bytes) from h counted, and the list its refill
+ * hands out counted too (the common end of both paths below). */
+static inline __attribute__((always_inline)) void *counted(kite_heap_t *h, size_t n, unsigned c, int64_t s) {
+  pt.left_small[c] -= s;
+  void *p = _kite_malloc_small_generic(h, n);
+  if (likely(p != NULL)) account_list(h, c, s);
+  return p;
+}
+
+/* _kite_prof_malloc_small's rare paths, out of line so that its common one keeps few
+ * registers across its call: the thread's first visit (no heap or no seed yet), and a
+ * class whose count is spent, cut or not drawn (P7). */
+static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
+  if (pt.rng == 0 || h == &_kite_heap_empty) {
+    kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
+    if (!made) return _kite_malloc_small_generic(h, n);
+    h = made;
+    if (pt.rng == 0) thread_start();
+  }
+  if (pt.left_small[c] < s && sample_due(c, s)) {
+    *weigh = (size_t)s;
+    return NULL;
+  }
+  return counted(h, n, c, s);
 }
 
 void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
   *weigh = 0;
-  unsigned c = _kite_class_of(n);
-  if (n > KITE_DIRECT_MAX) {
-    /* these sizes come here every time: a block on the current list was counted with it */
-    kite_page_t *cur = h->queue[c].first;
-    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
-  }
-  if (unlikely(rng == 0 || h == &_kite_heap_empty)) {
-    kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
-    if (!made) return _kite_malloc_small_generic(h, n);
-    h = made;
-    if (rng == 0) thread_start();
-  }
+  unsigned c = _kite_class_of(n); /* (a block on the current list: prof_small's, P6) */
   int64_t s = (int64_t)_kite_class_size_[c];
-  bool is_cut = (cut[c / 64] >> (c % 64)) & 1;
-  if (unlikely(is_cut || left_small[c] < s) && sample_due(c, s, is_cut)) {
-    *weigh = (size_t)s;
-    return NULL;
-  }
-  left_small[c] -= s;
-  void *p = _kite_malloc_small_generic(h, n);
-  if (p) account_list(h, c, s);
-  return p;
+  if (unlikely(pt.rng == 0 || h == &_kite_heap_empty || pt.left_small[c] < s)) /* (cut or undrawn too: P7) */
+    return malloc_small_rare(h, n, weigh, c, s);
+  return counted(h, n, c, s);
 }
 
 bool _kite_prof_large_due(size_t n) {
-  if (unlikely(rng == 0)) thread_start();
-  if (left_large >= (int64_t)n) {
-    left_large -= (int64_t)n;
+  if (unlikely(pt.rng == 0)) thread_start();
+  if (pt.left_large >= (int64_t)n) {
+    pt.left_large -= (int64_t)n;
     return false;
   }
   if (_kite_stack_busy()) return false;
-  left_large = draw();
+  pt.left_large = draw();
   return true;
 }
 

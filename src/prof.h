@@ -46,6 +46,13 @@
  *   P5 A stack's live figures are the sums over its records in the live table (live_k of
  *      them, the figures exactly 0 when there is none): kept as records come and go, so a
  *      dump or the leak line reads them without walking the table.
+ *   P7 A thread's count of a small class that is cut, or not drawn yet, is below the
+ *      class's size (cut_list leaves it at 0 or below, and only sample_due, which the
+ *      class's next visit then calls, changes it; an undrawn one is 0), so one compare
+ *      sends its next visit to the rare path.
+ *   P6 The blocks on the current list of a class of thread heap h, while profiling, are
+ *      counted (a list is counted whole, up to where it was cut, before the fast path or
+ *      prof_small may take from it): taking one needs no count.
  * Every allocating entry point is sampled, in the default and the secure build. While
  * profiling, KITE_GUARDED_SAMPLE samples nothing (one sampler owns the allocation lists'
  * count).
@@ -55,11 +62,54 @@
 #define KITE_PROF_H
 #include "types.h"
 #include "options.h"
+#include "heap.h"
+#include "page.h"
 
 struct kite_heap_s;
 
-/* malloc(n), n <= KITE_SMALL_MAX, from the slow path of thread heap h while profiling: a
- * block, counted; or NULL with *weigh set to the bytes to weigh the sample by when this
+/* A thread's sampling state (prof.c), one block: one thread-pointer offset for all of it.
+ * left_small: bytes to the next sample per small class; a class's count may be negative
+ * while it is cut (the bytes after the sampled block in its last list). left_large: the same
+ * for every larger request. cut: classes whose last list was cut (P7). drawn: classes whose
+ * first gap was drawn, at their first visit, so a thread pays for the classes it uses.
+ * rng: 0 until the thread is seeded. */
+typedef struct {
+  int64_t left_small[KITE_CLASSES];
+  int64_t left_large;
+  uint64_t cut[(KITE_CLASSES + 63) / 64];
+  uint64_t drawn[(KITE_CLASSES + 63) / 64];
+  uint64_t rng;
+} kite_prof_thread_t;
+extern __thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("initial-exec")));
+
+/* malloc(n), n <= KITE_SMALL_MAX, while profiling, the common case of the slow path: the
+ * page of thread heap h whose current list of n's class has a block to pop, counted; or NULL
+ * (_kite_prof_malloc_small's work: a list to refill otherwise, a count spent, cut or not
+ * drawn, the thread's first visit). Two cases, both what the slow path would do itself:
+ *  - the current list has a block (sizes above the direct range come here every time): it
+ *    was counted whole when it was handed out (P6), so the pop needs no count;
+ *  - the list is empty and the page's local frees refill it (_kite_heap_current_page's
+ *    quick refill): the new list is counted whole here, this block included, when it fits
+ *    in the class's count (then exactly what _kite_prof_malloc_small counts for it); when it
+ *    does not, nothing is changed and _kite_prof_malloc_small samples or cuts it. */
+static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, size_t n) {
+  unsigned c = _kite_class_of(n);
+  kite_page_t *pg = h->queue[c].first;
+  if (unlikely(pg == NULL)) return NULL;
+  if (pg->free != KITE_LINK_END) return pg;
+  if (pg->local_free == KITE_LINK_END || _kite_opt(KITE_OPT_SHOW_STATS)) return NULL;
+  /* |local_free| by page.h's invariant on used (the pin's +1 included) */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
+  int64_t s = (int64_t)_kite_class_size_[c], *left = &_kite_prof_thread.left_small[c];
+  if (*left < k * s) return NULL; /* (also a cut or undrawn class: P7) */
+  *left -= k * s;
+  pg->free = pg->local_free;
+  pg->local_free = KITE_LINK_END;
+  return pg;
+}
+
+/* malloc(n), n <= KITE_SMALL_MAX, from the slow path of thread heap h while profiling, after
+ * _kite_prof_counted_page found no block: a block, counted; or NULL with *weigh set to the bytes to weigh the sample by when this
  * allocation is the sampled one (the caller serves it with a run of its own and calls
  * _kite_prof_record). NULL and *weigh 0: out of memory. */
 void *_kite_prof_malloc_small(struct kite_heap_s *h, size_t n, size_t *weigh) KITE_NOINLINE;

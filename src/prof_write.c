@@ -65,14 +65,15 @@ static void field_bytes(msg_t *m, unsigned field, const void *p, size_t n) { /* 
 }
 /* Field `field` of the Profile, holding message or string m. */
 static void emit(sink_t *o, unsigned field, const msg_t *m) {
-  msg_t head = {0};
+  msg_t head;
+  head.len = 0;
   varint(&head, (uint64_t)field << 3 | 2);
   varint(&head, m->len);
   sink_put(o, head.b, head.len);
   sink_put(o, m->b, m->len);
 }
 static void emit_string(sink_t *o, const char *s, size_t n) {
-  msg_t m = {0};
+  msg_t m; /* (not zeroed, here or below: only b[0, len) is ever read) */
   if (n > sizeof m.b) n = sizeof m.b;
   memcpy(m.b, s, n);
   m.len = n;
@@ -85,7 +86,7 @@ static const char *const fixed[S_FIXED] = {
   "", "alloc_objects", "count", "alloc_space", "bytes", "inuse_objects", "inuse_space", "space",
   /* kite's entry points and what they tail-call, with everything they call */
   ("(_?kite_.*|malloc|calloc|realloc|reallocarray|free|posix_memalign|aligned_alloc|memalign|valloc|pvalloc|"
-   "malloc_generic.*|realloc_.*|alloc_large|alloc_aligned|prof_small|operator new.*|operator delete.*)"),
+   "malloc_generic.*|realloc_.*|alloc_large|alloc_aligned|prof_small.*|operator new.*|operator delete.*)"),
 };
 
 typedef struct { uintptr_t lo, hi; } range_t;
@@ -103,6 +104,8 @@ static uint64_t hex(const char **s) {
 /* One line of /proc/self/maps, "lo-hi perms offset dev inode   path": an executable
  * mapping of a file is written as Mapping id (its file name as a string first). */
 static bool maps_line(sink_t *o, const char *s, const char *end, uint32_t *strings, range_t *r, uint32_t *n) {
+  const char *perms = memchr(s, ' ', (size_t)(end - s)); /* most lines are not executable: skipped unparsed */
+  if (!perms || end - perms < 5 || perms[3] != 'x') return false;
   uint64_t lo = hex(&s);
   if (*s++ != '-') return false;
   uint64_t hi = hex(&s);
@@ -116,7 +119,8 @@ static bool maps_line(sink_t *o, const char *s, const char *end, uint32_t *strin
   while (s < end && *s == ' ') s++;
   if (s == end || *s != '/' || *n == MAPPINGS_MAX) return false;
   emit_string(o, s, (size_t)(end - s));
-  msg_t m = {0};
+  msg_t m;
+  m.len = 0;
   field_u64(&m, 1, *n + 1);
   field_u64(&m, 2, lo);
   field_u64(&m, 3, hi);
@@ -162,7 +166,8 @@ static uint64_t location(sink_t *o, locs_t *t, uintptr_t a) {
     if (t->slot[i] == a) return i + 1;
     if (t->slot[i]) continue;
     t->slot[i] = a;
-    msg_t m = {0};
+    msg_t m;
+    m.len = 0;
     field_u64(&m, 1, i + 1);
     uint32_t map = mapping_of(t->maps, t->n_maps, a);
     if (map) field_u64(&m, 2, map);
@@ -174,7 +179,8 @@ static uint64_t location(sink_t *o, locs_t *t, uintptr_t a) {
 }
 
 static void write_sample(sink_t *o, locs_t *t, const kite_prof_row_t *row) {
-  msg_t ids = {0}, vals = {0}, m = {0};
+  msg_t ids, vals, m;
+  ids.len = vals.len = m.len = 0;
   for (uint32_t i = 0; i < row->depth; i++) {
     uint64_t id = location(o, t, (uintptr_t)row->pc[i] - 1);
     if (id) varint(&ids, id);
@@ -187,7 +193,8 @@ static void write_sample(sink_t *o, locs_t *t, const kite_prof_row_t *row) {
 }
 
 static void value_type(sink_t *o, unsigned field, uint64_t type, uint64_t unit) {
-  msg_t m = {0};
+  msg_t m;
+  m.len = 0;
   field_u64(&m, 1, type);
   field_u64(&m, 2, unit);
   emit(o, field, &m);
@@ -214,7 +221,8 @@ int _kite_prof_write(int fd, bool (*next)(void *arg, kite_prof_row_t *row), void
   kite_prof_row_t row;
   while (next(arg, &row)) write_sample(o, &t, &row);
   _kite_os_unmap(t.slot, t.cap * sizeof(uintptr_t));
-  msg_t m = {0};
+  msg_t m;
+  m.len = 0;
   field_u64(&m, 7, S_DROP);
   field_u64(&m, 12, period);
   field_u64(&m, 14, S_INUSE_SPACE);

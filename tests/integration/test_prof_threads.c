@@ -5,7 +5,8 @@
  * while a fifth writes profiles; then every block's content is intact, kite_check()
  * passes, a last profile is a well-formed protobuf stream with samples, every huge block's
  * record goes with its free, and no capture re-entered malloc. Then a first-class heap's
- * blocks and small aligned ones, sampled at a small gap, through the heap's destroy.
+ * blocks and small aligned ones, sampled at a small gap, through the heap's destroy. And
+ * the small count's arithmetic, exact between samples.
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -177,6 +178,73 @@ TEST(heap_and_aligned_blocks_sampled) {
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
 }
 
+/* The small count's arithmetic (prof.h P6, _kite_prof_counted_page, account_list): a list
+ * is counted whole when the slow path hands it out, so at any time after a class's first
+ * gap is drawn, and until its next sample, its count plus its class size times (the blocks
+ * allocated since, and the blocks left on its current list) stays what was drawn. Local
+ * frees go to the page's other list, counted only when a refill hands it out (the quick
+ * refill of prof_small, or the generic one). With a gap far beyond what is allocated here,
+ * nothing is sampled or cut. One size in the direct range, one above it (which reaches
+ * the slow path every time). */
+static int64_t counted_drift(unsigned c, int64_t s, int64_t allocated, int64_t drawn) {
+  const kite_page_t *pg = _kite_heap_tls->queue[c].first;
+  int64_t listed = 0;
+  for (uint32_t i = pg ? pg->free : KITE_LINK_END; i != KITE_LINK_END && listed <= pg->capacity; i = pg->links[i])
+    listed++;
+  return _kite_prof_thread.left_small[c] + s * (allocated + listed) - drawn;
+}
+
+typedef struct { unsigned long drift, refills; } count_seen_t;
+
+static void *count_sizes(void *arg) {
+  count_seen_t *seen = arg; /* (test.h's counters belong to the main thread) */
+  static const size_t sizes[] = {48, 3000};
+  enum { N = 4000 };
+  static void *b[N];
+  unsigned long drift = 0, refills = 0;
+  for (int z = 0; z < 2; z++) {
+    size_t n = sizes[z];
+    unsigned c = _kite_class_of(n);
+    int64_t s = (int64_t)_kite_class_size_[c];
+    b[0] = kite_malloc(n); /* the class's first visit: its gap drawn, its first list counted */
+    int64_t drawn = counted_drift(c, s, 1, 0);
+    int64_t allocated = 1;
+    for (int round = 0; round < 6; round++) {
+      for (int k = 1; k < N; k++) {
+        if (b[k]) continue;
+        uint16_t before = _kite_heap_tls->queue[c].first ? _kite_heap_tls->queue[c].first->free : KITE_LINK_END;
+        b[k] = kite_malloc(n);
+        allocated++;
+        refills += before == KITE_LINK_END;
+        drift += counted_drift(c, s, allocated, drawn) != 0;
+      }
+      for (int k = 1 + round % 3; k < N; k += 3) { /* local frees: refilled from later */
+        kite_free(b[k]);
+        b[k] = NULL;
+      }
+    }
+    for (int k = 0; k < N; k++) {
+      kite_free(b[k]);
+      b[k] = NULL;
+    }
+  }
+  seen->drift = drift;
+  seen->refills = refills;
+  return NULL;
+}
+
+TEST(small_count_is_exact_between_samples) {
+  int64_t gap = kite_option_get(KITE_OPTION_PROF_SAMPLE);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, (int64_t)1 << 40), 0);
+  pthread_t t; /* a fresh thread: its classes not drawn yet */
+  count_seen_t seen = {1, 0};
+  assert_int_eq(pthread_create(&t, NULL, count_sizes, &seen), 0);
+  pthread_join(t, NULL);
+  expect_uint_eq(seen.drift, 0);
+  expect_true(seen.refills > 20);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
+}
+
 TEST(dump_to_a_bad_path_fails_with_errno) {
   errno = 0;
   expect_int_eq(kite_prof_dump("/nonexistent-dir/x.pb"), -1);
@@ -189,6 +257,7 @@ TEST(dump_to_a_bad_path_fails_with_errno) {
 int main(void) {
   RUN(threads_sample_free_and_dump);
   RUN(heap_and_aligned_blocks_sampled);
+  RUN(small_count_is_exact_between_samples);
   RUN(dump_to_a_bad_path_fails_with_errno);
   return test_main_end();
 }
