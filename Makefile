@@ -13,13 +13,13 @@
 #                kite and the speed peers (strace -c -f; docs/benchmarks.md's section)
 #   make test-clang  the normal build with Debian's clang (-Werror) into build-clang/, and all
 #                its tests but the Debian packages' (built with the default compiler) and the
-#                fuzzers' (make test's normal build already makes them with clang)
+#                fuzzers' (make test's normal build already makes them with clang); the Rust
+#                crates and the layers check compile with clang too (CC, CXX)
 #   make test-clang-quick  the part of test-clang that make test runs: the same whole build
 #                with clang -Werror, then only the tests of compiled code (CLANG_QUICK_LABELS:
 #                core, unit, buddy, lab, introspection, security) minus the page-size reruns
-#                (label platform); the tools' Python tests, the Rust crates (cargo builds
-#                them with cc) and the install checks would repeat the GCC run and are left
-#                to test-clang. CLANG_BUILD names the build directory. The cost on 2 cores
+#                (label platform); the tools' Python tests, the Rust crates and the install
+#                checks are left to test-clang. CLANG_BUILD names the build directory. The cost on 2 cores
 #                (about 195 s of CPU) is in the README's Tests section.
 #   make lab     the lab's seed experiments (writes docs/lab.md and its plots)
 #   make lab-traces  capture the lab's large program traces (gcc, python3, perl, sqlite3) into
@@ -86,8 +86,10 @@ CLANG_QUICK_LABELS := ^(core-tests|unit|buddy|lab|introspect|security|secure)$$
 clang-build: venv
 	$(CMAKE) -S . -B $(CLANG_BUILD) $(GEN) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON -DKITE_FUZZ=OFF
 	$(CMAKE) --build $(CLANG_BUILD) -j $(JOBS)
+# CC and CXX: cargo's cc crate builds the Rust crates' copy of the core with clang, and
+# tools/layers.py compiles src/ with it
 test-clang: clang-build
-	cd $(CLANG_BUILD) && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -E '^deb$$'
+	cd $(CLANG_BUILD) && CC=$(CLANG) CXX=$(CLANG)++ PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -E '^deb$$'
 test-clang-quick: clang-build
 	cd $(CLANG_BUILD) && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -L '$(CLANG_QUICK_LABELS)' -LE '^platform$$'
 
