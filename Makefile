@@ -17,8 +17,8 @@
 #                crates and the layers check compile with clang too (CC, CXX)
 #   make test-clang-quick  the part of test-clang that make test runs: the same whole build
 #                with clang -Werror, then only the tests of compiled code (CLANG_QUICK_LABELS:
-#                core, unit, buddy, lab, introspection, security) minus the page-size reruns
-#                (label platform); the tools' Python tests, the Rust crates and the install
+#                core, unit, buddy, lab, introspection, security, and CLANG_QUICK_MORE) minus
+#                the page-size reruns (label platform); the tools' Python tests, the Rust crates and the install
 #                checks are left to test-clang. CLANG_BUILD names the build directory. The cost on 2 cores
 #                (about 195 s of CPU) is in the README's Tests section. Without clang it
 #                prints that it is skipped and why.
@@ -84,6 +84,8 @@ test: test-main test-asan test-tsan test-clang-quick
 CLANG ?= clang
 CLANG_BUILD ?= build-clang
 CLANG_QUICK_LABELS := ^(core-tests|unit|buddy|lab|introspect|security|secure)$$
+# the C test programs outside those labels
+CLANG_QUICK_MORE := ^(prof_threads|bench-workloads|test_trace_io|api_beside)$$
 clang-build: venv
 	$(CMAKE) -S . -B $(CLANG_BUILD) $(GEN) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON -DKITE_FUZZ=OFF
 	$(CMAKE) --build $(CLANG_BUILD) -j $(JOBS)
@@ -98,6 +100,7 @@ test-clang-quick:
 else
 test-clang-quick: clang-build
 	cd $(CLANG_BUILD) && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600 -L '$(CLANG_QUICK_LABELS)' -LE '^platform$$'
+	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -R '$(CLANG_QUICK_MORE)'
 endif
 
 # ---- other platforms (README: Platforms) ----
