@@ -15,7 +15,10 @@
 # under tests/fuzz/regress/<name>/, then a bounded run from tests/fuzz/corpus/<name>/), normal
 # build only: the fuzzers carry ASan+UBSan themselves. docs/fuzzing.md has the long-run
 # commands. Without clang or its libFuzzer runtime the fuzzers are skipped with a message.
-if(NOT KITE_SANITIZE STREQUAL "")
+# KITE_FUZZ=OFF leaves them out: the clang builds (make test-clang) do, as their fuzzers would
+# be the very programs the GCC build's clang rules already make and run.
+option(KITE_FUZZ "build and run the libFuzzer targets (needs clang with libFuzzer)" ON)
+if(NOT KITE_SANITIZE STREQUAL "" OR NOT KITE_FUZZ)
   return()
 endif()
 
