@@ -44,11 +44,7 @@ KITE_API void kite_free(void *p) {
     return;
   }
   kite_page_t *pg = _kite_pagemap_unit(u); /* pagemap.h M1: a readable descriptor */
-#ifdef KITE_THREAD_KEY
-  uintptr_t key = KITE_THREAD_KEY();
-#else
-  uintptr_t key = (uintptr_t)_kite_heap_tls;
-#endif
+  uintptr_t key = _kite_this_key();
   uint64_t i;
   /* owner_key is stored by other threads: one relaxed read (heap.h: it is this thread's key
    * exactly when pg->heap is this thread's heap; classify.h C2: so pg is a head, and p lies

@@ -64,6 +64,16 @@ extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-ex
 extern kite_heap_t _kite_heap_empty;
 extern kite_page_t _kite_page_empty;
 
+/* The calling thread's key, what owner_key holds on its pages (types.h KITE_THREAD_KEY: the
+ * thread pointer, or else the heap's address). */
+static inline uintptr_t _kite_this_key(void) {
+#ifdef KITE_THREAD_KEY
+  return KITE_THREAD_KEY();
+#else
+  return (uintptr_t)_kite_heap_tls;
+#endif
+}
+
 /* The current page of class cls with a free block on its allocation list, the page's own
  * frees made that list first if it had none (the quick refill: no collect of other threads'
  * frees, no statistics, so not when KITE_SHOW_STATS counts them); NULL when the class has

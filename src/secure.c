@@ -481,11 +481,7 @@ KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
     kite_page_t *pg = _kite_pagemap_unit(u);
-#ifdef KITE_THREAD_KEY
-    uintptr_t key = KITE_THREAD_KEY();
-#else
-    uintptr_t key = (uintptr_t)_kite_heap_tls;
-#endif
+    uintptr_t key = _kite_this_key();
     uint64_t i;
     if (likely(KITE_LOAD_RELAXED(pg->owner_key) == key && _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) &&
                i < pg->capacity)) {
