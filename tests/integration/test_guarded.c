@@ -517,6 +517,14 @@ TEST(stack_capture) {
  * through frames whose CFA is the frame pointer (alloca), a large frame, and recursion
  * deeper than a stack keeps, on the main thread and on another, without handing the
  * capture to libgcc. */
+/* stack.c walks the tables itself on x86-64 with glibc 2.35 or later (its STACK_WALK); on
+ * other targets (aarch64) every capture is libgcc's unwinder's, counted in
+ * _kite_stack_by_libgcc, and the walk alone finds no frame. */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#define STACK_WALKS 1
+#else
+#define STACK_WALKS 0
+#endif
 static kite_stack_t cw_fast, cw_slow;
 static uintptr_t cw_leaf_at;
 __attribute__((noinline)) static void cw_leaf(void) {
@@ -544,7 +552,7 @@ __attribute__((noinline)) static void cw_recurse(int d) {
 static void cw_compare(int depth) {
   uint64_t slow0 = __atomic_load_n(&_kite_stack_by_libgcc, __ATOMIC_RELAXED);
   cw_recurse(depth);
-  expect_uint_eq(__atomic_load_n(&_kite_stack_by_libgcc, __ATOMIC_RELAXED), slow0);
+  expect_uint_eq(__atomic_load_n(&_kite_stack_by_libgcc, __ATOMIC_RELAXED), slow0 + !STACK_WALKS);
   expect_uint_eq(cw_fast.depth, cw_slow.depth);
   assert_true(cw_fast.depth >= 6);
   /* pc[0]: the two calls' own return addresses in cw_leaf */
@@ -606,7 +614,7 @@ TEST(stack_walk_garbage) {
   uintptr_t lo = (uintptr_t)m + pg, hi = lo + pages * pg;
   uint64_t *w = (uint64_t *)lo;
   size_t nw = pages * pg / 8;
-  uint32_t deep = 0;
+  uint32_t deep = 0, none = 0;
   for (int round = 0; round < 300; round++) {
     for (size_t i = 0; i < nw; i++) {
       uint64_t r = test_rng_next();
@@ -621,12 +629,16 @@ TEST(stack_walk_garbage) {
       kite_stack_t st;
       uintptr_t pc = k % 5 == 4 ? test_rng_next() : code[test_rng_below(nc)] + test_rng_below(4);
       uintptr_t sp = lo + 8 * test_rng_below(nw);
-      _kite_stack_walk_test(&st, pc, sp, w[test_rng_below(nw)], hi);
+      bool walked = _kite_stack_walk_test(&st, pc, sp, w[test_rng_below(nw)], hi);
       assert_true(st.depth <= KITE_STACK_FRAMES);
       deep += st.depth > 1;
+      none += !walked && st.depth == 0;
     }
   }
-  expect_true(deep > 0); /* some walks went past their first frame */
+  if (STACK_WALKS)
+    expect_true(deep > 0); /* some walks went past their first frame */
+  else
+    expect_uint_eq(none, 300 * 50); /* no walk on this target: each hands over at once */
   munmap(m, (pages + 2) * pg);
 }
 

@@ -612,6 +612,7 @@ TEST(fork_drops_other_threads_keys) {
   fprintf(stderr, "(not run under TSan: it cannot start a thread in the child of a threaded fork)\n");
   return;
 #endif
+  if (test_emulator_lacks("fork_drops_other_threads_keys", TEST_EMU_THREAD_AFTER_FORK)) return;
   pthread_t t;
   assert_int_eq(pthread_create(&t, NULL, key_owner, NULL), 0);
   pthread_mutex_lock(&key_mu);
