@@ -36,6 +36,10 @@
  *   I1 is_free[u] iff u is free in the buddy heap (then its descriptor says FREE);
  *   I2 avail[k] bit s iff largest_free_order(slots[s].arena) >= k;
  *   I3 dirty_avail bit s iff slots[s].arena->dirty_free > 0.
+ *   I4 an arena is unmapped only if empty, not growing and not newborn: a new arena is
+ *      in the table (so other threads may claim from it) before the thread that made it
+ *      has claimed its run there, and a purge step in between would unmap it under that
+ *      thread; its maker clears newborn once its claim is over (whichever arena it got).
  * Units being purged are reserved in the buddy heap (is_free = 0, dirty = 0) while the OS
  * call runs without the lock; purging is serialized by purge_lock, which also guards
  * unmapping empty arenas, so a purge never meets a vanishing arena. No OS call is made
@@ -77,6 +81,7 @@ void (*_kite_arena_dirty_hook)(void);
 
 #ifdef KITE_TEST_HOOKS
 void (*_kite_test_hook_arena_growing)(void);
+void (*_kite_test_hook_arena_new)(void);
 #endif
 
 
@@ -145,7 +150,7 @@ static int slot_register(kite_arena_t *a, uint32_t first) {
 
 /* Map and initialize a new arena and put it in a free slot. No lock held on entry; takes
  * the table lock only to register it. false + ENOMEM on failure. */
-static bool arena_new(void) {
+static kite_arena_t *arena_new(void) {
   size_t meta = kite_buddy_meta_size(KITE_ARENA_UNITS);
   /* the metadata's end, rounded up to an OS page, then at least one guard page */
   size_t meta_end = (ARENA_BUDDY_OFF + meta + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
@@ -163,11 +168,11 @@ static bool arena_new(void) {
   void *base = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, hint);
   if (base) _kite_os_unmap((uint8_t *)base + first_bytes, KITE_ARENA_SIZE - first_bytes);
   else base = _kite_os_map_aligned(first_bytes, KITE_ARENA_SIZE, hint);
-  if (!base) return false;
+  if (!base) return NULL;
   if ((uintptr_t)base >> KITE_ADDR_BITS) { /* outside the page map: cannot be ours */
     _kite_os_unmap(base, first_bytes);
     errno = ENOMEM;
-    return false;
+    return NULL;
   }
   if (_kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) _kite_os_advise_huge(base, first_bytes);
   kite_arena_t *a = (kite_arena_t *)((uint8_t *)base + ARENA_HDR_OFF);
@@ -185,18 +190,26 @@ static bool arena_new(void) {
   for (uint32_t i = a->meta_units; i < first; i++) a->is_free[i] = 1;
   _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_ARENA);
   __atomic_store_n(&arena_hint, (uintptr_t)base + KITE_ARENA_SIZE, __ATOMIC_RELAXED);
+  a->newborn = true; /* I4: published by slot_register's lock */
 
   int slot = slot_register(a, first);
   if (slot < 0) { /* the table is full */
     _kite_pagemap_set((uintptr_t)base, KITE_ARENA_SIZE, KITE_PM_NONE);
     _kite_os_unmap(base, first_bytes);
     errno = ENOMEM;
-    return false;
+    return NULL;
   }
   tls_slot = (uint32_t)slot;
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_arena_new) _kite_test_hook_arena_new();
+#endif
   _kite_stat_commit((int64_t)(a->meta_units * KITE_UNIT_SIZE));
   __atomic_fetch_add(&_kite_stats.arenas, 1, __ATOMIC_RELAXED);
-  return true;
+  return a;
+}
+/* I4: the maker's claim is over; a purge step may unmap the arena when it is empty. */
+static void arena_born(kite_arena_t *a) {
+  if (a) __atomic_store_n(&a->newborn, false, __ATOMIC_RELEASE);
 }
 
 void *_kite_arena_guarded_chunk(size_t size, bool *in_arena) {
@@ -392,7 +405,7 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
   uint64_t idx = 0;
   bool clean = true;
   size_t newly = 0;
-  kite_arena_t *a = NULL;
+  kite_arena_t *a = NULL, *born = NULL; /* born: the arena this call made (I4) */
   /* An arena with committed free units first. Another arena than the one the thread used
    * last may hold them (runs of another thread given back there, a second arena mapped when
    * the first could not grow): claiming fresh units where the thread was would commit new
@@ -410,11 +423,13 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
     }
     if (a) break;
     /* other threads took the space of the arenas this thread mapped three times over */
-    if (round == 3) { errno = ENOMEM; return NULL; }
+    if (round == 3) { arena_born(born); errno = ENOMEM; return NULL; }
     int g = growable_find(tls_slot);
     if (g >= 0 && arena_grow((uint32_t)g)) { round--; continue; } /* grown: not a new arena */
-    if (!arena_new()) return NULL; /* errno = ENOMEM */
+    arena_born(born);
+    if (!(born = arena_new())) return NULL; /* errno = ENOMEM */
   }
+  arena_born(born);
   kite_page_t *head = arena_pages(a) + idx;
   uint32_t n = 1u << order;
   /* the run is ours: its descriptors need no lock */
@@ -554,7 +569,7 @@ size_t _kite_arena_unmap(uint32_t slot) {
   _kite_lock(&_kite_arena_table_lock);
   _kite_lock(&s->lock);
   kite_arena_t *a = s->arena;
-  bool empty = a && a->dirty_free == 0 && !a->growing &&
+  bool empty = a && a->dirty_free == 0 && !a->growing && !__atomic_load_n(&a->newborn, __ATOMIC_ACQUIRE) &&
                kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   size_t mapped = empty ? (size_t)a->mapped_units << KITE_UNIT_SHIFT : 0;
   if (empty) {
@@ -663,7 +678,7 @@ void _kite_arena_fork_child(void) {
      * are until a grow succeeds); if its mapping was made before the fork, the next grow
      * finds the space taken and the arena stays at its size, as when a neighbour took it. */
     kite_arena_t *a = __atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_RELAXED);
-    if (a) a->growing = false;
+    if (a) a->growing = a->newborn = false; /* (and the maker of a newborn one, I4) */
     _kite_lock_reinit(&_kite_arena_slots[i].lock);
   }
   _kite_lock_reinit(&_kite_arena_table_lock);

@@ -88,6 +88,8 @@ bool _kite_test_arena_unit_dirty(kite_page_t *d);
 /* Called by arena_grow while it maps more of an arena (`growing` set, no lock held); and
  * whether any arena is marked growing. */
 extern void (*_kite_test_hook_arena_growing)(void);
+/* Called by arena_new once the new arena is in the table, before its maker claims there. */
+extern void (*_kite_test_hook_arena_new)(void);
 bool _kite_test_arena_any_growing(void);
 /* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
 bool _kite_test_arena_unmap_held(void);

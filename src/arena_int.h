@@ -34,6 +34,7 @@ typedef struct kite_arena_s {
   uint32_t dirty_free;                 /* units with is_free && dirty */
   uint32_t mapped_units;               /* [0, mapped_units) is mapped; the rest reserved */
   bool growing;                        /* a thread is mapping more of it (no lock held) */
+  bool newborn;                        /* its maker has not claimed its run yet (arena.c I4) */
   uint8_t is_free[KITE_ARENA_UNITS];   /* free in the buddy heap */
   uint8_t dirty[KITE_ARENA_UNITS];     /* touched since the last purge */
   uint8_t advised[KITE_ARENA_UNITS];   /* THP_* (thp.c): huge-page state of the unit (auto,

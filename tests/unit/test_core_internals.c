@@ -574,6 +574,37 @@ TEST(fork_while_arena_grows) {
   for (int i = 0; i < k; i++) kite_free(p[i]);
 }
 
+/* ---- a purge step between a new arena's entry in the table and its maker's claim ---- */
+
+static int born_trims;
+static void trim_at_birth(void) {
+  born_trims++;
+  kite_malloc_trim(0); /* a forced purge step: it unmaps every empty arena (decay.c) */
+}
+/* A new arena is in the table, empty, before the thread that made it claims its run there
+ * (arena.c I4): a purge step then must not unmap it under that thread. The maker's malloc
+ * gets its run, every byte of it writable, and every structure checks. */
+TEST(new_arena_survives_a_purge) {
+  enum { N = 64, SZ = 4 << 20 };
+  void *p[N];
+  kite_stats_t s;
+  kite_stats_get(&s);
+  unsigned long long arenas0 = s.arenas;
+  int k = 0;
+  born_trims = 0;
+  _kite_test_hook_arena_new = trim_at_birth;
+  for (; k < N && !born_trims; k++) p[k] = kite_malloc(SZ);
+  _kite_test_hook_arena_new = NULL;
+  expect_int_eq(born_trims, 1);
+  int null = 0;
+  for (int i = 0; i < k; i++) null += p[i] == NULL;
+  expect_int_eq(null, 0);
+  if (k > 0 && p[k - 1]) memset(p[k - 1], 0x5a, SZ);
+  kite_stats_get(&s);
+  expect_true(s.arenas > arenas0);
+  expect_int_eq((kite_check)(), 1);
+  for (int i = 0; i < k; i++) kite_free(p[i]);
+}
 
 /* ---- thread keys (heap.h) ---- */
 
@@ -857,6 +888,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
   RUN_CHECKED(invalid_frees_counts_only_frees);
+  RUN_CHECKED(new_arena_survives_a_purge); /* after the huge-advice test: it maps an arena */
   /* last: their threads' pages go back to the arena, and the huge-advice test above takes
    * raw runs from it (an ASan build poisons a run given back) */
   RUN_CHECKED(fork_drops_other_threads_keys);
