@@ -95,7 +95,7 @@
 #define KITE_STORE_RELAXED(x, v) ((x) = (v))
 #endif
 /* A stretch of code whose reads of words other threads write plainly are racy by contract
- * (the statistics walk: visit.c, _kite_live_collect) runs under TSan with the recording of
+ * (the statistics walks: visit.c, _kite_live_collect and _kite_heap_live) runs under TSan with the recording of
  * this thread's reads and writes turned off, so the race is not reported whichever of the two
  * accesses TSan sees second. A suppression is not enough: it matches a stack, and TSan often
  * cannot restore the stack of the earlier access. Locks and atomics still synchronize. */

@@ -160,6 +160,7 @@ void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
   out->remote_frees = __atomic_load_n(&h->remote_frees, __ATOMIC_RELAXED);
   uint32_t budget = KITE_WALK_MAX_PAGES;
   _kite_arena_hold_unmap(true);
+  KITE_TSAN_IGNORE_BEGIN(); /* another heap's lists and counts: a snapshot (visit.h) */
   for (unsigned c = 0; c < KITE_CLASSES; c++) {
     kite_page_t *firsts[2] = {__atomic_load_n(&h->queue[c].first, __ATOMIC_RELAXED),
                               __atomic_load_n(&h->full[c].first, __ATOMIC_RELAXED)};
@@ -172,6 +173,7 @@ void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out) {
         out->live_blocks += _kite_page_live(pg);
       }
   }
+  KITE_TSAN_IGNORE_END();
   _kite_arena_hold_unmap(false);
 }
 

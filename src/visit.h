@@ -33,7 +33,8 @@ typedef struct kite_live_s {
  * the walk's accesses are not recorded (types.h, KITE_TSAN_IGNORE_BEGIN). */
 void _kite_live_collect(kite_live_t *out);
 
-/* One heap's figures (its queues and full lists; a snapshot for another thread's heap).
+/* One heap's figures (its queues and full lists; a snapshot for another thread's heap, whose
+ * owner changes them with plain stores: under TSan the walk's accesses are not recorded).
  * Holds off the unmapping of arenas while it walks (so it takes the arena's purge lock:
  * call it under _kite_heap_lock or no lock, never under an arena lock). */
 typedef struct kite_heap_live_s { uint64_t live_blocks, pages, remote_frees; } kite_heap_live_t;

@@ -406,6 +406,17 @@ TEST(stats_walk) {
   atomic_store_explicit(&sw_start, 1, memory_order_release);
   while (!atomic_load_explicit(&sw_stage, memory_order_acquire)) sched_yield();
   unsigned long long live1 = sw_live();
+  /* the printer walks each heap's page lists too (one line per heap) */
+  FILE *f = tmpfile();
+  assert_true(f != NULL);
+  kite_stats_print(fileno(f));
+  char line[256];
+  int owner_line = 0;
+  rewind(f);
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "(thread): live blocks 64, pages ")) owner_line++;
+  fclose(f);
+  expect_int_eq(owner_line, 1);
   for (unsigned i = 0; i < (1u << 21); i++) sink[i & 0xffff] = (unsigned char)i;
   atomic_store_explicit(&sw_go, 1, memory_order_relaxed);
   (void)sink[0];
