@@ -27,6 +27,9 @@
 #                build/lab-traces/, which make lab then replays too
 #   make install PREFIX=/usr/local   install the library, headers, kite.pc, the CMake package,
 #                tools and man pages (cmake --install build --prefix PREFIX)
+#   make rust-package  the Rust crates' .crate files (bindings/rust/package.sh: kite-sys carries
+#                the C sources it compiles) into bindings/rust/target/package/; RUST_PACKAGE_FLAGS
+#                goes to cargo package (e.g. --offline)
 #   make deb     the Debian packages (libkite0, libkite-dev, kite-tools) into build-deb/, and
 #                their test (tests/install/test_deb.sh: lintian, unpack, consumer programs)
 #   make bench-rss  resident memory over time per allocator, and after 32 threads exit
@@ -47,7 +50,7 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
-.PHONY: all build pprof test test-main test-asan test-tsan test-clang test-clang-quick clang-build uninstall cross-aarch64 musl test-cross test-cross-quick cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb
+.PHONY: all build pprof test test-main test-asan test-tsan test-clang test-clang-quick clang-build uninstall cross-aarch64 musl test-cross test-cross-quick cross-deps bench bench-full bench-syscalls bench-rss bench-hugepages lab lab-traces security venv peers clean install deb rust-package
 
 all: build
 
@@ -214,6 +217,9 @@ install: build
 uninstall:
 	@test -f build/install_manifest.txt || { echo "make uninstall: build/install_manifest.txt not found (make install first)"; exit 1; }
 	bash tools/uninstall.sh build/install_manifest.txt $(PREFIX)
+
+rust-package:
+	bash bindings/rust/package.sh $(RUST_PACKAGE_FLAGS)
 
 deb:
 	bash tests/install/test_deb.sh $(CURDIR) build-deb

@@ -8,8 +8,15 @@
 //! (KITE_DEBUG=0), hidden visibility, no semantic interposition, initial-exec TLS. With the
 //! feature `secure`, KITE_SECURE=1 as well: the secure build (secure.c's wrappers).
 //!
-//! The sources are found at `../../..` from this crate (the repository root), or under
-//! `$KITE_SOURCE_DIR` when that is set (a checkout elsewhere).
+//! Where the sources are found, first match wins:
+//! 1. `$KITE_SOURCE_DIR` when that is set (a checkout elsewhere, chosen by the user);
+//! 2. `kite-c/` in this crate: the copy that `bindings/rust/package.sh` (`make rust-package`)
+//!    stages before `cargo package` and removes after, so a packaged crate (from a registry,
+//!    or cargo's own verification build in `target/package/`) is self-contained. In a
+//!    checkout it exists only while that script runs: it is generated, and git-ignored;
+//! 3. `../../..` from this crate: the repository root of the checkout the crate sits in.
+//! The root chosen is passed to the crate's tests as `KITE_SYS_C_ROOT` (tests/header.rs
+//! reads `kite.h` there, the very header the library was compiled against).
 //!
 //! A second, tiny C file is generated and compiled into the same library: it exports the
 //! sizes and enum values the C compiler sees in `kite.h`, so the crate's tests can compare
@@ -43,18 +50,23 @@ const unsigned long kite_sys_abi_option_count = sizeof kite_sys_abi_options / si
 
 fn main() {
     println!("cargo:rerun-if-env-changed=KITE_SOURCE_DIR");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let packaged = manifest.join("kite-c");
     let root = match env::var_os("KITE_SOURCE_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.."),
+        None if packaged.join("include/kite.h").is_file() => packaged,
+        None => manifest.join("../../.."),
     };
     let src = root.join("src");
     let include = root.join("include");
     if !include.join("kite.h").is_file() {
         panic!(
-            "kite-sys: {} not found: build from a kite checkout (bindings/rust) or set KITE_SOURCE_DIR",
+            "kite-sys: {} not found: build from a kite checkout (bindings/rust), from a package \
+             made by bindings/rust/package.sh (it carries kite-c/), or set KITE_SOURCE_DIR",
             include.join("kite.h").display()
         );
     }
+    println!("cargo:rustc-env=KITE_SYS_C_ROOT={}", root.display());
     // A directory here makes cargo rerun the script when anything under it changes.
     println!("cargo:rerun-if-changed={}", src.display());
     println!("cargo:rerun-if-changed={}", include.display());

@@ -10,11 +10,9 @@ fn read(path: PathBuf) -> String {
 }
 
 fn header() -> String {
-    let root = match std::env::var_os("KITE_SOURCE_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.."),
-    };
-    strip_comments(&read(root.join("include/kite.h")))
+    // the root build.rs compiled the library from (KITE_SOURCE_DIR, the packaged kite-c/ or
+    // the checkout): the header checked is the one the library was built against
+    strip_comments(&read(PathBuf::from(env!("KITE_SYS_C_ROOT")).join("include/kite.h")))
 }
 
 fn bindings() -> String {
