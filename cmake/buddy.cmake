@@ -9,8 +9,19 @@ target_include_directories(kite-buddy PUBLIC ${PROJECT_SOURCE_DIR}/include)
 if(NOT KITE_SANITIZE STREQUAL "thread")
   kite_test(test_buddy SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_buddy.c
             LIBS kite-buddy LABELS buddy unit)
+  target_include_directories(test_buddy PRIVATE ${PROJECT_SOURCE_DIR}/src) # bits.h
   kite_test(test_buddy_model SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_buddy_model.c
             LIBS kite-buddy LABELS buddy unit)
+endif()
+
+# Neither the buddy heap nor the core library calls libgcc's bit helpers (__popcountdi2 where
+# the target has no popcount instruction: bits.h's _kite_popcount64 counts in place). Normal
+# builds only (gcc's, and clang's in build-clang): the sanitizers' runtimes are not kite's.
+if(KITE_SANITIZE STREQUAL "")
+  add_test(NAME buddy_no_libgcc
+           COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/test_no_libgcc.sh ${CMAKE_NM}
+                   $<TARGET_FILE:kite-buddy> $<TARGET_FILE:kite>)
+  set_tests_properties(buddy_no_libgcc PROPERTIES LABELS "buddy;unit")
 endif()
 
 # The lab's buddy variants (seed 003) behind lab/buddy_policy.h.

@@ -364,10 +364,10 @@ static int check_chunk(const kite_buddy_t *b, uint64_t c, unsigned v, uint64_t n
   if (covered != alloc) return CHK_CHUNK;
   chunk_folds(f, m);
   for (unsigned l = 0; l < CHUNK_ORDER; l++) {
-    nr[l] += (uint64_t)(__builtin_popcountll(m[l]) - 2 * __builtin_popcountll(m[l + 1]));
+    nr[l] += (uint64_t)((int)_kite_popcount64(m[l]) - 2 * (int)_kite_popcount64(m[l + 1]));
     if (m[l] && first + (uint64_t)__builtin_ctzll(m[l]) < b->finger[l]) return CHK_FINGER;
   }
-  *free_units += (uint64_t)__builtin_popcountll(f);
+  *free_units += (uint64_t)_kite_popcount64(f);
   return 0;
 }
 

@@ -16,7 +16,7 @@ static void chunk_count(kite_buddy_t *b, uint64_t f, int sign) {
   uint64_t m[7];
   chunk_folds(f, m);
   for (unsigned l = 0; l < CHUNK_ORDER; l++) {
-    uint64_t n = (uint64_t)(__builtin_popcountll(m[l]) - 2 * __builtin_popcountll(m[l + 1]));
+    uint64_t n = (uint64_t)((int)_kite_popcount64(m[l]) - 2 * (int)_kite_popcount64(m[l + 1]));
     b->nr_free[l] += sign > 0 ? n : (uint64_t)0 - n;
   }
 }
@@ -78,7 +78,7 @@ static int walk_mixed(kite_buddy_t *b, unsigned h0, uint64_t p0, int reserve, in
       } else {
         if (reserve) {
           chunk_count(b, ch->free, -1);
-          b->free_units -= (uint64_t)__builtin_popcountll(ch->free);
+          b->free_units -= (uint64_t)_kite_popcount64(ch->free);
         }
         chunk_blank(ch);
       }
@@ -136,7 +136,7 @@ static void range_small_apply(kite_buddy_t *b, unsigned k, uint64_t unit, int re
     if (reserve && (ch->rsv & bits) == bits) return;
     chunk_count(b, ch->free, -1);
     if (reserve) {
-      b->free_units -= (uint64_t)__builtin_popcountll(ch->free & bits);
+      b->free_units -= (uint64_t)_kite_popcount64(ch->free & bits);
       ch->free &= ~bits;
       ch->rsv |= bits;
     } else {
