@@ -25,8 +25,21 @@ TMP = tempfile.mkdtemp(prefix="kite-replay-test-")
 sys.path.insert(0, os.path.join(SRC, "tests"))
 from testlib import check, eq, run_tests  # noqa: E402
 
+def limit(seconds, load=None, cores=None):
+    """A command's wall-clock limit: SECONDS on an idle machine, stretched by the load per core
+    when that is above 1. The limits are there to turn a hang into a failure with a message,
+    not to time anything, and a command's wall time grows with the machine's load: the lab
+    smoke's lab.py needs about 12 s of CPU, so with 25 runnable processes on 2 cores (about
+    a twelfth of a core each) it overran a fixed 120 s. 1-minute load average at the
+    command's start; CTest's TIMEOUT for the whole test (cmake/lab-tools.cmake) stays the
+    outer bound."""
+    load = os.getloadavg()[0] if load is None else load
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    return seconds * max(1.0, load / cores)
+
+
 def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(args, capture_output=True, text=True, timeout=limit(120), **kw)
 
 
 def write(name, text):
@@ -399,7 +412,7 @@ def test_ltrace_converter():
 def capture(out, cmd, extra=()):
     env = dict(os.environ, KITE_TRACE_LIB=SHIM)
     return subprocess.run([os.path.join(TOOLS, "kite-trace"), *extra, "-o", out, "--", *cmd],
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=limit(120), env=env)
 
 
 def ops_of(path):
@@ -492,6 +505,13 @@ def test_unfinalized_raw():
     eq(p.returncode, 0, "true under the shim")
 
 
+def test_limits():
+    eq(limit(120, load=0.3, cores=2), 120, "an idle machine: the base limit")
+    eq(limit(120, load=25, cores=2), 1500, "load 25 on 2 cores: 12.5 times the base")
+    eq(limit(120, load=4, cores=4), 120, "one runnable process per core: the base limit")
+    check(limit(120) >= 120, "the live load never shortens a limit")
+
+
 def test_lab_smoke():
     try:
         import matplotlib  # noqa: F401
@@ -544,7 +564,7 @@ def test_lab_smoke():
 
 TESTS = [test_list, test_six_line_ranges, test_range_errors, test_kite_trace_ops_and_foreign,
          test_malformed, test_workshop_script_semantics, test_free_at, test_out_of_memory, test_generators, test_check_every_allocator,
-         test_script_roundtrip, test_ltrace_converter, test_lab_smoke]
+         test_script_roundtrip, test_ltrace_converter, test_limits, test_lab_smoke]
 CAPTURE_TESTS = [test_capture_python, test_capture_sort, test_capture_threads_and_fork,
                  test_unfinalized_raw]
 
