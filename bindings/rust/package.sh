@@ -10,7 +10,7 @@
 #   kite-c/include/**.h     the public headers
 #   kite-c/CMakeLists.txt   only the top-level project() line: the version, which build.rs reads
 # Extra arguments go to cargo package (--offline, --no-verify, --list, ...). The .crate files are
-# written to $CARGO_TARGET_DIR/package (default bindings/rust/target/package).
+# copied to $CARGO_TARGET_DIR/package (default bindings/rust/target/package).
 # cargo counts the staged (ignored yet packaged) files as uncommitted changes, so it is always
 # passed --allow-dirty; the check it stands for is made here instead: the files the package is
 # made from (src/, include/, CMakeLists.txt, bindings/rust/) must be committed, unless
@@ -32,8 +32,18 @@ if [ "$allow_dirty" = 0 ] && git -C "$root" rev-parse --git-dir >/dev/null 2>&1;
 fi
 
 unset KITE_SOURCE_DIR   # the package must build from what it carries, not from a checkout
+# cargo verifies kite against the just-packaged kite-sys through a temporary registry in the
+# target directory, and unpacks it under $CARGO_HOME/registry/src/<hash of that registry's
+# path>/. An unpacked copy already there is reused as it is, so a second run with the same
+# target directory verified against the first run's kite-sys (seen: a build.rs of before
+# kite-c/). Hence a new target directory each run; the .crate files are copied to the usual
+# place after. The unpacked copies stay in cargo's cache (its automatic cleaning removes
+# sources unused for a month): removing them here could hit another run's.
+target=$(realpath -m "${CARGO_TARGET_DIR:-$here/target}")
+mkdir -p "$target/package"
+work=$(mktemp -d "$target/package-run.XXXXXX")
 rm -rf "$stage"
-trap 'rm -rf "$stage"' EXIT
+trap 'rm -rf "$stage" "$work"' EXIT
 mkdir -p "$stage/src/os" "$stage/include/kite"
 for d in src src/os include include/kite; do
   find "$root/$d" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' \) -exec cp {} "$stage/$d/" \;
@@ -46,4 +56,8 @@ done
 
 cd "$here"
 [ "$allow_dirty" = 1 ] || set -- --allow-dirty "$@"
-cargo package --workspace --exclude kite-bench "$@"
+CARGO_TARGET_DIR=$work cargo package --workspace --exclude kite-bench "$@"
+for f in "$work"/package/*.crate; do   # none with --list
+  [ -f "$f" ] && cp "$f" "$target/package/" && echo "package.sh: $target/package/$(basename "$f")"
+done
+exit 0
