@@ -10,11 +10,14 @@
 //!
 //! Where the sources are found, first match wins:
 //! 1. `$KITE_SOURCE_DIR` when that is set (a checkout elsewhere, chosen by the user);
-//! 2. `kite-c/` in this crate: the copy that `bindings/rust/package.sh` (`make rust-package`)
+//! 2. the checkout this crate is part of: `../../..` when that is a kite tree whose
+//!    `bindings/rust/kite-sys` is this very directory. Checked before 3, so that a build in
+//!    the checkout never reads the staged copy below, which `package.sh` may be writing or
+//!    removing at that moment (CTest runs rust_package beside rust_cargo_test);
+//! 3. `kite-c/` in this crate: the copy that `bindings/rust/package.sh` (`make rust-package`)
 //!    stages before `cargo package` and removes after, so a packaged crate (from a registry,
-//!    or cargo's own verification build in `target/package/`) is self-contained. In a
-//!    checkout it exists only while that script runs: it is generated, and git-ignored;
-//! 3. `../../..` from this crate: the repository root of the checkout the crate sits in.
+//!    or cargo's own verification build of the unpacked package) is self-contained. It is
+//!    generated, and git-ignored.
 //! The root chosen is passed to the crate's tests as `KITE_SYS_C_ROOT` (tests/header.rs
 //! reads `kite.h` there, the very header the library was compiled against).
 //!
@@ -52,10 +55,15 @@ fn main() {
     println!("cargo:rerun-if-env-changed=KITE_SOURCE_DIR");
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let packaged = manifest.join("kite-c");
+    let checkout = manifest.join("../../..");
+    let in_checkout = checkout.join("include/kite.h").is_file()
+        && fs::canonicalize(checkout.join("bindings/rust/kite-sys")).ok()
+            == fs::canonicalize(manifest).ok();
     let root = match env::var_os("KITE_SOURCE_DIR") {
         Some(dir) => PathBuf::from(dir),
+        None if in_checkout => checkout,
         None if packaged.join("include/kite.h").is_file() => packaged,
-        None => manifest.join("../../.."),
+        None => checkout, // neither: the message below names the checkout's path
     };
     let src = root.join("src");
     let include = root.join("include");

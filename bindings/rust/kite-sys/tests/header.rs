@@ -180,3 +180,22 @@ fn the_parser_finds_what_it_should() {
     );
     assert_eq!(called_names(&src, "kite_"), ["kite_a", "kite_b"]);
 }
+
+/// The C sources the library was built from (build.rs): KITE_SOURCE_DIR when set; else, in a
+/// kite checkout, the checkout itself, never the staged `kite-c/` that package.sh may be
+/// writing or removing beside a checkout build; else (an unpacked package) its `kite-c/`.
+#[test]
+fn sources_come_from_the_checkout_else_the_package() {
+    let root = fs::canonicalize(env!("KITE_SYS_C_ROOT")).expect("KITE_SYS_C_ROOT exists");
+    if let Some(dir) = option_env!("KITE_SOURCE_DIR") {
+        assert_eq!(root, fs::canonicalize(dir).unwrap(), "KITE_SOURCE_DIR is set");
+        return;
+    }
+    let manifest = fs::canonicalize(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let checkout = manifest.join("../../..");
+    if fs::canonicalize(checkout.join("bindings/rust/kite-sys")).ok().as_ref() == Some(&manifest) {
+        assert_eq!(root, fs::canonicalize(&checkout).unwrap(), "a checkout builds from itself");
+    } else {
+        assert_eq!(root, manifest.join("kite-c"), "a package builds from the sources it carries");
+    }
+}
