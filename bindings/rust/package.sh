@@ -3,9 +3,9 @@
 # and kite; kite-bench is not published) with kite-sys self-contained: the C sources its build
 # script compiles are staged into bindings/rust/kite-sys/kite-c/ first, so the .crate carries
 # them and builds with no kite checkout and no KITE_SOURCE_DIR (kite-sys/build.rs takes the
-# staged copy when it is there). kite-c/ is generated, git-ignored (never committed beside the
-# real src/ and include/), and removed again when this script ends, however it ends, so that
-# builds in the checkout keep compiling the live sources.
+# staged copy where the crate is not part of a checkout: an unpacked package). kite-c/ is
+# generated, git-ignored (never committed beside the real src/ and include/), and removed
+# again when this script ends, however it ends; builds in the checkout never read it.
 #   kite-c/src/**.{c,h}     src/ and src/os/ (src/gen/ is a table generator, not the core)
 #   kite-c/include/**.h     the public headers
 #   kite-c/CMakeLists.txt   only the top-level project() line: the version, which build.rs reads
