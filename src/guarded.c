@@ -190,16 +190,22 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg);
 /* The list just put on page pg (the current page of class cls of h, after the pop that
  * served this allocation) is handed to the fast path: count it, and cut it where the
  * sampled allocation falls (see the file comment). Owner only. */
-static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned cls) {
-  kite_page_t *pg = h->queue[cls].first;
-  if (!pg || pg->free == KITE_LINK_END) return;
-  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)_kite_page_used(pg);
+static inline __attribute__((always_inline)) void account_page(kite_heap_t *h, unsigned cls, kite_page_t *pg) {
+  kite_assert(!pg->in_full && pg == h->queue[cls].first);
+  if (pg->free == KITE_LINK_END) return;
+  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included); a page
+   * in the class's queue is never on the full list (heap.h's check_queue: in_full set
+   * exactly there), so its used field is its count as it stands */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
   if (left >= k) {
     left -= k;
     return;
   }
   cut_list(pg);
+}
+static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = h->queue[cls].first;
+  if (pg) account_page(h, cls, pg);
 }
 
 /* account_list's rare part: the sampled allocation falls inside pg's list (left < its
@@ -268,7 +274,15 @@ void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
   }
   if (unlikely(left == 0)) return sample_or_start(h, n);
   left--;
-  void *p = _kite_malloc_small_generic(h, n);
+  /* the quick refill inline (heap.h), so its list is counted on the page at hand; else
+   * the generic path, its class computed once */
+  kite_page_t *pg = _kite_heap_current_page(h, c);
+  if (likely(pg != NULL)) {
+    void *p = _kite_page_pop(pg);
+    account_page(h, c, pg);
+    return p;
+  }
+  void *p = _kite_malloc_small_cls(h, c);
   if (p) account_list(h, c);
   return p;
 }
