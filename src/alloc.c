@@ -99,6 +99,8 @@ static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
   if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
     return _kite_malloc_small_generic(h, n);
+  /* guarded.h's sampler straight from here: its requests come by every list refill */
+  if (n <= KITE_GUARDED_MAX && !KITE_LOAD_RELAXED(_kite_prof_enabled)) return _kite_guarded_malloc(h, n);
   return malloc_unrouted(n, h);
 }
 

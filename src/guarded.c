@@ -185,35 +185,43 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
   return (void *)b;
 }
 
-static KITE_NOINLINE void cut_list(kite_page_t *pg);
+static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p);
 
 /* The list just put on page pg (the current page of class cls of h, after the pop that
  * served this allocation) is handed to the fast path: count it, and cut it where the
  * sampled allocation falls (see the file comment). Owner only. */
-static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned cls) {
-  kite_page_t *pg = h->queue[cls].first;
-  if (!pg || pg->free == KITE_LINK_END) return;
-  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)_kite_page_used(pg);
+static inline __attribute__((always_inline)) void *account_page(kite_heap_t *h, unsigned cls, kite_page_t *pg, void *p) {
+  kite_assert(!pg->in_full && pg == h->queue[cls].first);
+  if (pg->free == KITE_LINK_END) return p;
+  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included); a page
+   * in the class's queue is never on the full list (heap.h's check_queue: in_full set
+   * exactly there), so its used field is its count as it stands */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
   if (left >= k) {
     left -= k;
-    return;
+    return p;
   }
-  cut_list(pg);
+  return cut_list(pg, p); /* a tail call: the caller keeps no frame for it */
+}
+/* account_page for the class's current page, whatever the refill left there; p is the
+ * block the refill served (NULL: none, nothing counted). */
+static inline __attribute__((always_inline)) void *account_list(kite_heap_t *h, unsigned cls, void *p) {
+  kite_page_t *pg = h->queue[cls].first;
+  return p && pg ? account_page(h, cls, pg, p) : p;
 }
 
 /* account_list's rare part: the sampled allocation falls inside pg's list (left < its
- * length): cut the list after `left` blocks. */
-static KITE_NOINLINE void cut_list(kite_page_t *pg) {
+ * length): cut the list after `left` blocks. Returns p (the block just served). */
+static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p) {
   if (pg->local_free != KITE_LINK_END) { /* the rest cannot move there: sample at the next visit */
     left = 0;
-    return;
+    return p;
   }
   uint16_t *l = pg->links;
   if (left == 0) { /* the next allocation of this class is the sampled one */
     pg->local_free = pg->free;
     pg->free = KITE_LINK_END;
-    return;
+    return p;
   }
   uint32_t j = pg->free;
   for (int64_t i = 1; i < left; i++) j = l[j]; /* left < |free|: stays on the list */
@@ -223,6 +231,7 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg) {
     pg->local_free = (uint16_t)rest;
   }
   left = 0;
+  return p;
 }
 
 /* The sampled allocation, or the thread's first visit (its heap and its count). */
@@ -247,16 +256,20 @@ static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
     if (left > 0) {
       left--;
       p = _kite_malloc_small_generic(h, n);
-      if (p) account_list(h, _kite_class_of(n));
-      return p;
+      return account_list(h, _kite_class_of(n), p);
     }
   }
   left = draw(rate); /* this allocation is the sampled one */
   p = guarded_alloc(n);
   if (p) return p;
   p = _kite_malloc_small_generic(h, n); /* no slot free: a plain block, its list counted */
-  if (p) account_list(h, _kite_class_of(n));
-  return p;
+  return account_list(h, _kite_class_of(n), p);
+}
+
+/* The generic refill of class c, its list counted. Out of line: the sampler's common path
+ * (the quick refill) then needs no stack frame. */
+static KITE_NOINLINE void *refill_generic(kite_heap_t *h, unsigned c) {
+  return account_list(h, c, _kite_malloc_small_cls(h, c));
 }
 
 void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
@@ -268,9 +281,11 @@ void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
   }
   if (unlikely(left == 0)) return sample_or_start(h, n);
   left--;
-  void *p = _kite_malloc_small_generic(h, n);
-  if (p) account_list(h, c);
-  return p;
+  /* the quick refill inline (heap.h), so its list is counted on the page at hand; else
+   * the generic path, its class computed once */
+  kite_page_t *pg = _kite_heap_current_page(h, c);
+  if (likely(pg != NULL)) return account_page(h, c, pg, _kite_page_pop(pg));
+  return refill_generic(h, c);
 }
 
 void _kite_guarded_free(void *p) {

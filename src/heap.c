@@ -194,6 +194,12 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   return malloc_class_generic(h, cls);
 }
 
+void *_kite_malloc_small_cls(kite_heap_t *h, unsigned cls) {
+  kite_page_t *pg = _kite_heap_current_page(h, cls);
+  if (pg) return _kite_page_pop(pg);
+  return malloc_class_generic(h, cls);
+}
+
 void *_kite_malloc_class(unsigned cls) {
   kite_heap_t *h = _kite_heap_tls;
   kite_page_t *pg = h->queue[cls].first;

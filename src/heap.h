@@ -88,6 +88,8 @@ static inline kite_page_t *_kite_heap_current_page(kite_heap_t *h, unsigned cls)
 }
 /* Generic malloc for n <= KITE_SMALL_MAX (any heap, including the empty one): NULL+ENOMEM. */
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
+/* The same for a request of class cls (the caller computed it: guarded.c's sampler). */
+void *_kite_malloc_small_cls(kite_heap_t *h, unsigned cls) KITE_NOINLINE;
 /* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */
 void *_kite_malloc_class(unsigned cls);
 /* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be, and NULL

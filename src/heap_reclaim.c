@@ -233,10 +233,10 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
     if (cached) page_release(h, cached, true); /* back where it was: the cache had room for it */
     return pg;
   }
+  bool zero = false; /* a cached page holds the bytes of its last blocks */
   if (cached) {
     pg = cached;
   } else {
-    bool zero;
     pg = _kite_run_alloc(order, &zero);
     if (!pg) return NULL;
   }
@@ -244,6 +244,7 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) {
     run_free(pg);
     return NULL;
   }
+  pg->zero_tail = zero; /* page.h: nothing is carved yet, so every block is zero */
   page_own(h, pg);
   if (h->scan_credit[cls] < (1u << 20)) h->scan_credit[cls] += 4;
   kite_assert_internal(_kite_page_check(pg, true, 0));

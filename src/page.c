@@ -34,6 +34,7 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   __atomic_store_n(&pg->capacity, 0, __ATOMIC_RELAXED);
   pg->used = 0;
   pg->in_full = 0;
+  pg->zero_tail = 0; /* the heap layer sets it for a run it knows zero */
   pg->free = pg->local_free = KITE_LINK_END;
   pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;

@@ -12,6 +12,11 @@
  * free/local_free/used/capacity, the queue links, and entries that are not LIVE or REMOTE):
  *   - blocks [0, capacity) are carved (capacity <= reserved); uncarved blocks are untouched
  *     (a fresh page costs RSS only for what is used) and their entries read 0.
+ *   - zero_tail: every uncarved block's bytes are zero. Set only by the heap layer for a
+ *     page made from a run the arena gave as known zero (never touched, or given back to
+ *     the kernel, MADV_DONTNEED, since: arena.h's *zero), 0 for every other page (a cached
+ *     page holds its last blocks' bytes); it holds for the page's life, as nothing writes
+ *     uncarved blocks (the secure build's carve skips its zeroing there: secure_layout.h).
  *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
  *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
  *     on thread_free);

@@ -51,6 +51,10 @@
 #endif
 
 #define KITE_SECURE_CANARY 8          /* bytes at the end of a small block */
+#ifndef KITE_SECURE_CARVE_ZERO_ALWAYS
+/* 1: the carve zeroes every block, even of a page known zero (for measuring and tests). */
+#define KITE_SECURE_CARVE_ZERO_ALWAYS 0
+#endif
 #define KITE_SECURE_GUARD KITE_OS_PAGE /* guard after a large run or huge block: one OS page */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
@@ -183,9 +187,13 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
   if (unlikely(!__atomic_load_n(&_kite_canary_k[1], __ATOMIC_ACQUIRE))) _kite_canary_keys();
   uint64_t k0 = __atomic_load_n(&_kite_canary_k[0], __ATOMIC_RELAXED);
   uint64_t k1 = __atomic_load_n(&_kite_canary_k[1], __ATOMIC_RELAXED);
-  /* the size test hoisted: one straight loop per shape of _kite_secure_zero_block */
+  /* the size test hoisted: one straight loop per shape of _kite_secure_zero_block; none for
+   * a page whose uncarved blocks are known zero (page.h's zero_tail: the arena gave its run
+   * zeroed, and no block of it was ever handed out), only the marks */
   uint8_t *b = start, *end = start + (size_t)n * bs;
-  if (bs - 16 >= KITE_SECURE_ZERO_MAX) {
+  if (pg->zero_tail && !KITE_SECURE_CARVE_ZERO_ALWAYS) {
+    for (; b < end; b += bs) *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary_keyed(b, k0, k1) ^ 1;
+  } else if (bs - 16 >= KITE_SECURE_ZERO_MAX) {
     for (; b < end; b += bs) {
       memset(b, 0, KITE_SECURE_ZERO_MAX);
       *(uint64_t *)(b + bs - 16) = 0;

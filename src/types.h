@@ -228,7 +228,7 @@ typedef struct kite_page_s {
   uintptr_t owner_key;             /* its heap's thread key, 0 if none (heap.h); relaxed atomic */
   uint16_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t in_full;                 /* on its heap's full list (page.h) */
-  uint8_t unused2_;                /* (no start: _kite_page_start derives it) */
+  uint8_t zero_tail;               /* small: its blocks past capacity are zero (page.h) */
   uint8_t kind, cls, order;
   uint8_t sampled;                 /* large: a block of the heap profiler (prof.h P1) */
   /* cold */
