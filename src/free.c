@@ -17,7 +17,6 @@
  * claims LIVE -> REMOTE with one CAS (remote.c R1, R3: when both free one block at once,
  * one of them reports). Uncarved blocks' entries read 0.
  */
-#include <errno.h>
 #include <kite.h>
 #include "alloc.h"
 #include "entry.h"
@@ -34,7 +33,6 @@
 
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE void free_remote_start(kite_page_t *pg, uint32_t i);
 /* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
@@ -96,47 +94,11 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
  * runs) goes through free_generic. */
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   uint64_t i;
-  /* the empty heap's batches are always empty; a descriptor that is no head has a class
-   * too, bounded by the mask, and is no batch's page */
-  kite_remote_batch_t *b = &_kite_heap_tls->remote[KITE_REMOTE_SLOT(d->cls)];
-  /* B1: the batch's page is a small page's head whose link array stays while the batch
-   * holds claims on it (R6): no owner test */
-  if (likely(b->page == d) && likely(_kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
-    _kite_remote_free_batched(b, d, (uint32_t)i, _kite_heap_settle_abandoned);
-    return;
-  }
   if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
-    free_remote_start(d, (uint32_t)i);
+    _kite_remote_free(d, (uint32_t)i, _kite_heap_settle_abandoned);
     return;
   }
   free_generic(p);
-}
-
-/* Block i of pg (a head with an owner, or abandoned since), not of the page of its slot's
- * batch. The second free in a row into a thread heap's page starts a batch (B4, B5: the
- * slot was armed by the first); any other is pushed at once, after the slot's batch (B2:
- * one page a slot), and arms the slot when pg is a thread heap's page (a thread that only
- * frees gets its heap here, so that its exit flushes). errno is kept: free does not set
- * it, even when no heap can be had. */
-static KITE_NOINLINE void free_remote_start(kite_page_t *pg, uint32_t i) {
-  kite_heap_t *h = _kite_heap_tls;
-  unsigned slot = KITE_REMOTE_SLOT(pg->cls);
-  kite_remote_batch_t *b = &h->remote[slot];
-  bool owned = KITE_LOAD_RELAXED(pg->owner_key) != 0;
-  if (b->page == _kite_remote_armed(pg) && owned) {
-    _kite_remote_begin(b, pg, i);
-    return;
-  }
-  _kite_remote_flush(b, _kite_heap_settle_abandoned);
-  if (owned) {
-    if (h == &_kite_heap_empty) {
-      int saved = errno;
-      h = _kite_heap_get(); /* NULL after the thread's exit teardown began */
-      errno = saved;
-    }
-    if (h && h->key) h->remote[slot].page = _kite_remote_armed(pg);
-  }
-  _kite_remote_free(pg, i, _kite_heap_settle_abandoned);
 }
 
 static KITE_NOINLINE void free_generic(void *p) {

@@ -141,9 +141,6 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
 /* ---- generic allocation ---- */
 
 static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
-  /* remote.c B2: a thread that allocates pushes its frees of the class's slot */
-  kite_remote_batch_t *rb = &h->remote[KITE_REMOTE_SLOT(cls)];
-  if (rb->page) _kite_remote_flush(rb, _kite_heap_settle_abandoned);
   if (unlikely(h == &_kite_heap_empty)) {
     h = _kite_heap_create();
     if (!h) return NULL;

@@ -18,7 +18,6 @@
 #include "sizeclass.h"
 #include "stats.h"
 #include "options.h"
-#include "remote.h" /* kite_remote_batch_t */
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -55,10 +54,6 @@ typedef struct kite_heap_s {
    * it only around its own changes of those lists and never takes _kite_heap_lock while
    * holding it; heap_steal only tries it, under _kite_heap_lock. */
   uint32_t lock;
-  /* This thread's batches of frees into other threads' pages, one per slot (remote.c
-   * B1-B5): a thread heap's (key != 0) only; empty in every other heap, the empty heap
-   * included. */
-  kite_remote_batch_t remote[KITE_REMOTE_SLOTS];
   /* First-class heaps' handle generation (heap_pool.c, I-H1): the handle kite_heap_new gives out
    * carries its low 16 bits; kite_heap_destroy adds 1 (atomic: a stale handle's check may
    * race with the struct's reuse). Kept by heap_reset. */
@@ -124,9 +119,6 @@ void _kite_heap_collect_stats(kite_gstats_t *out);
 /* Call fn for every live heap (threads' and first-class), under the heap lock: fn must not
  * create or destroy heaps. Reading another thread's queues is racy (introspection only). */
 void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
-/* Push the calling thread's batches of remote frees (remote.c B2): before a fork's locks are
- * taken, and by kite_malloc_trim. No lock held. */
-void _kite_heap_flush_remote(void);
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);

@@ -176,7 +176,6 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
 
 size_t _kite_heap_trim(void) {
   size_t released = 0;
-  _kite_heap_flush_remote(); /* remote.c B2 */
   kite_heap_t *h = _kite_heap_tls;
   /* the calling thread's empty pages, the current ones included */
   for (unsigned c = 0; h != &_kite_heap_empty && c < KITE_CLASSES; c++) {

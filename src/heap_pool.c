@@ -181,18 +181,10 @@ static void heap_release_all(kite_heap_t *h) {
   }
 }
 
-/* Push every batch of h's thread (remote.c B2). No lock held. */
-static void heap_flush_remote(kite_heap_t *h) {
-  for (unsigned s = 0; s < KITE_REMOTE_SLOTS; s++) _kite_remote_flush(&h->remote[s], _kite_heap_settle_abandoned);
-}
-
 /* The one way out for a heap of either kind: its pages (a thread's abandoned, a first-class
  * heap's freed with its owned blocks), its page cache, then its struct back to the pool with
  * its counters merged into the globals (I-H3); its handle, if any, is stale from here (I-H1). */
 static void heap_retire(kite_heap_t *h) {
-  /* remote.c B2: a thread's batches of frees go out first (no lock held: a push may
-   * settle an abandoned page) */
-  heap_flush_remote(h);
   if (h->user) heap_release_all(h);
   else _kite_heap_abandon_pages(h);
   while (h->cache) {
@@ -339,7 +331,6 @@ void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg) {
   _kite_unlock(&_kite_heap_lock);
 }
 
-void _kite_heap_flush_remote(void) { heap_flush_remote(_kite_heap_tls); }
 void _kite_heap_fork_prepare(void) { _kite_lock(&_kite_heap_lock); }
 void _kite_heap_fork_parent(void) { _kite_unlock(&_kite_heap_lock); }
 /* The child has one thread: the other threads' heaps stay (their pages' frees go the remote

@@ -5,9 +5,8 @@
  * next, or REMOTE|next) and the page's thread_free (64 bits: head index in bits 0..15, the
  * number of blocks on the list in bits 16..31; for an abandoned page KITE_TF_ABANDONED in
  * bit 63, the target in bits 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
- * is one compare-and-swap, the claim on the entry, when it joins its thread's batch (B1):
- * the batch's push, one CAS on thread_free, serves up to KITE_REMOTE_BATCH frees. A free
- * pushed at once (B4) is two: the claim and the push.
+ * is two compare-and-swaps when nothing races it, whether the page has an owner or not:
+ * the claim on the entry, the push on thread_free.
  *
  * Invariants:
  *   R1. A thread that does not own the page takes a block only with one CAS of its entry
@@ -55,35 +54,6 @@
  *   R7. The ABANDONED bit changes only under heap_lock (abandon, adopt); the take keeps it,
  *       and clears the target and KITE_TF_EMPTIED (only a settle, heap_lock held, takes an
  *       abandoned page's list).
- * Batches (a thread's frees into one page of another thread's heap, held back and pushed
- * together; KITE_REMOTE_SLOTS kite_remote_batch_t in the thread's heap, a page's by its
- * class, touched by that thread alone):
- *   B1. A batch's blocks are claimed (R1) and chained through their entries: the first
- *       claimed (the tail) links to thread_free's head read just before its claim, each
- *       later one to the one claimed before it (the batch's head). The flush pushes the
- *       chain with one CAS (head: the batch's head, count + n), re-linking the tail first
- *       by CAS when thread_free's head moved (R2). Until then its blocks count in used
- *       (R6) and their entries are not LIVE, so a second free of one fails its claim
- *       (R1). R3 holds for every entry of the chain: the owner's store that lands after
- *       the claim's read-back on the tail fails the flush's re-link (reported; the chain
- *       stays claimed, leaked, never handed out), elsewhere the take reports it (R4).
- *   B2. A batch is flushed when its thread frees into another page of the same slot, on
- *       its malloc slow path for a class of the slot, and all of them at its exit
- *       (heap_retire, before its pages are given up), before a fork's locks are taken,
- *       and by kite_malloc_trim; never with a lock held (the push may settle a page, R5).
- *   B3. A batch holds blocks of one page, at most KITE_REMOTE_BATCH (the last one's free
- *       pushes it): a thread that blocks holds back at most KITE_REMOTE_SLOTS times that
- *       many blocks, of as many pages.
- *   B4. Only a page of a thread's heap starts a batch (owner_key != 0 when read), and only
- *       a thread with a heap of its own (key != 0; a thread that only frees gets one):
- *       a first-class heap's page (kite_heap_destroy frees it with every block) and an
- *       abandoned page get each block pushed at once. A page abandoned while a batch
- *       holds blocks of it stays so until the flush, whose push is then R5's.
- *   B5. A batch starts with the second free in a row into a page of its slot: the first
- *       is pushed at once and arms the slot (page = pg | 1, no claim held: pg may go and
- *       come back as any page; the second free tests owner_key again). So a thread whose
- *       frees go to a new page each time pays an unbatched free's two CASes and no
- *       batch's start and flush.
  * The claim and the push are inline in remote.h (the remote free's path, out of line in
  * free.c); the rest of the protocol is here.
  * Memory order: the claim acquires (the block's last user's writes happen before its
@@ -105,54 +75,24 @@ void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) {
   _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
 }
 
-void _kite_remote_push_again(kite_page_t *pg, uint32_t head, uint32_t tail, uint16_t mine, uint32_t n,
-                             kite_remote_emptied_fn emptied) {
+void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_emptied_fn emptied) {
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  uint16_t *e = &pg->links[tail], link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
-  /* R2: the tail links to the head read above before the push (R3: fails on the owner's
+  uint16_t *e = &pg->links[i], link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
+  /* R2: the entry links to the head read above before the push (R3: fails on the owner's
    * store) */
   if (link != mine) {
     if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-      _kite_remote_invalid(pg, tail);
+      _kite_remote_invalid(pg, i);
       return;
     }
     mine = link;
   }
-  if (!_kite_remote_push(pg, e, tail, mine, old, head, n)) return;
+  if (!_kite_remote_push(pg, e, i, mine, old)) return;
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_emptied, __ATOMIC_ACQUIRE);
-  if (hook) hook(_kite_page_block(pg, tail));
+  if (hook) hook(_kite_page_block(pg, i));
 #endif
   emptied(pg); /* R5: this push emptied the abandoned page */
-}
-
-void _kite_remote_begin(kite_remote_batch_t *b, kite_page_t *pg, uint32_t i) {
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
-  b->page = NULL;
-  if (!_kite_remote_claim(pg, i, link)) return;
-  b->head = b->tail = (uint16_t)i;
-  b->tail_link = link;
-  b->room = KITE_REMOTE_BATCH - 1;
-  b->page = pg;
-}
-
-void _kite_remote_flush_full(kite_remote_batch_t *b, kite_remote_emptied_fn emptied) {
-  kite_page_t *pg = b->page;
-  _kite_remote_flush(b, emptied);
-  if (!b->page) b->page = _kite_remote_armed(pg); /* (emptied() may have used the slot) */
-}
-
-void _kite_remote_flush(kite_remote_batch_t *b, kite_remote_emptied_fn emptied) {
-  kite_page_t *pg = b->page;
-  if (!pg) return;
-  b->page = NULL; /* first: emptied() may free, and so flush, again */
-  if ((uintptr_t)pg & 1) return; /* armed: no chain (B5) */
-#ifdef KITE_TEST_HOOKS
-  void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
-  if (hook) hook(_kite_page_block(pg, b->tail));
-#endif
-  _kite_remote_push_again(pg, b->head, b->tail, b->tail_link, KITE_REMOTE_BATCH - b->room, emptied);
 }
 
 bool _kite_remote_abandon(kite_page_t *pg, uint32_t used) {
