@@ -126,45 +126,56 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
  * One unsigned compare per block tells both "REMOTE" and "next is a carved block": an entry
  * minus REMOTE is below capacity only then (below REMOTE it wraps around); the list's last
  * entry (next == END) is the one expected exception. The list head, capacity and entries
- * stay in registers (a store to an entry could alias pg->free otherwise). */
+ * stay in registers (a store to an entry could alias pg->free otherwise). One step per
+ * block, three to a round so that the blocks' three roles (the list built so far, the
+ * block taken, the next) rotate through three variables without moves between them. */
+#define TAKE_STEP(cur, prev, nxt)                                                        \
+  nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) - KITE_LINK_REMOTE;         \
+  if (unlikely(nxt >= cap)) {                                                            \
+    i = cur;                                                                             \
+    head = prev;                                                                         \
+    next = nxt;                                                                          \
+    goto odd;                                                                            \
+  }                                                                                      \
+  __atomic_store_n(&l[cur], (uint16_t)prev, __ATOMIC_RELAXED); /* REMOTE: the taker's */ \
+  if (--k == 0) {                                                                        \
+    head = cur;                                                                          \
+    goto out;                                                                            \
+  }
 static uint32_t take_list(kite_page_t *pg, size_t i, uint32_t n) {
   uint16_t *l = pg->links;
-  size_t cap = pg->capacity, head = pg->free; /* size_t: no zero-extension moves */
+  size_t cap = pg->capacity, head = pg->free, next; /* size_t: no zero-extension moves */
   uint32_t k = n;
   if (k == 0) goto out;
   if (unlikely(i >= cap)) goto broken;
-  for (;;) {
-    uint16_t *e = &l[i];
-    size_t next = (size_t)__atomic_load_n(e, __ATOMIC_RELAXED) - KITE_LINK_REMOTE;
-    if (unlikely(next >= cap)) {
-      if (next == KITE_LINK_END && k == 1) { /* the last block */
-        __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED);
-        head = i;
-        k = 0;
-        goto out;
-      }
-      if (next > KITE_LINK_END) { /* not REMOTE: R3's owner store */
-        _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, (uint32_t)i));
-        goto out;
-      }
-      /* REMOTE, but its next is not carved (or the list ends before its count): block i
-       * goes back, the walk stops at the next one */
-      __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED);
-      head = i;
-      k--;
-      goto broken;
-    }
-    __atomic_store_n(e, (uint16_t)head, __ATOMIC_RELAXED); /* REMOTE: only the taker writes it */
-    head = i;
-    i = next;
-    if (--k == 0) goto out;
+  for (size_t a = head, b = i, c;;) {
+    TAKE_STEP(b, a, c)
+    TAKE_STEP(c, b, a)
+    TAKE_STEP(a, c, b)
   }
+odd: /* block i's entry less REMOTE is next, not a carved block; head: the list before it */
+  if (next == KITE_LINK_END && k == 1) { /* the last block */
+    __atomic_store_n(&l[i], (uint16_t)head, __ATOMIC_RELAXED);
+    head = i;
+    k = 0;
+    goto out;
+  }
+  if (next > KITE_LINK_END) { /* not REMOTE: R3's owner store */
+    _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, (uint32_t)i));
+    goto out;
+  }
+  /* REMOTE, but its next is not carved (or the list ends before its count): block i goes
+   * back, the walk stops at the next one */
+  __atomic_store_n(&l[i], (uint16_t)head, __ATOMIC_RELAXED);
+  head = i;
+  k--;
 broken:
   _kite_report_invalid("free(): cross-thread free list of a page is broken (racing double free)", _kite_page_block(pg, 0));
 out:
   pg->free = (uint16_t)head;
   return n - k;
 }
+#undef TAKE_STEP
 
 uint32_t _kite_remote_take(kite_page_t *pg) {
   /* R7: the bit stays (only heap_lock's holders change it, and they alone take an abandoned
