@@ -32,6 +32,10 @@
  *                             the one that empties the page settles it
  *   emptied_page_is_its_settlers  R5: while the free that emptied an abandoned page has not
  *                             settled it yet, no thread adopts it; then the settle does
+ *   take_walks_its_count      R4: the take walks exactly thread_free's count, not to the
+ *                             list's END: blocks past the count stay claimed
+ *   take_reports_short_list   R4: a list that reaches END before its count is reported as
+ *                             broken, and the blocks before END are free once
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -546,6 +550,67 @@ TEST(emptied_page_is_its_settlers) {
   kite_free(q);
 }
 
+/* thread_free with its count replaced by n (head and high bits kept): the state a corrupt
+ * or racing list leaves, made directly */
+static void force_count(kite_page_t *pg, uint32_t n) {
+  uint64_t tf = tf_of(pg);
+  __atomic_store_n(&pg->thread_free, (tf & ~(uint64_t)0xFFFF0000u) | ((uint64_t)n << 16), __ATOMIC_RELEASE);
+}
+
+TEST(take_walks_its_count) {
+  enum { N = 4 };
+  reports_reset();
+  void *b[N];
+  for (int k = 0; k < N; k++) b[k] = kite_malloc(1344);
+  kite_page_t *pg = page_of(b[0]);
+  for (int k = 1; k < N; k++) assert_ptr_eq(page_of(b[k]), pg);
+  int32_t used = pg->used;
+  for (int k = 0; k < 3; k++) free_on_thread(b[k]);
+  force_count(pg, 2); /* the list holds b2 -> b1 -> b0 -> END, its count says 2 */
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 2);
+  expect_int_eq(reports_now(), 0);
+  expect_int_eq(pg->used, used - 2);
+  expect_int_eq(on_free_list(pg, index_of(pg, b[2])), 1);
+  expect_int_eq(on_free_list(pg, index_of(pg, b[1])), 1);
+  /* b0 is still claimed, REMOTE|END, not on the allocation list */
+  expect_int_eq(on_free_list(pg, index_of(pg, b[0])), 0);
+  expect_uint_eq(entry(pg, index_of(pg, b[0])), KITE_LINK_REMOTE | KITE_LINK_END);
+  /* put b0 back on thread_free as a one-block list, as its push would have */
+  __atomic_store_n(&pg->thread_free, (uint64_t)index_of(pg, b[0]) | ((uint64_t)1 << 16), __ATOMIC_RELEASE);
+  collect(pg, &remote);
+  expect_uint_eq(remote, 1);
+  expect_int_eq(pg->used, used - 3);
+  expect_int_eq(on_free_list(pg, index_of(pg, b[0])), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  kite_free(b[3]);
+}
+
+TEST(take_reports_short_list) {
+  enum { N = 3 };
+  reports_reset();
+  void *b[N];
+  for (int k = 0; k < N; k++) b[k] = kite_malloc(1472);
+  kite_page_t *pg = page_of(b[0]);
+  for (int k = 1; k < N; k++) assert_ptr_eq(page_of(b[k]), pg);
+  int32_t used = pg->used;
+  for (int k = 0; k < 2; k++) free_on_thread(b[k]);
+  force_count(pg, 3); /* b1 -> b0 -> END, its count says 3 */
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, _kite_page_block(pg, 0)); /* the page's report, not a block's */
+  expect_uint_eq(remote, 2); /* both blocks before END are taken */
+  expect_int_eq(pg->used, used - 2);
+  expect_int_eq(on_free_list(pg, index_of(pg, b[0])), 1);
+  expect_int_eq(on_free_list(pg, index_of(pg, b[1])), 1);
+  expect_uint_eq(tf_of(pg), KITE_TF_EMPTY);
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(1472, b[0], b[1], pg->reserved);
+  kite_free(b[2]);
+}
+
 #define RUN_CHECKED(name)                 \
   do {                                    \
     test_now = #name;                     \
@@ -570,5 +635,7 @@ int main(void) {
   RUN_CHECKED(late_free_settles_abandoned_page);
   RUN_CHECKED(abandoned_free_takes_no_heap_lock);
   RUN_CHECKED(emptied_page_is_its_settlers);
+  RUN_CHECKED(take_walks_its_count);
+  RUN_CHECKED(take_reports_short_list);
   return test_main_end();
 }
