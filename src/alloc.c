@@ -144,9 +144,9 @@ static void *prof_run(size_t n) {
  * free() takes to its generic path (prof.h); a plain block when no run can be had. n is
  * counted (a class's bytes), `asked` recorded (the request: less than n for a small
  * aligned one). */
-static KITE_NOINLINE void *prof_small_refill(kite_heap_t *h, size_t n, size_t asked) {
+static KITE_NOINLINE void *prof_small_refill(kite_heap_t *h, size_t n, unsigned c, size_t asked) {
   size_t weigh;
-  void *p = _kite_prof_malloc_small(h, n, &weigh);
+  void *p = _kite_prof_malloc_small(h, n, c, &weigh);
   if (!weigh) return p;
   p = prof_run(n);
   if (!p) return _kite_malloc_small_generic(_kite_heap_tls, n);
@@ -156,8 +156,9 @@ static KITE_NOINLINE void *prof_small_refill(kite_heap_t *h, size_t n, size_t as
 /* The same, first taking a block of the current list, or of its quick refill, counted
  * inline (prof.h). Apart: so that this common case pays for no frame. */
 static KITE_NOINLINE void *prof_small(kite_heap_t *h, size_t n, size_t asked) {
-  kite_page_t *pg = _kite_prof_counted_page(h, n); /* prof.h: counted with its list */
-  return likely(pg != NULL) ? _kite_page_pop(pg) : prof_small_refill(h, n, asked);
+  unsigned c = _kite_class_of(n); /* (found once for the refill's count too) */
+  kite_page_t *pg = _kite_prof_counted_page(h, c); /* prof.h: counted with its list */
+  return likely(pg != NULL) ? _kite_page_pop(pg) : prof_small_refill(h, n, c, asked);
 }
 
 /* Large run or huge map for n bytes aligned to align (0 or a power of two), sampled by the

@@ -12,7 +12,9 @@
  * then), and the class is marked cut: its next visit here is the sampled allocation. A list
  * that cannot be cut (its page has local frees) samples the class's next visit, after the
  * whole list. heap_reclaim leaves current pages alone while profiling (heap.c), so no list
- * grows behind the count.
+ * grows behind the count. A class's first visit in a thread is counted on a count the
+ * thread's classes share (P8), so that a short thread, which visits most classes once,
+ * does not draw a gap for each.
  */
 #define _GNU_SOURCE
 #include "prof.h"
@@ -85,6 +87,7 @@ static void thread_start(void) {
   _kite_os_random(&pt.rng, sizeof pt.rng);
   pt.rng |= 1;
   pt.left_large = draw();
+  pt.left_fresh = draw();
 }
 
 /* ---- the small count ---- */
@@ -129,12 +132,12 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64
   pg->local_free = (uint16_t)rest;
 }
 
-/* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (a thread's first
- * visit to the class): is this allocation the sampled one? Not while the thread captures. */
+/* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (the class's
+ * second visit: P8): is this allocation the sampled one? Not while the thread captures. */
 static inline __attribute__((always_inline)) bool sample_due(unsigned c, int64_t s) {
   uint64_t bit = (uint64_t)1 << (c % 64);
   bool is_cut = (pt.cut[c / 64] & bit) != 0;
-  if (!(pt.drawn[c / 64] & bit)) { /* its first gap (never cut before it is drawn) */
+  if (!(pt.drawn[c / 64] & bit)) { /* its own first gap (never cut before it is drawn) */
     pt.drawn[c / 64] |= bit;
     pt.left_small[c] = draw();
     if (pt.left_small[c] >= s) return false;
@@ -155,9 +158,37 @@ static inline __attribute__((always_inline)) void *counted(kite_heap_t *h, size_
   return p;
 }
 
+/* The first visit of class c (blocks of s bytes) in this thread, counted on the shared count
+ * (P8): the class's count is left_fresh while the allocation and its list are counted, as
+ * for a drawn class; then what is left goes back to left_fresh, unless the shared gap ended
+ * here (the block sampled, or its list cut), where the class keeps its count, drawn from
+ * then on, and left_fresh starts a new gap. Memorylessness makes either an exponential gap
+ * of the mean for what follows, in the class and in the shared count. */
+static KITE_NOINLINE void *first_visit(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
+  uint64_t bit = (uint64_t)1 << (c % 64);
+  pt.seen[c / 64] |= bit;
+  int64_t *left = &pt.left_small[c];
+  *left = pt.left_fresh;
+  if (*left < s && !_kite_stack_busy()) { /* sampled: the next gaps start after this block */
+    *left = 0;
+    pt.left_fresh = draw();
+    *weigh = (size_t)s;
+    return NULL;
+  }
+  void *p = counted(h, n, c, s);
+  if (pt.cut[c / 64] & bit) { /* the gap ended in its list: the class goes on alone */
+    pt.drawn[c / 64] |= bit;
+    pt.left_fresh = draw();
+  } else {
+    pt.left_fresh = *left;
+    *left = 0;
+  }
+  return p;
+}
+
 /* _kite_prof_malloc_small's rare paths, out of line so that its common one keeps few
- * registers across its call: the thread's first visit (no heap or no seed yet), and a
- * class whose count is spent, cut or not drawn (P7). */
+ * registers across its call: the thread's first visit (no heap or no seed yet), a class's
+ * first visit (P8), and a class whose count is spent, cut or not drawn (P7). */
 static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
   if (pt.rng == 0 || h == &_kite_heap_empty) {
     kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
@@ -165,6 +196,7 @@ static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *w
     h = made;
     if (pt.rng == 0) thread_start();
   }
+  if (!(pt.seen[c / 64] & ((uint64_t)1 << (c % 64)))) return first_visit(h, n, weigh, c, s);
   if (pt.left_small[c] < s && sample_due(c, s)) {
     *weigh = (size_t)s;
     return NULL;
@@ -172,9 +204,8 @@ static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *w
   return counted(h, n, c, s);
 }
 
-void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, size_t *weigh) {
+void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, unsigned c, size_t *weigh) {
   *weigh = 0;
-  unsigned c = _kite_class_of(n); /* (a block on the current list: prof_small's, P6) */
   int64_t s = (int64_t)_kite_class_size_[c];
   if (unlikely(pt.rng == 0 || h == &_kite_heap_empty || pt.left_small[c] < s)) /* (cut or undrawn too: P7) */
     return malloc_small_rare(h, n, weigh, c, s);

@@ -50,6 +50,11 @@
  *      class's size (cut_list leaves it at 0 or below, and only sample_due, which the
  *      class's next visit then calls, changes it; an undrawn one is 0), so one compare
  *      sends its next visit to the rare path.
+ *   P8 A class not drawn yet is counted on the thread's shared count, left_fresh: its first
+ *      visit borrows it (the class's count is left_fresh for the time of that visit) and
+ *      gives back what is left, the class's count 0 again; its second visit draws the
+ *      class's own gap. When the shared gap ends in a first visit (the block sampled, or
+ *      its list cut), the class is drawn from then on and the shared count draws anew.
  *   P6 The blocks on the current list of a class of thread heap h, while profiling, are
  *      counted (a list is counted whole, up to where it was cut, before the fast path or
  *      prof_small may take from it): taking one needs no count.
@@ -70,20 +75,24 @@ struct kite_heap_s;
 /* A thread's sampling state (prof.c), one block: one thread-pointer offset for all of it.
  * left_small: bytes to the next sample per small class; a class's count may be negative
  * while it is cut (the bytes after the sampled block in its last list). left_large: the same
- * for every larger request. cut: classes whose last list was cut (P7). drawn: classes whose
- * first gap was drawn, at their first visit, so a thread pays for the classes it uses.
- * rng: 0 until the thread is seeded. */
+ * for every larger request. left_fresh: the count the classes not drawn yet share (P8).
+ * cut: classes whose last list was cut (P7). seen: classes whose first visit was counted
+ * on left_fresh. drawn: classes with a gap of their own, drawn at their second visit (or
+ * when the shared gap ended in their first), so a thread draws only for the classes it
+ * uses more than once (short threads visit most classes once). rng: 0 until the thread is
+ * seeded. */
 typedef struct {
   int64_t left_small[KITE_CLASSES];
-  int64_t left_large;
+  int64_t left_large, left_fresh;
   uint64_t cut[(KITE_CLASSES + 63) / 64];
+  uint64_t seen[(KITE_CLASSES + 63) / 64];
   uint64_t drawn[(KITE_CLASSES + 63) / 64];
   uint64_t rng;
 } kite_prof_thread_t;
 extern __thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("initial-exec")));
 
 /* malloc(n), n <= KITE_SMALL_MAX, while profiling, the common case of the slow path: the
- * page of thread heap h whose current list of n's class has a block to pop, counted; or NULL
+ * page of thread heap h whose current list of n's class c has a block to pop, counted; or NULL
  * (_kite_prof_malloc_small's work: a list to refill otherwise, a count spent, cut or not
  * drawn, the thread's first visit). Two cases, both what the slow path would do itself:
  *  - the current list has a block (sizes above the direct range come here every time): it
@@ -92,8 +101,7 @@ extern __thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("i
  *    quick refill): the new list is counted whole here, this block included, when it fits
  *    in the class's count (then exactly what _kite_prof_malloc_small counts for it); when it
  *    does not, nothing is changed and _kite_prof_malloc_small samples or cuts it. */
-static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, size_t n) {
-  unsigned c = _kite_class_of(n);
+static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, unsigned c) {
   kite_page_t *pg = h->queue[c].first;
   if (unlikely(pg == NULL)) return NULL;
   if (pg->free != KITE_LINK_END) return pg;
@@ -108,11 +116,11 @@ static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, size_t
   return pg;
 }
 
-/* malloc(n), n <= KITE_SMALL_MAX, from the slow path of thread heap h while profiling, after
- * _kite_prof_counted_page found no block: a block, counted; or NULL with *weigh set to the bytes to weigh the sample by when this
+/* malloc(n), n <= KITE_SMALL_MAX (class c), from the slow path of thread heap h while
+ * profiling, after _kite_prof_counted_page found no block: a block, counted; or NULL with *weigh set to the bytes to weigh the sample by when this
  * allocation is the sampled one (the caller serves it with a run of its own and calls
  * _kite_prof_record). NULL and *weigh 0: out of memory. */
-void *_kite_prof_malloc_small(struct kite_heap_s *h, size_t n, size_t *weigh) KITE_NOINLINE;
+void *_kite_prof_malloc_small(struct kite_heap_s *h, size_t n, unsigned c, size_t *weigh) KITE_NOINLINE;
 /* A request of n > KITE_SMALL_MAX bytes (or a small aligned one served by a run): true
  * when it is sampled (its gap crossed). */
 bool _kite_prof_large_due(size_t n);

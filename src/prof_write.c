@@ -112,12 +112,8 @@ static bool maps_line(sink_t *o, const char *s, const char *end, uint32_t *strin
   if (end - s < 6 || s[3] != 'x') return false;
   s += 6;
   uint64_t off = hex(&s);
-  for (int k = 0; k < 2 && s < end; k++) { /* device, inode */
-    while (s < end && *s == ' ') s++;
-    while (s < end && *s != ' ') s++;
-  }
-  while (s < end && *s == ' ') s++;
-  if (s == end || *s != '/' || *n == MAPPINGS_MAX) return false;
+  s = memchr(s, '/', (size_t)(end - s)); /* the path: no '/' in the device and inode before it */
+  if (!s || *n == MAPPINGS_MAX) return false;
   emit_string(o, s, (size_t)(end - s));
   msg_t m;
   m.len = 0;

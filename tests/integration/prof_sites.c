@@ -18,6 +18,10 @@
  *          site_parent and freed it all).
  *   leak   mixed, then site_a frees all of its blocks and site_b keeps one block in four:
  *          at exit site_b and site_c leak, site_a does not. No dump: KITE_PROF writes one.
+ *   churn  256 MiB from 4096 short threads, four at a time, each allocating 64 KiB in
+ *          blocks of 16 B .. 2 KiB (the three sites' shares as above) and freeing each
+ *          block at once: most of a thread's size classes see one visit, counted on its
+ *          shared count (src/prof.h P8; run at a 4 KiB gap). Nothing is live at the dump.
  *   kinds  64 MiB in blocks of 16 B .. 4 KiB from four sites of the other entry points:
  *          site_heap (kite_heap_malloc of a first-class heap, 40%), site_posix
  *          (posix_memalign, 64-byte aligned, 20%), site_aligned (aligned_alloc, 256, 20%),
@@ -166,6 +170,54 @@ static int workload(const char *mode, const char *path, int threads) {
   return 0;
 }
 
+/* Mode churn (above): one short thread's share, each block freed at once. */
+static void *churn_run(void *arg) {
+  work_t *w = arg;
+  const size_t share[3] = {w->total / 10 * 6, w->total / 10 * 3, w->total / 10};
+  for (;;) {
+    int best = -1;
+    double lag = 1.0;
+    for (int i = 0; i < 3; i++) {
+      double f = (double)w->s[i].alloc_b / (double)share[i];
+      if (f < lag) { lag = f; best = i; }
+    }
+    if (best < 0) break;
+    size_t n = 16 + next(&w->seed) % 2033;
+    char *p = call_site(best, n);
+    if (!p) { perror("malloc"); exit(2); }
+    p[0] = p[n - 1] = 1;
+    w->s[best].alloc_b += n;
+    w->s[best].alloc_n++;
+    free(p);
+  }
+  return NULL;
+}
+
+static int churn(const char *path) {
+  enum { WAVE = 4, THREADS = 4096 };
+  work_t all, w[WAVE];
+  memset(&all, 0, sizeof all);
+  for (int k = 0; k < THREADS / WAVE; k++) {
+    pthread_t tid[WAVE];
+    memset(w, 0, sizeof w);
+    for (int t = 0; t < WAVE; t++) {
+      w[t].total = 256 * MIB / THREADS;
+      w[t].seed = 0x9E3779B97F4A7C15ull * (uint64_t)(k * WAVE + t + 1);
+      if (pthread_create(&tid[t], NULL, churn_run, &w[t])) { perror("pthread_create"); return 2; }
+    }
+    for (int t = 0; t < WAVE; t++) {
+      pthread_join(tid[t], NULL);
+      for (int i = 0; i < 3; i++) {
+        all.s[i].alloc_b += w[t].s[i].alloc_b;
+        all.s[i].alloc_n += w[t].s[i].alloc_n;
+      }
+    }
+  }
+  print_truth(&all, 1);
+  if (kite_prof_dump(path) != 0) { perror("kite_prof_dump"); return 2; }
+  return 0;
+}
+
 /* Mode kinds (above): the truth, then the dump; the heap destroyed, the second dump. */
 static int kinds(const char *path) {
   static const char *names[4] = {"site_heap", "site_posix", "site_aligned", "site_memalign"};
@@ -204,8 +256,9 @@ static int kinds(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: prof_sites mixed|small|fork|leak|kinds PATH [THREADS]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: prof_sites mixed|small|fork|leak|churn|kinds PATH [THREADS]\n"); return 2; }
   if (strcmp(argv[1], "kinds") == 0) return kinds(argv[2]);
+  if (strcmp(argv[1], "churn") == 0) return churn(argv[2]);
   int threads = argc > 3 ? atoi(argv[3]) : 1;
   if (threads < 1 || threads > 16) threads = 1;
   if (strcmp(argv[1], "fork") != 0) return workload(argv[1], argv[2], threads);

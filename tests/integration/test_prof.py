@@ -6,7 +6,8 @@ blocks of mixed sizes, freeing some; it prints the truth) with KITE_PROF, and re
 profile with pprof (Go's github.com/google/pprof): `pprof -top` per sample type must give
 each site's allocated and live bytes within 10% of the truth at the default sampling gap
 (512 KiB), on one thread, four threads and in a forked child; small blocks only at a 4 KiB
-gap; `pprof -traces` shows the site's stack down to main; the leak profile at exit
+gap; 4096 short threads at a 4 KiB gap (most size classes visited once per thread);
+`pprof -traces` shows the site's stack down to main; the leak profile at exit
 (KITE_PROF_LEAKS=1) names exactly the sites that leaked, with its line on stderr. The
 sites of a first-class heap (kite_heap_malloc) and of small aligned requests
 (posix_memalign, aligned_alloc, memalign) within 10% at a 4 KiB gap, and none of the heap's
@@ -118,6 +119,16 @@ def test_accuracy_small_blocks():
         return
     path, truth, _ = run_prog("small", env={"KITE_PROF_SAMPLE": "4096"})
     within(path, truth, "small blocks, 4 KiB gap", ("alloc_space", "inuse_space", "alloc_objects", "inuse_objects"))
+
+
+def test_accuracy_short_threads():
+    """4096 short threads, most of whose size classes see one visit (counted on the thread's
+    shared count, src/prof.h P8), at a 4 KiB gap: bytes and objects within 10%."""
+    if not need_pprof():
+        return
+    path, truth, _ = run_prog("churn", env={"KITE_PROF_SAMPLE": "4096"})
+    check(len(truth) == 3, "truth printed")
+    within(path, truth, "short threads, 4 KiB gap", ("alloc_space", "alloc_objects"))
 
 
 def need_secure():

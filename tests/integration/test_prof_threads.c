@@ -178,37 +178,48 @@ TEST(heap_and_aligned_blocks_sampled) {
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
 }
 
-/* The small count's arithmetic (prof.h P6, _kite_prof_counted_page, account_list): a list
- * is counted whole when the slow path hands it out, so at any time after a class's first
- * gap is drawn, and until its next sample, its count plus its class size times (the blocks
- * allocated since, and the blocks left on its current list) stays what was drawn. Local
- * frees go to the page's other list, counted only when a refill hands it out (the quick
- * refill of prof_small, or the generic one). With a gap far beyond what is allocated here,
- * nothing is sampled or cut. One size in the direct range, one above it (which reaches
- * the slow path every time). */
-static int64_t counted_drift(unsigned c, int64_t s, int64_t allocated, int64_t drawn) {
+/* The small count's arithmetic (prof.h P6, P8, _kite_prof_counted_page, account_list): a
+ * list is counted whole when the slow path hands it out. A class's first visit counts its
+ * block and its list on the thread's shared count (left_fresh), and leaves the class's own
+ * count at 0 (P7); its second visit draws the class's own gap, after which the class's
+ * count plus its class size times (the blocks allocated since, and the blocks left on its
+ * current list) stays what was drawn, until its next sample, while the shared count does
+ * not move. Local frees go to the page's other list, counted only when a refill hands it
+ * out (the quick refill of prof_small, or the generic one). With a gap far beyond what is
+ * allocated here, nothing is sampled or cut. One size in the direct range, one above it
+ * (which reaches the slow path every time). */
+static int64_t listed_of(unsigned c) {
   const kite_page_t *pg = _kite_heap_tls->queue[c].first;
   int64_t listed = 0;
   for (uint32_t i = pg ? pg->free : KITE_LINK_END; i != KITE_LINK_END && listed <= pg->capacity; i = pg->links[i])
     listed++;
-  return _kite_prof_thread.left_small[c] + s * (allocated + listed) - drawn;
+  return listed;
 }
+static int64_t counted_drift(unsigned c, int64_t s, int64_t allocated, int64_t drawn) {
+  return _kite_prof_thread.left_small[c] + s * (allocated + listed_of(c)) - drawn;
+}
+static bool has_bit(const uint64_t *set, unsigned c) { return (set[c / 64] >> (c % 64)) & 1; }
 
-typedef struct { unsigned long drift, refills; } count_seen_t;
+typedef struct { unsigned long drift, refills, first_wrong, shared_moved; } count_seen_t;
 
 static void *count_sizes(void *arg) {
   count_seen_t *seen = arg; /* (test.h's counters belong to the main thread) */
   static const size_t sizes[] = {48, 3000};
   enum { N = 4000 };
   static void *b[N];
-  unsigned long drift = 0, refills = 0;
+  unsigned long drift = 0, refills = 0, first_wrong = 0, shared_moved = 0;
   for (int z = 0; z < 2; z++) {
     size_t n = sizes[z];
     unsigned c = _kite_class_of(n);
     int64_t s = (int64_t)_kite_class_size_[c];
-    b[0] = kite_malloc(n); /* the class's first visit: its gap drawn, its first list counted */
-    int64_t drawn = counted_drift(c, s, 1, 0);
-    int64_t allocated = 1;
+    int64_t fresh_before = _kite_prof_thread.left_fresh; /* (z 0: the thread not started yet) */
+    b[0] = kite_malloc(n); /* the class's first visit: on the shared count (P8) */
+    int64_t fresh = _kite_prof_thread.left_fresh;
+    if (z == 1 && fresh_before - fresh != s * (1 + listed_of(c))) first_wrong++; /* the list counted whole */
+    if (_kite_prof_thread.left_small[c] != 0 || !has_bit(_kite_prof_thread.seen, c) || has_bit(_kite_prof_thread.drawn, c))
+      first_wrong++;
+    int64_t drawn = 0, allocated = 1;
+    bool own = false;
     for (int round = 0; round < 6; round++) {
       for (int k = 1; k < N; k++) {
         if (b[k]) continue;
@@ -216,7 +227,14 @@ static void *count_sizes(void *arg) {
         b[k] = kite_malloc(n);
         allocated++;
         refills += before == KITE_LINK_END;
-        drift += counted_drift(c, s, allocated, drawn) != 0;
+        if (!own && before == KITE_LINK_END) { /* the second visit: the class's own gap */
+          own = true;
+          if (!has_bit(_kite_prof_thread.drawn, c)) first_wrong++;
+          drawn = counted_drift(c, s, allocated, 0);
+        }
+        if (own) drift += counted_drift(c, s, allocated, drawn) != 0;
+        else drift += _kite_prof_thread.left_small[c] != 0;
+        shared_moved += _kite_prof_thread.left_fresh != fresh;
       }
       for (int k = 1 + round % 3; k < N; k += 3) { /* local frees: refilled from later */
         kite_free(b[k]);
@@ -230,19 +248,38 @@ static void *count_sizes(void *arg) {
   }
   seen->drift = drift;
   seen->refills = refills;
+  seen->first_wrong = first_wrong;
+  seen->shared_moved = shared_moved;
   return NULL;
 }
 
 TEST(small_count_is_exact_between_samples) {
   int64_t gap = kite_option_get(KITE_OPTION_PROF_SAMPLE);
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, (int64_t)1 << 40), 0);
-  pthread_t t; /* a fresh thread: its classes not drawn yet */
-  count_seen_t seen = {1, 0};
+  pthread_t t; /* a fresh thread: its classes not visited yet */
+  count_seen_t seen = {1, 0, 1, 1};
   assert_int_eq(pthread_create(&t, NULL, count_sizes, &seen), 0);
   pthread_join(t, NULL);
   expect_uint_eq(seen.drift, 0);
+  expect_uint_eq(seen.first_wrong, 0);
+  expect_uint_eq(seen.shared_moved, 0);
   expect_true(seen.refills > 20);
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
+}
+
+/* A sample's weight, 1 / (1 - e^(-s/mean)) (prof.h): bits.h's 1 - e^-x against the series
+ * summed to its 40th term in long double, over the x of small blocks (a few bytes to
+ * 16 KiB at gaps of 4 KiB and up) and beyond, where the sum stops early. */
+TEST(sample_weight_is_exact) {
+  double worst = 0;
+  for (double x = 1e-9; x < 0.5; x *= 1.01) {
+    long double t = x, sum = x;
+    for (int i = 2; i <= 40; i++) { t *= -(long double)x / i; sum += t; }
+    double err = (double)((_kite_one_minus_exp_neg(x) - sum) / sum);
+    if (err < 0) err = -err;
+    if (err > worst) worst = err;
+  }
+  expect_true(worst < 1e-15);
 }
 
 TEST(dump_to_a_bad_path_fails_with_errno) {
@@ -258,6 +295,7 @@ int main(void) {
   RUN(threads_sample_free_and_dump);
   RUN(heap_and_aligned_blocks_sampled);
   RUN(small_count_is_exact_between_samples);
+  RUN(sample_weight_is_exact);
   RUN(dump_to_a_bad_path_fails_with_errno);
   return test_main_end();
 }
