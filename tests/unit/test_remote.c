@@ -32,7 +32,11 @@
  *                             the one that empties the page settles it
  *   emptied_page_is_its_settlers  R5: while the free that emptied an abandoned page has not
  *                             settled it yet, no thread adopts it; then the settle does
+ *   fork_child_settles_emptied_page  R5, heap_abandon.c I-A4: a fork while that free is
+ *                             parked between its push and its settle: the child, where
+ *                             the settling thread does not exist, settles the page itself
  */
+#include <sys/wait.h>
 #define _GNU_SOURCE
 #include "test.h"
 #include <kite.h>
@@ -546,6 +550,40 @@ TEST(emptied_page_is_its_settlers) {
   kite_free(q);
 }
 
+/* The page's settle is due in the child of a fork made between the push that emptied it
+ * and its settle (the thread that made the push is not in the child): the child's fork
+ * handler settles it, so the child can use or give back the page (without, the page stays
+ * listed, emptied and unsettled, for the child's life: no adoption or trim takes it). */
+static int child_settled(kite_page_t *pg, uint32_t k) {
+  uint64_t tf = tf_of(pg);
+  bool settled = pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf) == 0 && !(tf & KITE_TF_EMPTIED));
+  if (!settled) fprintf(stderr, "child: page not settled: used %d of %u, thread_free %#llx\n", (int)pg->used, k, (unsigned long long)tf);
+  return settled && (kite_check)() ? 0 : 1;
+}
+TEST(fork_child_settles_emptied_page) {
+  enum { SIZE = 2816, K = 4 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  kite_page_t *pg = make_abandoned(SIZE, K);
+  assert_true(pg != NULL);
+  for (size_t k = 0; k + 1 < K; k++) kite_free(abandoned_blocks[k]);
+  __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
+  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
+  bool parked_ok = wait_parked();
+  expect_true(parked_ok);
+  expect_true((tf_of(pg) & (KITE_TF_EMPTIED | KITE_TF_ABANDONED)) == (KITE_TF_EMPTIED | KITE_TF_ABANDONED));
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_settled(pg, K));
+  int st = -1;
+  expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  unpark();
+  pthread_join(freer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_emptied, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
+}
+
 #define RUN_CHECKED(name)                 \
   do {                                    \
     test_now = #name;                     \
@@ -570,5 +608,6 @@ int main(void) {
   RUN_CHECKED(late_free_settles_abandoned_page);
   RUN_CHECKED(abandoned_free_takes_no_heap_lock);
   RUN_CHECKED(emptied_page_is_its_settlers);
+  RUN_CHECKED(fork_child_settles_emptied_page);
   return test_main_end();
 }
