@@ -355,7 +355,7 @@ void _kite_heap_fork_parent(void) { _kite_unlock(&_kite_heap_lock); }
  * way, as to any heap nobody collects), but their keys go, pages first: a thread the child
  * starts may get an exited thread's thread pointer (heap.h). */
 void _kite_heap_fork_child(void) {
-  _kite_lock_reinit(&_kite_heap_lock);
+  _kite_lock_fork_child(&_kite_heap_lock);
   _kite_heap_fork_settle(); /* the settles due in parent threads (heap_abandon.c I-A4) */
   for (kite_heap_t *h = _kite_heap_all; h; h = h->next_all) {
     if (h == _kite_heap_tls || !h->key) continue;
