@@ -656,7 +656,7 @@ void _kite_arena_hold_unmap(bool hold) {
 }
 
 /* Fork: purge_lock, then the table lock, then every slot lock (the order a thread takes
- * them in); the child re-creates them all. */
+ * them in); the child releases them all (types.h _kite_lock_fork_child). */
 void _kite_arena_fork_prepare(void) {
   _kite_lock(&_kite_arena_purge_lock);
   _kite_lock(&_kite_arena_table_lock);
@@ -679,8 +679,8 @@ void _kite_arena_fork_child(void) {
      * finds the space taken and the arena stays at its size, as when a neighbour took it. */
     kite_arena_t *a = __atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_RELAXED);
     if (a) a->growing = a->newborn = false; /* (and the maker of a newborn one, I4) */
-    _kite_lock_reinit(&_kite_arena_slots[i].lock);
+    _kite_lock_fork_child(&_kite_arena_slots[i].lock);
   }
-  _kite_lock_reinit(&_kite_arena_table_lock);
-  _kite_lock_reinit(&_kite_arena_purge_lock);
+  _kite_lock_fork_child(&_kite_arena_table_lock);
+  _kite_lock_fork_child(&_kite_arena_purge_lock);
 }

@@ -450,4 +450,4 @@ bool _kite_guarded_check(void) {
 
 void _kite_guarded_fork_prepare(void) { _kite_lock(&slot_lock); }
 void _kite_guarded_fork_parent(void) { _kite_unlock(&slot_lock); }
-void _kite_guarded_fork_child(void) { _kite_lock_reinit(&slot_lock); }
+void _kite_guarded_fork_child(void) { _kite_lock_fork_child(&slot_lock); }

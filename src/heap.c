@@ -210,6 +210,10 @@ void *_kite_malloc_class(unsigned cls) {
 /* ---- generic free ---- */
 
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
+  /* a page of a heap its thread left behind, which carries the calling thread's key
+   * (heap_pool.c I-H4): its lists are that heap's, which this thread's first heap_obtain
+   * retires (the count the fast path left is what that retire reads) */
+  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) return;
   unsigned cls = pg->cls;
   if (pg->in_full) { /* was on the full list: it has a free block now */
     _kite_page_from_full(pg);

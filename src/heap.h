@@ -47,7 +47,9 @@ typedef struct kite_heap_s {
    * made after its thread's exit began (heap_pool.c): pages of h carry it in owner_key, and
    * the free fast path takes a page whose owner_key is the calling thread's key. Keys of
    * threads that cannot run again (exited, or other threads in a forked child) are dropped
-   * from every page before another thread may get the same key (heap_pool.c). */
+   * from every page before another thread may get the same key (heap_pool.c), but for a
+   * heap registered in the last round of key destructors: the next thread with its key
+   * retires it at its first heap_obtain (heap_pool.c I-H4). */
   uintptr_t key;
   /* Guards full[] and full_count[] (heap_reclaim.c: another thread's heap_steal takes dead
    * pages off them): a spin lock (0 free, 1 held; heap_impl.h's list_lock). The owner holds

@@ -22,7 +22,10 @@
  *        (remote.c R7), so a validator may read the lists under it (pushes only add to
  *        them, as to any owned page's).
  *   I-A4 a listed page with KITE_TF_EMPTIED set is its settler's (remote.c R5): no adoption
- *        or trim takes it; its settler, waiting for _kite_heap_lock, unlinks it.
+ *        or trim takes it; its settler, waiting for _kite_heap_lock, unlinks it. In a
+ *        forked child its settler does not exist (the fork was made between its push and
+ *        its settle, _kite_heap_lock held by the fork): the child's fork handler settles
+ *        every such page (_kite_heap_fork_settle).
  */
 #include "heap_impl.h"
 #include "remote.h"
@@ -85,6 +88,16 @@ void _kite_heap_settle_abandoned(kite_page_t *pg) {
   bool release = abandoned_settle(pg);
   _kite_unlock(&_kite_heap_lock);
   if (release) run_free(pg);
+}
+
+void _kite_heap_fork_settle(void) {
+  for (unsigned c = 0; c < KITE_CLASSES; c++) {
+    for (kite_page_t *pg = abandoned[c], *next; pg; pg = next) {
+      next = pg->next; /* (a settled page kept goes to the front: not seen again) */
+      if (!(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED) & KITE_TF_EMPTIED)) continue;
+      if (abandoned_settle(pg)) run_free(pg); /* the child's one thread: no lock to drop */
+    }
+  }
 }
 
 /* Take an abandoned page of class cls, if any. */

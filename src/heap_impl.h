@@ -60,6 +60,9 @@ kite_page_t *_kite_heap_page_fresh(kite_heap_t *h, unsigned cls) KITE_HIDDEN;
 kite_page_t *_kite_heap_adopt(kite_heap_t *h, unsigned cls) KITE_HIDDEN;
 /* Thread exit: give back h's empty pages, abandon the others (its cache is left). */
 void _kite_heap_abandon_pages(kite_heap_t *h) KITE_HIDDEN;
+/* A forked child's handler (after the arena's, _kite_heap_lock released): settle the
+ * abandoned pages whose settle was due in a parent thread (I-A4). */
+void _kite_heap_fork_settle(void) KITE_HIDDEN;
 
 /* ---- queues ---- */
 static inline void q_remove(kite_pageq_t *q, kite_page_t *pg) {

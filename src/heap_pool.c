@@ -24,6 +24,16 @@
  *        _kite_heap_lock section each); a retired heap holds no page and no owned block
  *        (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
  *        handle_gen).
+ *   I-H4 a live heap whose key is the calling thread's key (the thread pointer, types.h) is
+ *        of a thread that exited without its thread-exit destructor: thread pointers are
+ *        unique among running threads. That happens to a heap registered in the C
+ *        library's last round of key destructors (the thread's first request came there:
+ *        nothing can tell that round from an earlier one, and no destructor runs after
+ *        it). The C library gives a dead thread's cached stack, thread pointer included, to
+ *        a later thread; that thread's first heap_obtain retires the heap left behind,
+ *        from the one thread whose frees the fast path could take into its pages (its
+ *        pages carry that key), before it makes its own. Until then such a free leaves
+ *        the heap's lists alone (_kite_free_local_slow).
  *
  * Locks: _kite_heap_lock guards the heap pool, the list of live heaps, and the abandoned lists
  * (heap_abandon.c). It is taken only on slow paths (thread start/exit, adoption, trim, stats,
@@ -108,6 +118,7 @@ static int heap_key_set(kite_heap_t *h) {
  * pool, is reset and goes on the live list in it (I-H3). Cold (a thread's start,
  * kite_heap_new): compiled for size, its reset is one string store instead of a call to
  * memset. */
+static void heap_retire(kite_heap_t *h);
 static KITE_COLD kite_heap_t *heap_obtain(bool user) {
   _kite_options_ensure();
   _kite_lock(&_kite_heap_lock);
@@ -122,17 +133,29 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
     }
     heap_key_made = true;
   }
+  kite_heap_t *left = NULL; /* I-H4: a heap of a dead thread that had this thread pointer */
+#ifdef KITE_THREAD_KEY
+  for (kite_heap_t *o = user ? NULL : _kite_heap_all; o && !left; o = o->next_all)
+    if (o->key == KITE_THREAD_KEY()) left = o;
+#endif
   kite_heap_t *h = heap_pool;
   if (h) heap_pool = h->next_all;
   else h = heap_carve();
   if (h) {
     heap_reset(h);
     h->user = user;
+    /* the key in this section: another thread's I-H4 look reads it under the lock */
+#ifdef KITE_THREAD_KEY
+    h->key = user || heap_exiting ? 0 : KITE_THREAD_KEY();
+#else
+    h->key = user || heap_exiting ? 0 : (uintptr_t)h;
+#endif
     h->next_all = _kite_heap_all;
     if (_kite_heap_all) _kite_heap_all->prev_all = h;
     _kite_heap_all = h;
   }
   _kite_unlock(&_kite_heap_lock);
+  if (unlikely(left != NULL)) heap_retire(left); /* (only this thread can match it: I-H4) */
   if (!h) return NULL;
   heap_reset_direct(h); /* its own thread alone reads it (the malloc fast path) */
   return h;
@@ -223,13 +246,8 @@ void _kite_heap_late_end(kite_heap_t *h) {
 }
 
 kite_heap_t *_kite_heap_create(void) {
-  kite_heap_t *h = heap_obtain(false);
+  kite_heap_t *h = heap_obtain(false); /* its key set there (I-H4) */
   if (!h) return NULL;
-#ifdef KITE_THREAD_KEY
-  h->key = heap_exiting ? 0 : KITE_THREAD_KEY();
-#else
-  h->key = heap_exiting ? 0 : (uintptr_t)h;
-#endif
   _kite_heap_tls = h;
   if (unlikely(heap_exiting)) return h; /* no key: the caller retires it (_kite_heap_late_end) */
   /* may allocate (keys >= 32): the TLS heap is ready */
@@ -337,7 +355,8 @@ void _kite_heap_fork_parent(void) { _kite_unlock(&_kite_heap_lock); }
  * way, as to any heap nobody collects), but their keys go, pages first: a thread the child
  * starts may get an exited thread's thread pointer (heap.h). */
 void _kite_heap_fork_child(void) {
-  _kite_lock_reinit(&_kite_heap_lock);
+  _kite_lock_fork_child(&_kite_heap_lock);
+  _kite_heap_fork_settle(); /* the settles due in parent threads (heap_abandon.c I-A4) */
   for (kite_heap_t *h = _kite_heap_all; h; h = h->next_all) {
     if (h == _kite_heap_tls || !h->key) continue;
     for (unsigned c = 0; c < KITE_CLASSES; c++)

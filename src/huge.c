@@ -403,7 +403,7 @@ void _kite_test_huge_readers(int delta) { __atomic_add_fetch(&huge_free_readers,
 #endif
 
 void _kite_huge_fork_child(void) {
-  _kite_lock_reinit(&huge_lock);
+  _kite_lock_fork_child(&huge_lock);
   /* a thread of the parent that was reading a header at the fork does not exist here: its
    * count would make every later unmap wait forever */
   __atomic_store_n(&huge_free_readers, 0, __ATOMIC_RELAXED);

@@ -144,4 +144,4 @@ size_t _kite_links_trim(void) {
 
 void _kite_links_fork_prepare(void) { _kite_lock(&links_lock); }
 void _kite_links_fork_parent(void) { _kite_unlock(&links_lock); }
-void _kite_links_fork_child(void) { _kite_lock_reinit(&links_lock); }
+void _kite_links_fork_child(void) { _kite_lock_fork_child(&links_lock); }

@@ -487,4 +487,4 @@ void _kite_prof_exit(void) {
 
 void _kite_prof_fork_prepare(void) { _kite_lock(&prof_lock); }
 void _kite_prof_fork_parent(void) { _kite_unlock(&prof_lock); }
-void _kite_prof_fork_child(void) { _kite_lock_reinit(&prof_lock); }
+void _kite_prof_fork_child(void) { _kite_lock_fork_child(&prof_lock); }

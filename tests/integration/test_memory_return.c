@@ -33,7 +33,12 @@
  *                  above them: new pages come from the committed ones (no growth)
  *   dirty_other_arena  pages kept committed in a full arena, a thread whose last claim was
  *                  in a newer one: its new pages come from the committed ones (no growth)
- * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork.
+ * The TSan build runs it with KITE_MEMRET_TSAN=1: fewer rounds, no fork; fork_purger runs
+ * alone there (core_memory_return_fork) with TSAN_OPTIONS die_after_fork=0. By default TSan
+ * ends a child of a multi-threaded process that starts a thread ("starting new threads
+ * after multi-threaded fork is not supported", exit 66), and this child's purger is such a
+ * thread; with die_after_fork=0 it runs, and TSan then checks the child's locks too (the
+ * locks the fork's handlers held are released in the child, not made anew: types.h).
  * Polls sleep 10 ms between looks and give up after 20 s: the assertions are on bytes.
  */
 #define _GNU_SOURCE

@@ -184,7 +184,7 @@ static pid_t raw_fork(void) {
 }
 
 /* The fork hooks: prepare holds the lock (a child forked then, without the child hook,
- * waits for it for ever: its alarm ends it), the child hook makes it anew (that child
+ * waits for it for ever: its alarm ends it), the child hook releases it (that child
  * allocates), and the parent hook releases it (the parent allocates). */
 TEST(links_fork_hooks) {
   uint32_t cap;

@@ -36,6 +36,9 @@
  *                             list's END: blocks past the count stay claimed
  *   take_reports_short_list   R4: a list that reaches END before its count is reported as
  *                             broken, and the blocks before END are free once
+ *   fork_child_settles_emptied_page  R5, heap_abandon.c I-A4: a fork while that free is
+ *                             parked between its push and its settle: the child, where
+ *                             the settling thread does not exist, settles the page itself
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -43,6 +46,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include "types.h"
 #include "page.h"
@@ -611,6 +615,40 @@ TEST(take_reports_short_list) {
   kite_free(b[2]);
 }
 
+/* The page's settle is due in the child of a fork made between the push that emptied it
+ * and its settle (the thread that made the push is not in the child): the child's fork
+ * handler settles it, so the child can use or give back the page (without, the page stays
+ * listed, emptied and unsettled, for the child's life: no adoption or trim takes it). */
+static int child_settled(kite_page_t *pg, uint32_t k) {
+  uint64_t tf = tf_of(pg);
+  bool settled = pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf) == 0 && !(tf & KITE_TF_EMPTIED));
+  if (!settled) fprintf(stderr, "child: page not settled: used %d of %u, thread_free %#llx\n", (int)pg->used, k, (unsigned long long)tf);
+  return settled && (kite_check)() ? 0 : 1;
+}
+TEST(fork_child_settles_emptied_page) {
+  enum { SIZE = 2816, K = 4 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  kite_page_t *pg = make_abandoned(SIZE, K);
+  assert_true(pg != NULL);
+  for (size_t k = 0; k + 1 < K; k++) kite_free(abandoned_blocks[k]);
+  __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
+  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
+  bool parked_ok = wait_parked();
+  expect_true(parked_ok);
+  expect_true((tf_of(pg) & (KITE_TF_EMPTIED | KITE_TF_ABANDONED)) == (KITE_TF_EMPTIED | KITE_TF_ABANDONED));
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_settled(pg, K));
+  int st = -1;
+  expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  unpark();
+  pthread_join(freer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_emptied, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 0);
+  expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
+}
+
 #define RUN_CHECKED(name)                 \
   do {                                    \
     test_now = #name;                     \
@@ -637,5 +675,6 @@ int main(void) {
   RUN_CHECKED(emptied_page_is_its_settlers);
   RUN_CHECKED(take_walks_its_count);
   RUN_CHECKED(take_reports_short_list);
+  RUN_CHECKED(fork_child_settles_emptied_page);
   return test_main_end();
 }
