@@ -145,11 +145,20 @@ static inline void test_exec_self(char *const argv[], char *const envp[]) {
  * qemu-user 7.2) a check that needs what the emulator does not do is not run there, and
  * says so on stdout with its reason: test_emulator_lacks(what, reason) is 1 then (the
  * caller returns or takes the path the emulator allows), 0 on a real machine. Each reason
- * is one limitation of qemu-user, seen with a program of its own, not of kite: */
+ * is one limitation of qemu-user, not of kite: */
 /* a thread started in the child of a fork made while another thread ran aborts qemu
  * ("cpu_exec: assertion failed: (cpu == current_cpu)"); a fork from a threaded program,
  * and threads in the child of a single-threaded one, work */
 #define TEST_EMU_THREAD_AFTER_FORK "qemu-user cannot start a thread in the child of a fork made while other threads ran"
+/* setrlimit(RLIMIT_AS) succeeds and limits nothing (the limit would bound the emulator's
+ * own memory), so nothing runs out of memory */
+#define TEST_EMU_RLIMIT_AS "qemu-user accepts setrlimit(RLIMIT_AS) without applying it"
+/* the resident set (/proc/self/statm, smaps) counts the emulator's own memory: its code
+ * cache and each emulated thread's state */
+#define TEST_EMU_OWN_RSS "the resident set counts the emulator's own memory"
+/* MADV_HUGEPAGE and MADV_COLLAPSE are hints qemu-user may ignore, and does: the kernel's
+ * huge pages say nothing about kite's advice there */
+#define TEST_EMU_HUGE_ADVICE "qemu-user does not pass huge-page advice on to the kernel"
 static inline int test_emulated(void) {
   const char *emu = getenv("KITE_TEST_EMULATOR");
   return emu && *emu;

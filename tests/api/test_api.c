@@ -530,10 +530,7 @@ TEST(aligned_many_live) {
 /* Big alignments must not cost big resident memory: 16 live 1 GiB-aligned small blocks,
  * and 64 live 16 MiB-aligned ones. */
 TEST(aligned_no_waste) {
-  if (getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("  aligned_no_waste: not run under an emulator, whose own memory the resident set counts\n");
-    return;
-  }
+  if (test_emulator_lacks("aligned_no_waste", TEST_EMU_OWN_RSS)) return;
   size_t before = test_rss_bytes();
   enum { N = 16, M = 64 };
   void *p[N], *q[M];

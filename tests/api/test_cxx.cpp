@@ -238,11 +238,7 @@ static int oom_child() {
 }
 
 TEST(oom_bad_alloc) {
-  if (getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("  oom_bad_alloc: not run under an emulator: qemu-user accepts setrlimit(RLIMIT_AS) "
-           "without applying it\n");
-    return;
-  }
+  if (test_emulator_lacks("oom_bad_alloc", TEST_EMU_RLIMIT_AS)) return;
   fflush(stderr);
   pid_t pid = fork();
   assert_true(pid >= 0);

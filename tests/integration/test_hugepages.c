@@ -36,8 +36,7 @@ static char self[4096];
  * left out there, with a line that says so; the rest (modes, contents, resident set) run. */
 static int emulated;
 static int kernel_checks(const char *what) {
-  if (emulated) printf("  %s: the kernel's huge pages not checked under an emulator (qemu-user ignores huge-page advice)\n", what);
-  return !emulated;
+  return !(emulated && test_emulator_lacks(what, TEST_EMU_HUGE_ADVICE));
 }
 
 #define SAMPLES 40
@@ -251,7 +250,7 @@ TEST(big_heap) {
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "child") == 0) return child(argv[2]);
   if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return 1;
-  emulated = getenv("KITE_TEST_EMULATOR") != NULL;
+  emulated = test_emulated();
   if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
     printf("SKIP: no transparent huge pages in this kernel\n");
     return 0;

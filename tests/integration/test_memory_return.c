@@ -623,11 +623,8 @@ TEST(idle) {
 
 /* ---- fork with the purger running ---- */
 TEST(fork_purger) {
-  if (getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("  fork_purger: not run under an emulator: qemu-user cannot fork a threaded program "
-           "(the fork suites are left out there for the same reason)\n");
-    return;
-  }
+  /* the child starts a purger thread of its own, and the parent's ran at the fork */
+  if (test_emulator_lacks("fork_purger", TEST_EMU_THREAD_AFTER_FORK)) return;
   enum { N = 16 };
   void *b[N];
   for (int i = 0; i < N; i++) {
@@ -722,11 +719,7 @@ static int oom_child(void) {
 }
 
 TEST(oom_arenas) {
-  if (getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("  oom_arenas: not run under an emulator: qemu-user accepts setrlimit(RLIMIT_AS) "
-           "without applying it (it would bound the emulator's own memory)\n");
-    return;
-  }
+  if (test_emulator_lacks("oom_arenas", TEST_EMU_RLIMIT_AS)) return;
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) _exit(oom_child());

@@ -249,11 +249,7 @@ TEST(oom_in_child) {
 int main(void) {
   test_rng_init(0x00ffull);
   fprintf(stderr, "variant: %s\n", A_VARIANT);
-  if (getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("not run under an emulator: qemu-user accepts setrlimit(RLIMIT_AS) without applying it "
-           "(it would bound the emulator's own memory), so nothing here would run out of memory\n");
-    return test_main_end();
-  }
+  if (test_emulator_lacks("the OOM suite", TEST_EMU_RLIMIT_AS)) return test_main_end();
   RUN(oom_in_child);
   RUN(aligned_placement_when_tight);
   return test_main_end();

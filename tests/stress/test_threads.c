@@ -179,9 +179,8 @@ TEST(tls_late_destructors) {
   expect_int_eq(atomic_load(&errors), 0);
   /* kite's own figure, in every build: a heap lost per thread is three pages or more */
   expect_true(c2 <= c1 + 2 * MiB);
-  if (getenv("KITE_TEST_EMULATOR")) /* (tests/test.h: test_exec_self) */
-    fprintf(stderr, "  (RSS bound not checked under an emulator, whose own per-thread memory it counts)\n");
-  else if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
+  if (test_emulator_lacks("tls_late_destructors' RSS bound", TEST_EMU_OWN_RSS)) return;
+  if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
     TEST_FAIL_("allocations in late TLS destructors leak: RSS %zu -> %zu KiB", rss1 >> 10, rss2 >> 10);
   else
     TEST_PASS_();
@@ -361,9 +360,8 @@ TEST(many_short) {
   size_t rss2 = test_rss_bytes();
   fprintf(stderr, "many_short: %d threads per wave, RSS %zu -> %zu KiB\n", n, rss1 >> 10, rss2 >> 10);
   expect_int_eq(atomic_load(&errors), 0);
-  if (getenv("KITE_TEST_EMULATOR")) /* (tests/test.h: test_exec_self) */
-    fprintf(stderr, "  (RSS bound not checked under an emulator, whose own per-thread memory it counts)\n");
-  else if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
+  if (test_emulator_lacks("many_short's RSS bound", TEST_EMU_OWN_RSS)) return;
+  if (rss2 > rss1 + rss1 / 4 + 8 * MiB)
     TEST_FAIL_("heaps of exited threads leak: RSS %zu -> %zu KiB", rss1 >> 10, rss2 >> 10);
   else
     TEST_PASS_();

@@ -805,10 +805,7 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
   kite_option_set(KITE_OPTION_HUGEPAGES, 0);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1); /* the freed run stays committed: reused first */
   bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
-  if (thp && getenv("KITE_TEST_EMULATOR")) { /* (tests/test.h: test_exec_self) */
-    printf("  the kernel's VmFlags not checked under an emulator: qemu-user does not pass huge-page advice on\n");
-    thp = false;
-  }
+  if (thp && test_emulator_lacks("the kernel's VmFlags", TEST_EMU_HUGE_ADVICE)) thp = false;
   bool zero;
   kite_page_t *big = _kite_arena_alloc_run(5, &zero);
   assert_true(big != NULL);
