@@ -72,21 +72,22 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
 /* KITE_HUGEPAGES=dense: a granule is put on a transparent huge page only once it is dense,
  * so that the huge page costs no memory the program had not touched: when a run smaller
  * than a granule is claimed in the granule above it (the carving has moved on), the process
- * has THP_MIN_COMMITTED committed and every unit of the granule is in use (small pages,
- * large runs, or the arena's metadata), the granule is marked THP_PENDING and the
- * background thread (purger.c, started for it even when KITE_BACKGROUND is off) is woken.
- * That thread's collapse pass (_kite_arena_collapse_pending) looks again: if every unit is
- * still in use and all of its 4 KiB pages are resident (mincore; THP_DENSE_MAX_MISSING may
- * be missing), it rebuilds the granule in place (MADV_COLLAPSE: the kernel copies the
- * resident pages into a huge page, 0.75 to 3 ms of system time a granule, which no request
- * waits for). Nothing is advised: faults stay 4 KiB, khugepaged leaves the arena alone and
+ * has THP_MIN_COMMITTED committed, every unit of the granule is in use (small pages,
+ * large runs, or the arena's metadata) and all of its 4 KiB pages are resident (mincore, by
+ * the claiming thread: one system call; THP_DENSE_MAX_MISSING may be missing), the granule
+ * is marked THP_PENDING and the background thread (purger.c, started for it even when
+ * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
+ * looks again and, if the granule is still all in use and resident, rebuilds it in place
+ * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, 0.75 to 3 ms of
+ * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB, khugepaged leaves the arena alone and
  * a later purge of part of the granule splits the huge page back, after which the granule
  * is never collapsed again (THP_SMALL). A granule not dense enough yet goes back to
- * THP_UNDECIDED and is looked at again at a later claim above it. The pass holds
- * purge_lock, so no purge decommits part of a granule while it is looked at; with
+ * THP_UNDECIDED and is looked at again at a later claim above it. Each collapse holds
+ * purge_lock, so no purge decommits part of the granule meanwhile; with
  * KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
- * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_PENDING,
- * THP_LOOKING, THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more
+ * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING (the
+ * claiming thread or the pass is looking at it), THP_PENDING, THP_COLLAPSED, THP_SMALL
+ * (never again); a large run of a granule or more
  * sets THP_RUN (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
@@ -105,41 +106,58 @@ static bool granule_in_use(const kite_arena_t *a, uint32_t c) {
   return true;
 }
 
-/* A run of order `order` is being claimed at unit u: mark the granule below u's, when it is
- * undecided and all in use, for the collapse pass. Returns whether one was marked. Slot
- * lock held. (_kite_run_alloc, where the caller holds no lock of kite's, calls
- * _kite_arena_collapse_hook: starting the thread may call malloc.) */
-bool _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
+/* A run of order `order` is being claimed at unit u: the granule below u's, when it is
+ * undecided and all in use, is to be looked at (THP_LOOKING); returns its first unit, else
+ * 0. Slot lock held; the caller then calls _kite_thp_dense_check without it. */
+uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE || _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 ||
       (1u << order) >= THP_UNITS)
-    return false;
+    return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
-  if (g < THP_UNITS) return false;
+  if (g < THP_UNITS) return 0;
   uint32_t c = g - THP_UNITS;
-  if (a->advised[c] != THP_UNDECIDED || !granule_in_use(a, c) || !thp_program_big()) return false;
-  a->advised[c] = THP_PENDING;
-  __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST);
-  return true;
+  if (a->advised[c] != THP_UNDECIDED || !granule_in_use(a, c) || !thp_program_big()) return 0;
+  a->advised[c] = THP_LOOKING;
+  return c;
+}
+
+/* Granule c of a, picked by _kite_thp_dense_pick, is marked for the collapse pass if all of
+ * it is resident (mincore: one system call, the one cost the request pays), else it goes
+ * back to THP_UNDECIDED (looked at again at a later claim). No lock held; the caller holds a
+ * run in a, so a stays mapped. */
+void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  void *p = _kite_page_start(&arena_pages(a)[c]);
+  size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
+  bool resident = _kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE;
+  _kite_lock(&s->lock);
+  a->advised[c] = resident ? THP_PENDING : THP_UNDECIDED;
+  _kite_unlock(&s->lock);
+  if (resident) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST);
 }
 
 bool _kite_arena_collapse_pending(void) { return __atomic_load_n(&dense_pending, __ATOMIC_SEQ_CST) != 0; }
 
-/* Collapse granule c of the arena in slot s if it is still all in use and resident. Caller
- * holds purge_lock (no purge, no unmap meanwhile) and not the slot lock. */
+/* Collapse granule c of the arena in slot s (marked THP_PENDING when a was there) if it is
+ * still in that arena, all in use and resident. Takes purge_lock (no purge decommits part
+ * of the granule meanwhile, no arena is unmapped), then the slot lock; none held on entry. */
 static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  _kite_lock(&_kite_arena_purge_lock);
   _kite_lock(&s->lock);
-  bool go = a->advised[c] == THP_PENDING && granule_in_use(a, c);
-  a->advised[c] = go ? THP_LOOKING : a->advised[c] == THP_PENDING ? THP_UNDECIDED : a->advised[c];
+  bool go = __atomic_load_n(&s->arena, __ATOMIC_RELAXED) == a && a->advised[c] == THP_PENDING;
+  if (go) a->advised[c] = granule_in_use(a, c) ? THP_LOOKING : THP_UNDECIDED;
+  go = go && a->advised[c] == THP_LOOKING;
   _kite_unlock(&s->lock);
-  if (!go) return;
-  uint8_t state = THP_UNDECIDED; /* not resident whole yet: looked at again at a later claim */
-  void *p = _kite_page_start(&arena_pages(a)[c]);
-  size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
-  if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
-    state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
-  _kite_lock(&s->lock);
-  a->advised[c] = state;
-  _kite_unlock(&s->lock);
+  if (go) {
+    uint8_t state = THP_UNDECIDED; /* not resident whole any more: looked at again later */
+    void *p = _kite_page_start(&arena_pages(a)[c]);
+    size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
+    if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
+      state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
+    _kite_lock(&s->lock);
+    a->advised[c] = state;
+    _kite_unlock(&s->lock);
+  }
+  _kite_unlock(&_kite_arena_purge_lock);
 }
 
 size_t _kite_arena_collapse_run(void) {
@@ -148,22 +166,17 @@ size_t _kite_arena_collapse_run(void) {
   uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < hi; i++) {
     kite_arena_slot_t *s = &_kite_arena_slots[i];
-    for (uint32_t c = THP_UNITS; c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS) {
-      /* purge_lock for one granule at a time: a decay step (tried by frees) waits for one
-       * collapse at most, not for the pass */
-      _kite_lock(&_kite_arena_purge_lock);
-      kite_arena_t *a = __atomic_load_n(&s->arena, __ATOMIC_ACQUIRE); /* (mapped while it is held) */
-      bool marked = false;
-      if (a) {
-        _kite_lock(&s->lock);
-        marked = a->advised[c] == THP_PENDING;
-        _kite_unlock(&s->lock);
-      }
-      if (marked) dense_collapse(s, a, c); /* (looked at again there) */
-      _kite_unlock(&_kite_arena_purge_lock);
-      done += marked;
-      if (!a) break;
-    }
+    uint32_t marked[KITE_ARENA_UNITS / THP_UNITS], n = 0;
+    /* the marks are read under the slot lock alone (an arena leaves its slot under that
+     * lock before it is unmapped); purge_lock is taken for each collapse only, so decay
+     * steps, which try it, are not kept out by the walk */
+    _kite_lock(&s->lock);
+    kite_arena_t *a = s->arena;
+    for (uint32_t c = THP_UNITS; a && c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS)
+      if (a->advised[c] == THP_PENDING) marked[n++] = c;
+    _kite_unlock(&s->lock);
+    for (uint32_t k = 0; k < n; k++) dense_collapse(s, a, marked[k]);
+    done += n;
   }
   return done;
 }
