@@ -384,7 +384,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
 #endif
   uint32_t unadvise_at = _kite_thp_run_unadvise(a, (uint32_t)*idx, order);
   uint32_t advise_at = _kite_thp_auto_pick(a, (uint32_t)*idx, order);
-  uint32_t collapse_at = _kite_thp_dense_pick(a, (uint32_t)*idx, order);
+  uint32_t look_at = _kite_thp_dense_pick(a, (uint32_t)*idx, order);
   size_t fresh = 0, reused = 0;
   units_take(a, *idx, 1u << order, &fresh, &reused);
   _kite_arena_avail_update(a);
@@ -393,7 +393,7 @@ static kite_arena_t *slot_claim(uint32_t slot, unsigned order, uint64_t *idx, bo
   _kite_unlock(&s->lock);
   if (unadvise_at) _kite_os_advise_small(_kite_page_start(&arena_pages(a)[unadvise_at - 1]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
   if (advise_at) _kite_os_advise_huge(_kite_page_start(&arena_pages(a)[advise_at]), (size_t)THP_UNITS << KITE_UNIT_SHIFT);
-  if (collapse_at) _kite_thp_dense_collapse(s, a, collapse_at);
+  if (look_at) _kite_thp_dense_check(s, a, look_at); /* (the collapse is the background thread's) */
   if (reused) __atomic_fetch_sub(&_kite_arena_dirty_units, reused, __ATOMIC_RELAXED);
   __atomic_fetch_add(&_kite_decay_demand, (uint64_t)1 << order, __ATOMIC_RELAXED);
   *clean = reused == 0;

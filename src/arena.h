@@ -35,9 +35,11 @@ void *_kite_arena_guarded_chunk(size_t size, bool *in_arena);
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
 /* The run at head (the caller's) is to hold `bytes` bytes: advise transparent huge pages
- * over the whole 2 MiB pieces of them (once per unit). The advice stays after the run is
- * freed, until a run smaller than 2 MiB is claimed in such a piece: then it is taken back
- * (MADV_NOHUGEPAGE), unless KITE_HUGEPAGES=1 advises whole arenas. */
+ * over the whole 2 MiB pieces of them (once per unit), once the process has 16 MiB
+ * committed (thp.c). The advice stays after the run is freed, until a run smaller than 2
+ * MiB is claimed in such a piece, or a run of 2 MiB or more that asks for less than the
+ * piece: then it is taken back (MADV_NOHUGEPAGE), unless KITE_HUGEPAGES=1 advises whole
+ * arenas. */
 void _kite_arena_advise_run(kite_page_t *head, size_t bytes);
 /* Resize the run at head in place to 2^new_order units (realloc of a large block): grow when
  * the run starts at a multiple of the new size and the units that join it are free (then
@@ -56,6 +58,14 @@ size_t _kite_arena_count(void);
 /* When set, called (with no lock held) after a free left committed free memory behind;
  * the background purger (purger.c, a layer above) installs it. */
 extern void (*_kite_arena_dirty_hook)(void);
+/* KITE_HUGEPAGES=dense (thp.c): whether granules wait for a collapse pass; the pass itself
+ * (collapses each granule still dense; takes purge_lock, then slot locks; the caller holds
+ * no arena lock), returning the granules looked at. The background thread runs it. */
+bool _kite_arena_collapse_pending(void);
+size_t _kite_arena_collapse_run(void);
+/* When set, called (with no lock held) after a claim marked a granule for the collapse
+ * pass; purger.c installs it. */
+extern void (*_kite_arena_collapse_hook)(void);
 /* Call fn for the head descriptor of every run in use as a small page or a large block
  * (introspection: statistics, kite_visit_all). Holds purge_lock throughout (no arena is
  * unmapped) and each arena's slot lock while its runs are visited, so fn must not allocate
@@ -93,6 +103,8 @@ extern void (*_kite_test_hook_arena_new)(void);
 bool _kite_test_arena_any_growing(void);
 /* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
 bool _kite_test_arena_unmap_held(void);
+/* thp.c's floor of committed bytes below which nothing is advised (THP_MIN_COMMITTED). */
+extern uint64_t _kite_test_thp_min_committed;
 /* Whether arena.c's record says huge-page advice is in force on unit d. */
 bool _kite_test_arena_unit_huge(kite_page_t *d);
 #endif

@@ -115,7 +115,7 @@ unsigned _kite_decay_next_stretch(unsigned s, uint64_t purged, uint64_t back, in
 /* ---- thp.c: the huge-page modes (each called with the slot lock held; contracts there) ---- */
 uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order);
 uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order);
-void _kite_thp_dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c);
+void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c);
 uint32_t _kite_thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order);
 /* Units [i, j) of a are being purged: the granules whose advice must be taken back are
  * [*ui, *uj) (empty if *ui >= *uj), to be given MADV_NOHUGEPAGE after the lock is dropped. */

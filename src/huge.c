@@ -376,6 +376,13 @@ kite_page_t *_kite_run_alloc(unsigned order, bool *zero) {
   /* the OS refused a new arena: give back cached huge maps and other empty arenas, retry */
   if (!pg && (_kite_huge_cache_release(true) | _kite_arena_purge(true))) pg = _kite_arena_alloc_run(order, zero);
   if (pg) KITE_TOOL_RUN_FRESH(_kite_page_start(pg), KITE_UNIT_SIZE << order);
+  /* a claim marked a dense granule (KITE_HUGEPAGES=dense): wake the thread that collapses
+   * it. Here, not in the arena's claim: no lock of kite's is held, and starting the thread
+   * may call malloc */
+  if (unlikely(_kite_arena_collapse_pending())) {
+    void (*hook)(void) = __atomic_load_n(&_kite_arena_collapse_hook, __ATOMIC_ACQUIRE);
+    if (hook) hook();
+  }
   return pg;
 }
 

@@ -30,7 +30,8 @@ size_t _kite_huge_cache_release(bool force);
 /* Bytes of cached maps (a sequentially consistent load). */
 size_t _kite_huge_cache_bytes(void);
 /* A run from the arenas; when the OS refuses a new arena, the huge cache is given back and
- * the run tried once more. NULL + ENOMEM. */
+ * the run tried once more. NULL + ENOMEM. Wakes the collapse thread when a claim marked a
+ * dense granule (arena.h), so the caller holds no lock of kite's. */
 kite_page_t *_kite_run_alloc(unsigned order, bool *zero);
 /* Call fn(p, usable size) for every live huge block until fn returns false (kite_visit_all).
  * Walks the page map without a lock: other threads must not allocate or free huge blocks

@@ -60,7 +60,7 @@ void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
-  if (_kite_opt(KITE_OPT_BACKGROUND)) _kite_purger_enable(true);
+  _kite_purger_enable(_kite_opt(KITE_OPT_BACKGROUND) != 0); /* (and the collapse hook, purger.h) */
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }

@@ -53,9 +53,11 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "transparent huge pages: `1` `madvise(MADV_HUGEPAGE)` on whole arenas; `auto` (2) on a 2 MiB granule of an "
     "arena at its first claim, once the process has 16 MiB committed and the granule below is in use (no huge "
     "page for a small program), and back to 4 KiB pages for good when the decay purges it; `dense` (3) a granule "
-    "is rebuilt on a huge page (`MADV_COLLAPSE`) once all of it is in use and resident (no memory the program had "
-    "not touched), split again by a purge of any part, off with `KITE_PURGE_DELAY_MS=0`; in every mode large "
-    "(>= 2 MiB) and huge blocks are advised over the whole 2 MiB pieces they were asked for"},
+    "is rebuilt on a huge page (`MADV_COLLAPSE`, by a background thread: no request waits for it) once the "
+    "process has 16 MiB committed and all of the granule is in use and resident (no memory the program had not "
+    "touched), split again by a purge of any part, off with `KITE_PURGE_DELAY_MS=0`; in every mode but `1`, "
+    "large (>= 2 MiB) and huge blocks are advised over the whole 2 MiB pieces they were asked for once the "
+    "process has 16 MiB committed (a program under 16 MiB gets no huge page)"},
   [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,
     "a background thread runs the purge while something freed is still committed, so an idle process gives "
     "memory back; started by the first free that leaves memory to purge, exits when nothing is left (never in a "

@@ -40,7 +40,7 @@
 #endif
 #ifndef KITE_DEFAULT_HUGEPAGES
 /* Default for KITE_HUGEPAGES: 0 off, 1 whole arenas, 2 auto, 3 dense (KITE_HUGEPAGES_* below). */
-#define KITE_DEFAULT_HUGEPAGES 0
+#define KITE_DEFAULT_HUGEPAGES 3
 #endif
 #ifndef KITE_DEFAULT_BACKGROUND
 /* Default for KITE_BACKGROUND: 1 starts the background purger with the first free. */

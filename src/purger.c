@@ -9,6 +9,9 @@
  * the huge cache bytes, its load of state; the thread's store of 0 and its second look,
  * through _kite_arena_dirty_bytes / _kite_huge_cache_bytes), so either the free sees 0 and
  * starts a thread, or the thread sees the new memory: nothing is left without a purger.
+ * The same holds for a claim that marks a granule for the dense mode's collapse pass (its
+ * increment of the pending count, then its load of state; wake_collapse), the one job the
+ * thread has when KITE_BACKGROUND is off.
  */
 #define _GNU_SOURCE
 #include "purger.h"
@@ -23,26 +26,36 @@
 static int state;   /* atomic: see above */
 static bool enabled; /* atomic */
 
+/* The purge is the thread's job only with KITE_BACKGROUND on and a positive delay; the
+ * dense mode's collapse pass (arena.h) always is. */
+static bool purge_on(void) {
+  return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0;
+}
+
 static bool pending(void) {
-  return _kite_arena_dirty_bytes() != 0 || _kite_huge_cache_bytes() != 0;
+  return (purge_on() && (_kite_arena_dirty_bytes() != 0 || _kite_huge_cache_bytes() != 0)) ||
+         _kite_arena_collapse_pending();
 }
 
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
-    if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_ACQUIRE) || !pending()) {
+    if (!pending()) {
       __atomic_store_n(&state, 0, __ATOMIC_SEQ_CST);
-      if (d <= 0 || !__atomic_load_n(&enabled, __ATOMIC_SEQ_CST) || !pending()) break;
+      if (!pending()) break;
       int expected = 0;
       if (!__atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
     }
-    uint64_t tick = (uint64_t)d / 8;
+    int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+    uint64_t tick = d > 0 ? (uint64_t)d / 8 : 0;
     if (tick < 5) tick = 5;
     struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    _kite_arena_purge(false);
-    _kite_huge_cache_release(false);
+    if (purge_on()) {
+      _kite_arena_purge(false);
+      _kite_huge_cache_release(false);
+    }
+    _kite_arena_collapse_run();
   }
   return NULL;
 }
@@ -72,9 +85,15 @@ static void wake(void) {
   if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) purger_start();
 }
 
+/* The hook: a claim marked a granule for the collapse pass. */
+static void wake_collapse(void) {
+  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0) purger_start();
+}
+
 void _kite_purger_enable(bool on) {
   __atomic_store_n(&enabled, on, __ATOMIC_SEQ_CST);
   __atomic_store_n(&_kite_arena_dirty_hook, on ? wake : (void (*)(void))0, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_arena_collapse_hook, wake_collapse, __ATOMIC_RELEASE);
 }
 
 void _kite_purger_fork_child(void) {

@@ -13,12 +13,16 @@
  * that leaves memory behind starts it again. A forked child starts without it (fork hook)
  * and starts its own the same lazy way. Not started when the delay is negative (only
  * malloc_trim purges then) or zero (frees purge at once).
+ * The same thread runs the KITE_HUGEPAGES=dense collapse pass (arena.h), started by the
+ * claim that marked a granule, whether KITE_BACKGROUND is on or not: a collapse costs
+ * milliseconds of system time, which no request is to wait for.
  */
 #ifndef KITE_PURGER_H
 #define KITE_PURGER_H
 #include "types.h"
 
-/* Turn the background purger on or off (off: a running thread finishes its step and exits). */
+/* Turn the background purger on or off (off: a running thread finishes its step and exits,
+ * unless collapses wait); either way the collapse hook is installed (init calls it once). */
 void _kite_purger_enable(bool on);
 /* Fork: the child has no purger thread. */
 void _kite_purger_fork_child(void);

@@ -23,24 +23,39 @@ enum {
                       * (_kite_arena_advise_run). Taken back (MADV_NOHUGEPAGE, THP_SMALL)
                       * when a run smaller than a granule is claimed in the granule, unless
                       * KITE_HUGEPAGES=1 advises whole arenas: else a small page carved there
-                      * would fault in a whole 2 MiB page at its first touch. */
+                      * would fault in a whole 2 MiB page at its first touch; and when a
+                      * run claimed over it asks for less than the granule's bytes (its
+                      * untouched tail would be resident whole). */
+  THP_PENDING = 6,   /* dense: found dense by a claim, waiting for the collapse pass */
 };
+/* No huge page for a program with less than this committed (a huge page is resident
+ * whole, and such a program's TLB misses cost little): neither auto's nor dense's granules
+ * nor the large runs advised in every mode. KITE_HUGEPAGES=1 (whole arenas) is the one
+ * mode that advises a small program's memory. */
+#ifndef THP_MIN_COMMITTED
+#define THP_MIN_COMMITTED ((uint64_t)16 << 20)
+#endif
+#ifdef KITE_TEST_HOOKS
+uint64_t _kite_test_thp_min_committed = THP_MIN_COMMITTED;
+#define THP_FLOOR _kite_test_thp_min_committed
+#else
+#define THP_FLOOR THP_MIN_COMMITTED
+#endif
+static bool thp_program_big(void) {
+  return __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >= THP_FLOOR;
+}
 /* KITE_HUGEPAGES=auto: a 2 MiB granule (THP_UNITS aligned units) of an arena is advised,
  * or not, once and for all when a run smaller than a granule is first claimed in it, before
  * anything in it is touched (a granule touched with 4 KiB pages keeps its page table: advice
  * given later would not make its faults huge). It is advised when it will probably be used
- * densely: the process has at least THP_AUTO_MIN_COMMITTED bytes committed (a small program
+ * densely: the process has at least THP_MIN_COMMITTED bytes committed (a small program
  * gets no huge page, which would be resident whole) and the granule below it in the arena has
  * every unit in use or committed (small pages are carved lowest first, dirty_claim: the next
  * granule up is where the carving goes on). A granule the decay purges, in whole or in part,
  * goes back to 4 KiB pages for good (MADV_NOHUGEPAGE, _kite_thp_purged): memory that comes and goes
  * is not worth a huge page. Runs of a granule or more are advised by
  * _kite_arena_advise_run over the part the program asked for, as in every mode. */
-#ifndef THP_AUTO_MIN_COMMITTED
-#define THP_AUTO_MIN_COMMITTED ((uint64_t)16 << 20)
-#endif
-
-/* KITE_HUGEPAGES=auto (see THP_AUTO_MIN_COMMITTED): decides the granule of a run of order
+/* KITE_HUGEPAGES=auto (see THP_MIN_COMMITTED): decides the granule of a run of order
  * `order` starting at unit u that is being claimed, if that is the granule's first claim.
  * Returns the granule's first unit when it is to be advised (the caller advises it after
  * dropping the lock, before the run is handed out), else 0. Slot lock held. */
@@ -48,8 +63,7 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   if (a->advised[g] != THP_UNDECIDED) return 0; /* decided */
-  bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units &&
-               __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >= THP_AUTO_MIN_COMMITTED;
+  bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units && thp_program_big();
   for (uint32_t v = g - THP_UNITS; dense && v < g; v++) dense = !a->is_free[v] || a->dirty[v];
   memset(&a->advised[g], dense ? THP_ADVISED : THP_SMALL, THP_UNITS);
   return dense ? g : 0;
@@ -57,27 +71,44 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
 
 /* KITE_HUGEPAGES=dense: a granule is put on a transparent huge page only once it is dense,
  * so that the huge page costs no memory the program had not touched: when a run smaller
- * than a granule is claimed in the granule above it (the carving has moved on), every unit
- * of the granule is in use (small pages, large runs, or the arena's metadata) and all of its
- * 4 KiB pages are resident (mincore; THP_DENSE_MAX_MISSING may be missing), it is collapsed
- * in place (MADV_COLLAPSE: the kernel copies the resident pages into a huge page and would
- * zero fill missing ones). Nothing is advised: faults stay 4 KiB, khugepaged leaves the
- * arena alone and a later purge of part of the granule splits the huge page back, after
- * which the granule is never collapsed again (THP_SMALL). A granule not dense enough
- * yet is looked at again at a later claim above it. The collapse runs with purge_lock
- * held (tried, never waited for), so no purge decommits part of the granule meanwhile;
- * with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
- * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING,
- * THP_COLLAPSED, THP_SMALL (never again); a large run of a granule or more sets
- * THP_RUN (advise_run). */
+ * than a granule is claimed in the granule above it (the carving has moved on), the process
+ * has THP_MIN_COMMITTED committed, every unit of the granule is in use (small pages,
+ * large runs, or the arena's metadata) and all of its 4 KiB pages are resident (mincore, by
+ * the claiming thread: one system call; THP_DENSE_MAX_MISSING may be missing), the granule
+ * is marked THP_PENDING and the background thread (purger.c, started for it even when
+ * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
+ * looks again and, if the granule is still all in use and resident, rebuilds it in place
+ * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, 0.75 to 3 ms of
+ * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB, khugepaged leaves the arena alone and
+ * a later purge of part of the granule splits the huge page back, after which the granule
+ * is never collapsed again (THP_SMALL). A granule not dense enough yet goes back to
+ * THP_UNDECIDED and is looked at again at a later claim above it. Each collapse holds
+ * purge_lock, so no purge decommits part of the granule meanwhile; with
+ * KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
+ * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING (the
+ * claiming thread or the pass is looking at it), THP_PENDING, THP_COLLAPSED, THP_SMALL
+ * (never again); a large run of a granule or more
+ * sets THP_RUN (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory. */
 #define THP_DENSE_MAX_MISSING 0u
 #endif
 
-/* The granule to look at for a run of order `order` being claimed at unit u: the one
- * below u's granule, when it is undecided and all in use; 0 if none. Slot lock held. */
+/* Granules marked THP_PENDING since the last collapse pass began (atomic); the pass takes
+ * it to 0 first, so a granule marked during a pass is found by it or makes the next one. */
+static uint32_t dense_pending;
+void (*_kite_arena_collapse_hook)(void);
+
+static bool granule_in_use(const kite_arena_t *a, uint32_t c) {
+  for (uint32_t v = c; v < c + THP_UNITS; v++)
+    if (a->is_free[v]) return false;
+  return true;
+}
+
+/* A run of order `order` is being claimed at unit u: the granule below u's, when it is
+ * undecided and all in use, is to be looked at (THP_LOOKING); returns its first unit, else
+ * 0. Slot lock held; the caller then calls _kite_thp_dense_check without it. */
 uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE || _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 ||
       (1u << order) >= THP_UNITS)
@@ -85,27 +116,69 @@ uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   uint32_t g = u & ~(THP_UNITS - 1);
   if (g < THP_UNITS) return 0;
   uint32_t c = g - THP_UNITS;
-  if (a->advised[c] != THP_UNDECIDED) return 0;
-  for (uint32_t v = c; v < g; v++)
-    if (a->is_free[v]) return 0;
+  if (a->advised[c] != THP_UNDECIDED || !granule_in_use(a, c) || !thp_program_big()) return 0;
   a->advised[c] = THP_LOOKING;
   return c;
 }
 
-/* Collapse granule c of a if enough of it is resident (see THP_DENSE_MAX_MISSING); no lock
- * held on entry. The caller holds a run in a, so a stays mapped. */
-void _kite_thp_dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
-  uint8_t state = THP_UNDECIDED; /* _kite_arena_purge_lock busy, or not dense enough yet: look again later */
-  if (_kite_trylock(&_kite_arena_purge_lock)) {
+/* Granule c of a, picked by _kite_thp_dense_pick, is marked for the collapse pass if all of
+ * it is resident (mincore: one system call, the one cost the request pays), else it goes
+ * back to THP_UNDECIDED (looked at again at a later claim). No lock held; the caller holds a
+ * run in a, so a stays mapped. */
+void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  void *p = _kite_page_start(&arena_pages(a)[c]);
+  size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
+  bool resident = _kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE;
+  _kite_lock(&s->lock);
+  a->advised[c] = resident ? THP_PENDING : THP_UNDECIDED;
+  _kite_unlock(&s->lock);
+  if (resident) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST);
+}
+
+bool _kite_arena_collapse_pending(void) { return __atomic_load_n(&dense_pending, __ATOMIC_SEQ_CST) != 0; }
+
+/* Collapse granule c of the arena in slot s (marked THP_PENDING when a was there) if it is
+ * still in that arena, all in use and resident. Takes purge_lock (no purge decommits part
+ * of the granule meanwhile, no arena is unmapped), then the slot lock; none held on entry. */
+static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
+  _kite_lock(&_kite_arena_purge_lock);
+  _kite_lock(&s->lock);
+  bool go = __atomic_load_n(&s->arena, __ATOMIC_RELAXED) == a && a->advised[c] == THP_PENDING;
+  if (go) a->advised[c] = granule_in_use(a, c) ? THP_LOOKING : THP_UNDECIDED;
+  go = go && a->advised[c] == THP_LOOKING;
+  _kite_unlock(&s->lock);
+  if (go) {
+    uint8_t state = THP_UNDECIDED; /* not resident whole any more: looked at again later */
     void *p = _kite_page_start(&arena_pages(a)[c]);
     size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
     if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
       state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
-    _kite_unlock(&_kite_arena_purge_lock);
+    _kite_lock(&s->lock);
+    a->advised[c] = state;
+    _kite_unlock(&s->lock);
   }
-  _kite_lock(&s->lock);
-  a->advised[c] = state;
-  _kite_unlock(&s->lock);
+  _kite_unlock(&_kite_arena_purge_lock);
+}
+
+size_t _kite_arena_collapse_run(void) {
+  if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
+  size_t done = 0;
+  uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    kite_arena_slot_t *s = &_kite_arena_slots[i];
+    uint32_t marked[KITE_ARENA_UNITS / THP_UNITS], n = 0;
+    /* the marks are read under the slot lock alone (an arena leaves its slot under that
+     * lock before it is unmapped); purge_lock is taken for each collapse only, so decay
+     * steps, which try it, are not kept out by the walk */
+    _kite_lock(&s->lock);
+    kite_arena_t *a = s->arena;
+    for (uint32_t c = THP_UNITS; a && c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS)
+      if (a->advised[c] == THP_PENDING) marked[n++] = c;
+    _kite_unlock(&s->lock);
+    for (uint32_t k = 0; k < n; k++) dense_collapse(s, a, marked[k]);
+    done += n;
+  }
+  return done;
 }
 
 /* A run of order `order` smaller than a granule is being claimed at unit u: if its granule
@@ -142,10 +215,11 @@ void _kite_thp_purged(kite_arena_t *a, uint32_t i, uint32_t j, uint32_t *ui, uin
 }
 
 void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
-  uint32_t n = (uint32_t)(bytes >> KITE_UNIT_SHIFT) & ~(THP_UNITS - 1);
-  if (n == 0 || (n << KITE_UNIT_SHIFT) > (KITE_UNIT_SIZE << head->order)) return;
+  uint32_t n = (uint32_t)(bytes >> KITE_UNIT_SHIFT) & ~(THP_UNITS - 1), units = 1u << head->order;
+  if (units < THP_UNITS || (n << KITE_UNIT_SHIFT) > (KITE_UNIT_SIZE << head->order)) return;
+  if (!thp_program_big()) n = 0; /* none of it; what an earlier run left advised is taken back */
   kite_arena_t *a = arena_of_page(head);
-  uint32_t idx = (uint32_t)(head - arena_pages(a)), first = n, last = 0;
+  uint32_t idx = (uint32_t)(head - arena_pages(a)), first = n, last = 0, ti = units, tj = 0;
   kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
@@ -154,9 +228,18 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
       if (i < first) first = i;
       last = i + 1;
     }
+  /* the granules past the asked bytes that a freed run left advised (#19 defect 7): their
+   * first touch would fault a whole 2 MiB page for the part of it this run uses */
+  for (uint32_t g = n; g < units && _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS; g += THP_UNITS)
+    if (a->advised[idx + g] == THP_RUN) {
+      memset(&a->advised[idx + g], THP_SMALL, THP_UNITS);
+      if (g < ti) ti = g;
+      tj = g + THP_UNITS;
+    }
   _kite_unlock(&s->lock);
   if (first < last)
     _kite_os_advise_huge(_kite_page_start(head + first), (size_t)(last - first) << KITE_UNIT_SHIFT);
+  if (ti < tj) _kite_os_advise_small(_kite_page_start(head + ti), (size_t)(tj - ti) << KITE_UNIT_SHIFT);
 }
 
 #ifdef KITE_TEST_HOOKS

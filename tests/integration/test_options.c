@@ -78,7 +78,7 @@ static int child(const char *mode) {
 TEST(defaults) {
   char out[4096], err[4096];
   expect_int_eq(run_child("values", "NOT_KITE=1", out, err, 0), 0);
-  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=0 background=0\n");
+  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=0\n");
   expect_str_eq(err, "");
 }
 
@@ -128,9 +128,9 @@ TEST(malformed_values) {
   bad("KITE_VERBOSE= 0", "verbose=0 ", "kite: KITE_VERBOSE= 0: not one of " BOOL_WORDS " (ignored)\n");
   bad("KITE_VERBOSE=abc", "verbose=0 ", "kite: KITE_VERBOSE=abc: not one of " BOOL_WORDS " (ignored)\n");
   bad("KITE_VERBOSE=2", "verbose=0 ", "kite: KITE_VERBOSE=2: not one of " BOOL_WORDS " (ignored)\n");
-  bad("KITE_HUGEPAGES=2", "huge=0",
+  bad("KITE_HUGEPAGES=2", "huge=3",
       "kite: KITE_HUGEPAGES=2: not one of " BOOL_WORDS ", auto, dense (ignored)\n");
-  bad("KITE_HUGEPAGES=autox", "huge=0",
+  bad("KITE_HUGEPAGES=autox", "huge=3",
       "kite: KITE_HUGEPAGES=autox: not one of " BOOL_WORDS ", auto, dense (ignored)\n");
   bad("KITE_SHOW_STATS=2x", "stats=0 ",
       "kite: KITE_SHOW_STATS=2x: not one of " BOOL_WORDS ", json (ignored)\n");
@@ -235,7 +235,7 @@ TEST(set_range_boundaries) {
 TEST(unknown_names) {
   char out[4096], err[4096];
   expect_int_eq(run_child("values", "KITE_SHOWSTATS=1", out, err, 0), 0);
-  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=0 background=0\n");
+  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=0\n");
   expect_str_eq(err, "kite: KITE_SHOWSTATS: not a kite option, the closest is KITE_SHOW_STATS (ignored)\n");
   expect_int_eq(run_child("values", "KITE_PURGE_DELAY=5", out, err, 0), 0);
   expect_str_eq(err, "kite: KITE_PURGE_DELAY: not a kite option, the closest is KITE_PURGE_DELAY_MS (ignored)\n");

@@ -795,6 +795,8 @@ TEST(last_round_heap_is_retired_by_the_next_holder_of_its_thread_pointer) {
 
 /* ---- huge-page advice of freed runs ---- */
 
+#define THP_GRANULE_UNITS (((size_t)2 << 20) >> KITE_UNIT_SHIFT) /* a 2 MiB granule in units */
+
 
 /* A freed run of 2 MiB that was advised MADV_HUGEPAGE, then carved for a small page: the
  * granule's advice is taken back (arena.c's record, and the kernel's VmFlags where the
@@ -806,6 +808,8 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1); /* the freed run stays committed: reused first */
   bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
   if (thp && test_emulator_lacks("the kernel's VmFlags", TEST_EMU_HUGE_ADVICE)) thp = false;
+  uint64_t saved_floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0; /* this test program is small: advised all the same */
   bool zero;
   kite_page_t *big = _kite_arena_alloc_run(5, &zero);
   assert_true(big != NULL);
@@ -836,6 +840,46 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
     expect_int_eq(ahp, 0);
   }
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
+  _kite_test_thp_min_committed = saved_floor;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
+  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  kite_malloc_trim(0);
+}
+
+/* A freed run of 4 MiB advised whole, taken again (the same units: the delay keeps them
+ * committed, and freed big runs are reused first) for 3 MiB: the upper granule, of which
+ * only 1 MiB is asked for, loses the advice the freed run left there (#19 defect 7), so
+ * its first touch faults 4 KiB, not a whole 2 MiB page; the lower one keeps it. */
+TEST(run_asking_less_takes_back_a_freed_runs_huge_advice) {
+  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  uint64_t saved_floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0;
+  kite_option_set(KITE_OPTION_HUGEPAGES, 0);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
+  if (thp && test_emulator_lacks("the kernel's VmFlags", TEST_EMU_HUGE_ADVICE)) thp = false;
+  bool zero;
+  size_t mib = (size_t)1 << 20;
+  kite_page_t *big = _kite_arena_alloc_run(6, &zero);
+  assert_true(big != NULL);
+  _kite_arena_advise_run(big, 4 * mib);
+  expect_true(_kite_test_arena_unit_huge(big + THP_GRANULE_UNITS)); /* the control */
+  _kite_arena_free_run(big);
+  kite_page_t *again = _kite_arena_alloc_run(6, &zero);
+  assert_true(again == big);
+  _kite_arena_advise_run(again, 3 * mib);
+  expect_true(_kite_test_arena_unit_huge(again));
+  expect_true(!_kite_test_arena_unit_huge(again + THP_GRANULE_UNITS));
+  if (thp) {
+    long ahp = -1;
+    volatile uint8_t *b = (uint8_t *)_kite_page_start(again) + 2 * mib;
+    b[0] = 1;
+    expect_int_eq(smaps_vma_flag((const void *)b, "hg", NULL), 0);
+    expect_int_eq(smaps_vma_flag((const void *)b, "nh", &ahp), 1);
+    expect_int_eq(ahp, 0);
+  }
+  _kite_arena_free_run(again);
+  _kite_test_thp_min_committed = saved_floor;
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
   kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
   kite_malloc_trim(0);
@@ -974,6 +1018,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
+  RUN_CHECKED(run_asking_less_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
   RUN_CHECKED(invalid_frees_counts_only_frees);
   RUN_CHECKED(new_arena_survives_a_purge); /* after the huge-advice test: it maps an arena */

@@ -170,7 +170,7 @@ pub enum KiteOption {
     /// `KITE_PURGE_DELAY_MS` (default 10): how long a free run stays committed; 0 at once,
     /// negative only on [`trim`].
     PurgeDelayMs,
-    /// `KITE_HUGEPAGES` (default 0): 0 off, 1 whole arenas advised for transparent huge pages, 2 `auto` (dense granules advised at first claim), 3 `dense` (granules fully in use and resident collapsed onto huge pages).
+    /// `KITE_HUGEPAGES` (default 3, `dense`): 0 off, 1 whole arenas advised for transparent huge pages, 2 `auto` (dense granules advised at first claim), 3 `dense` (granules fully in use and resident collapsed onto huge pages by a background thread, once the process has 16 MiB committed).
     HugePages,
     /// `KITE_BACKGROUND` (bool, default 0): a background thread gives freed memory back to
     /// the OS while the process is idle.
