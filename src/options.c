@@ -61,7 +61,9 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
   [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,
     "a background thread runs the purge while something freed is still committed, so an idle process gives "
     "memory back; started by the first free that leaves memory to purge, exits when nothing is left (never in a "
-    "program that never frees), started again in a forked child when needed"),
+    "program that never frees), started again in a forked child when needed; off, no thread purges, but the "
+    "`dense` huge-page mode (`KITE_HUGEPAGES`) still starts one while granules wait for their collapse (set "
+    "`KITE_HUGEPAGES=0` for a process with no thread of kite's)"),
   [KITE_OPT_GUARDED_SAMPLE] = {"KITE_GUARDED_SAMPLE", KITE_DEFAULT_GUARDED_SAMPLE, 0, INT32_MAX, KITE_OPT_NUMBER, NULL, NULL,
     "one in N allocations of up to 16 KiB (on average: a random countdown per thread) goes to a slot of its own "
     "with a guard page right after its end, kept inaccessible for a while once freed; a fault there prints the "
