@@ -82,6 +82,18 @@ static uint64_t next(uint64_t *x) {
 
 static void *call_site(int i, size_t n) { return i == 0 ? site_a(n) : i == 1 ? site_b(n) : site_c(n); }
 
+/* The site furthest behind its share of the bytes (share[i]), or -1 when every site has
+ * its share: picking it next interleaves the three sites. */
+static int furthest_behind(const work_t *w, const size_t share[3]) {
+  int best = -1;
+  double lag = 1.0;
+  for (int i = 0; i < 3; i++) {
+    double f = (double)w->s[i].alloc_b / (double)share[i];
+    if (f < lag) { lag = f; best = i; }
+  }
+  return best;
+}
+
 static void one_block(work_t *w, int i, size_t *small_done) {
   site_t *s = &w->s[i];
   bool small = w->small_only || *small_done * 100 < s->alloc_b + 1;
@@ -113,12 +125,7 @@ static void *run(void *arg) {
     w->s[i].size = calloc(KEEP_MAX, sizeof(size_t));
   }
   for (;;) { /* the site furthest behind its share goes next: the three interleave */
-    int best = -1;
-    double lag = 1.0;
-    for (int i = 0; i < 3; i++) {
-      double f = (double)w->s[i].alloc_b / (double)share[i];
-      if (f < lag) { lag = f; best = i; }
-    }
+    int best = furthest_behind(w, share);
     if (best < 0) break;
     one_block(w, best, &small_done[best]);
   }
@@ -175,12 +182,7 @@ static void *churn_run(void *arg) {
   work_t *w = arg;
   const size_t share[3] = {w->total / 10 * 6, w->total / 10 * 3, w->total / 10};
   for (;;) {
-    int best = -1;
-    double lag = 1.0;
-    for (int i = 0; i < 3; i++) {
-      double f = (double)w->s[i].alloc_b / (double)share[i];
-      if (f < lag) { lag = f; best = i; }
-    }
+    int best = furthest_behind(w, share);
     if (best < 0) break;
     size_t n = 16 + next(&w->seed) % 2033;
     char *p = call_site(best, n);

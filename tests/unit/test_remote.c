@@ -526,19 +526,30 @@ static void *free_last_parked(void *p) {
   kite_free(p);
   return NULL;
 }
-TEST(emptied_page_is_its_settlers) {
-  enum { SIZE = 2304, K = 4 }; /* a class no other test uses */
-  reports_reset();
+/* An abandoned page of k blocks of the given size with all but its last block freed, then
+ * a thread freeing the last: its push sets KITE_TF_EMPTIED and the thread parks before the
+ * settle. *pgp: the page, *freer: the parked thread (unpark() lets it settle). False when
+ * no such page could be made (nothing parked then). */
+static bool park_the_settle(kite_page_t **pgp, pthread_t *freer, size_t size, size_t k) {
   park_reset();
-  kite_page_t *pg = make_abandoned(SIZE, K);
-  assert_true(pg != NULL);
-  for (size_t k = 0; k + 1 < K; k++) kite_free(abandoned_blocks[k]);
-  /* the last free's push sets KITE_TF_EMPTIED; its thread parks before the settle */
+  kite_page_t *pg = make_abandoned(size, k);
+  expect_true(pg != NULL);
+  if (pg == NULL) return false;
+  for (size_t j = 0; j + 1 < k; j++) kite_free(abandoned_blocks[j]);
   __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
-  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
+  *freer = spawn(free_last_parked, abandoned_blocks[k - 1]);
   bool parked_ok = wait_parked();
   expect_true(parked_ok);
   expect_true((tf_of(pg) & (KITE_TF_EMPTIED | KITE_TF_ABANDONED)) == (KITE_TF_EMPTIED | KITE_TF_ABANDONED));
+  *pgp = pg;
+  return true;
+}
+TEST(emptied_page_is_its_settlers) {
+  enum { SIZE = 2304, K = 4 }; /* a class no other test uses */
+  reports_reset();
+  kite_page_t *pg;
+  pthread_t freer;
+  assert_true(park_the_settle(&pg, &freer, SIZE, K));
   /* a thread short of this class does not adopt it (remote.c R5) */
   pthread_join(spawn(adopter_body, (void *)(uintptr_t)SIZE), NULL);
   void *q = __atomic_load_n(&adopter_p, __ATOMIC_ACQUIRE);
@@ -628,15 +639,9 @@ static int child_settled(kite_page_t *pg, uint32_t k) {
 TEST(fork_child_settles_emptied_page) {
   enum { SIZE = 2816, K = 4 }; /* a class no other test uses */
   reports_reset();
-  park_reset();
-  kite_page_t *pg = make_abandoned(SIZE, K);
-  assert_true(pg != NULL);
-  for (size_t k = 0; k + 1 < K; k++) kite_free(abandoned_blocks[k]);
-  __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
-  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
-  bool parked_ok = wait_parked();
-  expect_true(parked_ok);
-  expect_true((tf_of(pg) & (KITE_TF_EMPTIED | KITE_TF_ABANDONED)) == (KITE_TF_EMPTIED | KITE_TF_ABANDONED));
+  kite_page_t *pg;
+  pthread_t freer;
+  assert_true(park_the_settle(&pg, &freer, SIZE, K));
   pid_t pid = fork();
   if (pid == 0) _exit(child_settled(pg, K));
   int st = -1;
