@@ -274,7 +274,9 @@ TEST(dense) {
   assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
   expect_int_eq(h, 3);
   if (kernel) expect_true(a >= 24 * 1024);
-  expect_true(r <= r0 + r0 / 100 + 256);
+  /* collapsing costs no memory: 512 resident pages become one huge page (1% and 256 KiB
+   * of slack for the background thread's stack and the two runs' own noise) */
+  if (!test_emulator_lacks("dense's peak RSS against 0's", TEST_EMU_OWN_RSS)) expect_true(r <= r0 + r0 / 100 + 256);
   expect_int_eq(b, 0);
   expect_int_eq(b2, 0);
   if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a2, 0); /* every collapsed granule was purged in part */
