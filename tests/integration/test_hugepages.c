@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <kite.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -76,8 +77,19 @@ static void rollup(long *rss, long *ahp) {
 #define DENSE_BLOCKS ((40u << 20) / BLOCK)
 static unsigned char *dense_blocks[DENSE_BLOCKS];
 
-/* child "dense": prints "huge=H rss=R ahp=A bad=B rss2=R2 ahp2=A2 bad2=B2" (KiB; bad: blocks
- * whose bytes changed, before and after the half free and trim) */
+/* Threads of this process (entries of /proc/self/task), -1 when it cannot be read. */
+static long thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* child "dense": prints "huge=H rss=R ahp=A bad=B rss2=R2 ahp2=A2 bad2=B2 threads=T" (KiB;
+ * bad: blocks whose bytes changed, before and after the half free and trim; T: threads once
+ * the heap is built) */
 static int child_dense(void) {
   for (unsigned i = 0; i < DENSE_BLOCKS; i++) {
     dense_blocks[i] = kite_malloc(BLOCK);
@@ -85,6 +97,7 @@ static int child_dense(void) {
     memset(dense_blocks[i], (int)(i * 7u + 1u), BLOCK);
   }
   long rss, ahp, rss2, ahp2, bad = 0, bad2 = 0;
+  long threads = thread_count(); /* dense: its collapse thread is usually running now */
   rollup(&rss, &ahp);
   /* dense: the collapses are the background thread's; give it up to 10 s (a loaded
    * machine) to reach what the check asks for */
@@ -104,8 +117,8 @@ static int child_dense(void) {
   for (unsigned i = 0; i < DENSE_BLOCKS; i++)
     if (dense_blocks[i])
       for (unsigned j = 0; j < BLOCK; j++) bad2 += dense_blocks[i][j] != (unsigned char)(i * 7u + 1u);
-  printf("huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld\n", kite_option_get(KITE_OPTION_HUGEPAGES),
-         rss, ahp, bad, rss2, ahp2, bad2);
+  printf("huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld threads=%ld\n",
+         kite_option_get(KITE_OPTION_HUGEPAGES), rss, ahp, bad, rss2, ahp2, bad2, threads);
   return 0;
 }
 
@@ -266,6 +279,11 @@ TEST(dense) {
                        &b0b), 7);
   expect_int_eq(h0, 0);
   expect_int_eq(b0 + b0b, 0);
+  /* KITE_HUGEPAGES=0 (KITE_BACKGROUND off, the default): a 40 MiB heap and no thread of
+   * kite's (options.c, KITE_BACKGROUND's text) */
+  const char *th = strstr(out, "threads=");
+  if (!test_emulator_lacks("the thread count with KITE_HUGEPAGES=0", "qemu-user runs a thread of its own in the process"))
+    expect_true(th != NULL && strtol(th + 8, NULL, 10) == 1);
   int kernel = kernel_checks("dense");
   if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a0, 0);
 
