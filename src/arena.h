@@ -107,5 +107,10 @@ bool _kite_test_arena_unmap_held(void);
 extern uint64_t _kite_test_thp_min_committed;
 /* Whether arena.c's record says huge-page advice is in force on unit d. */
 bool _kite_test_arena_unit_huge(kite_page_t *d);
+/* Called by the dense mode's claim (thp.c) once it has marked a granule THP_LOOKING, before
+ * its residency check (no lock held), with the granule's first byte; and whether any
+ * granule is marked THP_LOOKING. */
+extern void (*_kite_test_hook_thp_looking)(void *granule);
+bool _kite_test_thp_any_looking(void);
 #endif
 #endif

@@ -114,19 +114,27 @@ uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
       (1u << order) >= THP_UNITS)
     return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
-  if (g < THP_UNITS) return 0;
+  /* never the arena's first granule: its guard pages (arena.c) are never resident, and a
+   * first unit of 0 would read as "none" to the caller, which would leave it THP_LOOKING */
+  if (g < 2 * THP_UNITS) return 0;
   uint32_t c = g - THP_UNITS;
   if (a->advised[c] != THP_UNDECIDED || !granule_in_use(a, c) || !thp_program_big()) return 0;
   a->advised[c] = THP_LOOKING;
   return c;
 }
 
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_thp_looking)(void *granule);
+#endif
 /* Granule c of a, picked by _kite_thp_dense_pick, is marked for the collapse pass if all of
  * it is resident (mincore: one system call, the one cost the request pays), else it goes
  * back to THP_UNDECIDED (looked at again at a later claim). No lock held; the caller holds a
  * run in a, so a stays mapped. */
 void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   void *p = _kite_page_start(&arena_pages(a)[c]);
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_thp_looking) _kite_test_hook_thp_looking(p);
+#endif
   size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
   bool resident = _kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE;
   _kite_lock(&s->lock);
@@ -252,5 +260,17 @@ bool _kite_test_arena_unit_huge(kite_page_t *d) {
   uint8_t v = a->advised[u];
   _kite_unlock(&_kite_arena_slots[a->slot].lock);
   return v == THP_ADVISED || v == THP_RUN || v == THP_COLLAPSED;
+}
+/* Tests: whether any granule of any arena is marked THP_LOOKING. */
+bool _kite_test_thp_any_looking(void) {
+  bool r = false;
+  uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < hi; i++) {
+    kite_arena_slot_t *s = &_kite_arena_slots[i];
+    _kite_lock(&s->lock);
+    for (uint32_t c = 0; s->arena && c < KITE_ARENA_UNITS; c += THP_UNITS) r |= s->arena->advised[c] == THP_LOOKING;
+    _kite_unlock(&s->lock);
+  }
+  return r;
 }
 #endif

@@ -26,6 +26,7 @@
 #include "stats.h"
 #include "visit.h"
 #include "os.h"
+#include "options.h"
 #include "tool.h"
 #include "types.h"
 
@@ -576,6 +577,34 @@ TEST(fork_while_arena_grows) {
   for (int i = 0; i < k; i++) kite_free(p[i]);
 }
 
+/* ---- the dense mode's look at a granule ---- */
+
+/* KITE_HUGEPAGES=dense: every granule a claim looks at is finished with by that claim
+ * (marked for the collapse pass, or back to undecided), the arena's first granule (its
+ * metadata and the first runs) too: once the claims return, no granule stays THP_LOOKING,
+ * where it would never be looked at, nor collapsed, again. */
+TEST(claims_leave_no_granule_looking) {
+  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  uint64_t saved_floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0;
+  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  enum { N = 3 * THP_UNITS };
+  kite_page_t *runs[N];
+  bool zero, looking = false;
+  for (int i = 0; i < N; i++) {
+    runs[i] = _kite_arena_alloc_run(0, &zero);
+    assert_true(runs[i] != NULL);
+    looking |= _kite_test_thp_any_looking();
+  }
+  expect_true(!looking);
+  for (int i = 0; i < N; i++) _kite_arena_free_run(runs[i]);
+  _kite_test_thp_min_committed = saved_floor;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
+  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  kite_malloc_trim(0);
+}
+
 /* ---- a purge step between a new arena's entry in the table and its maker's claim ---- */
 
 static int born_trims;
@@ -1020,6 +1049,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_pool_serves_threads_and_first_class_heaps);
   RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
+  RUN_CHECKED(claims_leave_no_granule_looking);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(run_asking_less_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
