@@ -679,6 +679,7 @@ void _kite_arena_fork_child(void) {
      * finds the space taken and the arena stays at its size, as when a neighbour took it. */
     kite_arena_t *a = __atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_RELAXED);
     if (a) a->growing = a->newborn = false; /* (and the maker of a newborn one, I4) */
+    if (a) _kite_thp_fork_child(a); /* (and a claim looking at a granule, thp.c) */
     _kite_lock_fork_child(&_kite_arena_slots[i].lock);
   }
   _kite_lock_fork_child(&_kite_arena_table_lock);

@@ -117,6 +117,7 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order);
 uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order);
 void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c);
 uint32_t _kite_thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order);
+void _kite_thp_fork_child(kite_arena_t *a);
 /* Units [i, j) of a are being purged: the granules whose advice must be taken back are
  * [*ui, *uj) (empty if *ui >= *uj), to be given MADV_NOHUGEPAGE after the lock is dropped. */
 void _kite_thp_purged(kite_arena_t *a, uint32_t i, uint32_t j, uint32_t *ui, uint32_t *uj);

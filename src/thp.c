@@ -168,6 +168,16 @@ static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   _kite_unlock(&_kite_arena_purge_lock);
 }
 
+/* Fork child, slot lock held (fork_prepare): a granule a thread of the parent was looking
+ * at has no looker here, and would stay THP_LOOKING for good (never looked at nor collapsed
+ * again); it goes back to THP_UNDECIDED, looked at again at the next claim above it. Only
+ * a claim's look can be in flight at a fork: the collapse pass holds purge_lock, which
+ * fork_prepare takes first, for as long as it holds a granule THP_LOOKING. */
+void _kite_thp_fork_child(kite_arena_t *a) {
+  for (uint32_t c = THP_UNITS; c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS)
+    if (a->advised[c] == THP_LOOKING) a->advised[c] = THP_UNDECIDED;
+}
+
 size_t _kite_arena_collapse_run(void) {
   if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
   size_t done = 0;

@@ -605,6 +605,64 @@ TEST(claims_leave_no_granule_looking) {
   kite_malloc_trim(0);
 }
 
+/* ---- fork while a claim looks at a granule (KITE_HUGEPAGES=dense) ---- */
+
+static void *look_granule, *child_look;
+static int look_child_status = -1;
+static void child_sees_look(void *granule) {
+  if (!child_look) child_look = granule;
+}
+static void fork_while_looking(void *granule) {
+  _kite_test_hook_thp_looking = NULL;
+  look_granule = granule;
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* the child: the claiming thread of the parent, which was to finish the look, is not
+     * here; the next claim above the granule looks at it again */
+    int rc = _kite_test_thp_any_looking() ? 1 : 0;
+    _kite_test_hook_thp_looking = child_sees_look;
+    bool zero;
+    for (int i = 0; i < 64 && !child_look; i++)
+      if (!_kite_arena_alloc_run(0, &zero)) rc |= 2;
+    if (child_look != granule) rc |= 4;
+    _exit(rc);
+  }
+  int st = 0;
+  if (pid > 0 && waitpid(pid, &st, 0) == pid) look_child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+/* A child forked while a claim of another thread looks at a granule for the dense mode
+ * (THP_LOOKING, between the claim's pick and its residency check, no lock held) has no
+ * thread that will finish the look: no granule of the child stays marked THP_LOOKING (it
+ * would never be looked at, nor collapsed, again), and the child's next claim above the
+ * granule looks at it. */
+TEST(fork_while_a_claim_looks_at_a_granule) {
+  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  uint64_t saved_floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
+  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  enum { MAXR = 2048 };
+  static kite_page_t *runs[MAXR];
+  int nr = 0;
+  bool zero;
+  _kite_test_hook_thp_looking = fork_while_looking;
+  while (nr < MAXR && !look_granule) {
+    runs[nr] = _kite_arena_alloc_run(0, &zero);
+    assert_true(runs[nr] != NULL);
+    nr++;
+  }
+  _kite_test_hook_thp_looking = NULL;
+  expect_true(look_granule != NULL);
+  expect_int_eq(look_child_status, 0);
+  expect_true(!_kite_test_thp_any_looking()); /* the parent's claim finished its look */
+  for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
+  _kite_test_thp_min_committed = saved_floor;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
+  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  kite_malloc_trim(0);
+}
+
 /* ---- a purge step between a new arena's entry in the table and its maker's claim ---- */
 
 static int born_trims;
@@ -1050,6 +1108,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(claims_leave_no_granule_looking);
+  RUN_CHECKED(fork_while_a_claim_looks_at_a_granule);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(run_asking_less_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
