@@ -63,9 +63,6 @@ extern void (*_kite_arena_dirty_hook)(void);
  * no arena lock), returning the granules looked at. The background thread runs it. */
 bool _kite_arena_collapse_pending(void);
 size_t _kite_arena_collapse_run(void);
-/* After a pass: 0, or how long (ms) the granules still waiting let the thread sleep before
- * the next one (they wait for the process's CPU time, thp.c THP_MIN_AGE_MS). */
-uint32_t _kite_arena_collapse_wait_ms(void);
 /* When set, called (with no lock held) after a claim marked a granule for the collapse
  * pass; purger.c installs it. */
 extern void (*_kite_arena_collapse_hook)(void);
@@ -115,9 +112,5 @@ bool _kite_test_arena_unit_huge(kite_page_t *d);
  * granule is marked THP_LOOKING. */
 extern void (*_kite_test_hook_thp_looking)(void *granule);
 bool _kite_test_thp_any_looking(void);
-/* When set, the collapse pass's clock of the process's CPU time (ms); and the age a granule
- * must reach on it (thp.c THP_MIN_AGE_MS). */
-extern uint64_t (*_kite_test_thp_cpu_ms)(void);
-extern const uint32_t _kite_test_thp_min_age_ms;
 #endif
 #endif

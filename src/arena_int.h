@@ -42,9 +42,6 @@ typedef struct kite_arena_s {
   uint32_t freed_ms[KITE_ARENA_UNITS]; /* when it was freed (for the decay) */
   uint32_t purged_ms[KITE_ARENA_UNITS]; /* when a decay step purged it (| 1); 0: not since its
                                          * last claim, or purged by a forced purge */
-  uint32_t dense_ms[KITE_ARENA_UNITS / THP_UNITS]; /* dense (thp.c): of a THP_PENDING granule,
-                                         * the process's CPU ms when the collapse pass first saw
-                                         * it (| 1); 0 otherwise */
   uint32_t recent[RECENT_RUNS];        /* start units of the last freed big runs, newest first */
   uint64_t dirty_map[KITE_ARENA_UNITS / 64]; /* bit u: is_free[u] && dirty[u] (dirty_claim) */
 } kite_arena_t;

@@ -83,8 +83,6 @@ long _kite_os_read(int fd, void *buf, size_t len);
 void _kite_os_close(int fd);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
-/* CPU time the whole process has used (all its threads, user and system), milliseconds. */
-uint64_t _kite_os_process_cpu_ms(void);
 /* Gives the CPU to another thread (a wait for a short critical section elsewhere). */
 void _kite_os_yield(void);
 /* Terminate the process immediately (SIGABRT). */

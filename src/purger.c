@@ -49,10 +49,6 @@ static void *purger_main(void *arg) {
     int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
     uint64_t tick = d > 0 ? (uint64_t)d / 8 : 0;
     if (tick < 5) tick = 5;
-    /* only granules too young to collapse wait: sleep until the oldest may be old enough */
-    if (!(purge_on() && (_kite_arena_dirty_bytes() != 0 || _kite_huge_cache_bytes() != 0)) &&
-        _kite_arena_collapse_wait_ms() > tick)
-      tick = _kite_arena_collapse_wait_ms();
     struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
     nanosleep(&ts, NULL);
     if (purge_on()) {

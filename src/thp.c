@@ -77,9 +77,7 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * the claiming thread: one system call; THP_DENSE_MAX_MISSING may be missing), the granule
  * is marked THP_PENDING and the background thread (purger.c, started for it even when
  * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
- * waits until the granule has stayed all in use for THP_MIN_AGE_MS of the process's CPU
- * time (memory done with sooner is never collapsed), looks again and, if the granule is
- * still all in use and resident, rebuilds it in place
+ * looks again and, if the granule is still all in use and resident, rebuilds it in place
  * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, 0.75 to 3 ms of
  * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB, khugepaged leaves the arena alone and
  * a later purge of part of the granule splits the huge page back, after which the granule
@@ -91,15 +89,6 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * claiming thread or the pass is looking at it), THP_PENDING, THP_COLLAPSED, THP_SMALL
  * (never again); a large run of a granule or more
  * sets THP_RUN (advise_run). */
-#ifndef THP_MIN_AGE_MS
-/* CPU time of the process, ms, for which a granule marked THP_PENDING must stay all in use
- * before the pass collapses it. A collapse costs 0.75-3 ms of system time and repays it
- * only through the TLB misses of the work done on the granule afterwards: a program (or a
- * phase of one) that is done with its dense memory within this time pays no collapse, and
- * an idle one neither (its TLB misses cost nothing). CPU time, not wall time: what a huge
- * page saves grows with the work done, and a loaded machine's wall time says nothing of it. */
-#define THP_MIN_AGE_MS 200u
-#endif
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory. */
@@ -164,7 +153,6 @@ static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   _kite_lock(&s->lock);
   bool go = __atomic_load_n(&s->arena, __ATOMIC_RELAXED) == a && a->advised[c] == THP_PENDING;
   if (go) a->advised[c] = granule_in_use(a, c) ? THP_LOOKING : THP_UNDECIDED;
-  if (go) a->dense_ms[c / THP_UNITS] = 0; /* out of THP_PENDING */
   go = go && a->advised[c] == THP_LOOKING;
   _kite_unlock(&s->lock);
   if (go) {
@@ -190,53 +178,10 @@ void _kite_thp_fork_child(kite_arena_t *a) {
     if (a->advised[c] == THP_LOOKING) a->advised[c] = THP_UNDECIDED;
 }
 
-/* Granule c of a is THP_PENDING (slot lock held) and the process has used now_ms of CPU:
- * whether the pass collapses it now. It must have stayed all in use for THP_MIN_AGE_MS of
- * the process's CPU time since the pass first saw it (a granule freed in part meanwhile
- * goes back to THP_UNDECIDED, its age with it). */
-static bool dense_old_enough(kite_arena_t *a, uint32_t c, uint32_t now_ms) {
-  uint32_t *seen = &a->dense_ms[c / THP_UNITS];
-  if (!granule_in_use(a, c)) {
-    a->advised[c] = THP_UNDECIDED;
-    *seen = 0;
-    return false;
-  }
-  if (!*seen) *seen = now_ms | 1; /* (a stamp 1 ms ahead reads as age 0: signed) */
-  return (int32_t)(now_ms - *seen) >= (int32_t)THP_MIN_AGE_MS;
-}
-
-/* How long the thread may sleep before the next pass (atomic; written by the pass, which
- * one thread runs at a time): 0 when no young granule waits, else the CPU time the oldest
- * still needs, doubled at each pass that finds the process used no CPU since the last one
- * (an idle process: its thread wakes ever more rarely), up to THP_MAX_WAIT_MS. */
-#ifndef THP_MAX_WAIT_MS
-#define THP_MAX_WAIT_MS 8000u
-#endif
-static uint32_t collapse_wait_ms, last_pass_ms;
-#ifdef KITE_TEST_HOOKS
-uint64_t (*_kite_test_thp_cpu_ms)(void);
-const uint32_t _kite_test_thp_min_age_ms = THP_MIN_AGE_MS;
-#endif
-
-uint32_t _kite_arena_collapse_wait_ms(void) { return __atomic_load_n(&collapse_wait_ms, __ATOMIC_RELAXED); }
-
-static void collapse_wait_set(uint32_t now_ms, uint32_t need_ms) {
-  uint32_t w = __atomic_load_n(&collapse_wait_ms, __ATOMIC_RELAXED);
-  if (need_ms == UINT32_MAX) w = 0;
-  else if (now_ms == last_pass_ms && w) w = w * 2 > THP_MAX_WAIT_MS ? THP_MAX_WAIT_MS : w * 2;
-  else w = need_ms;
-  last_pass_ms = now_ms;
-  __atomic_store_n(&collapse_wait_ms, w, __ATOMIC_RELAXED);
-}
-
 size_t _kite_arena_collapse_run(void) {
   if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
-  size_t done = 0, young = 0;
-  uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE), need_ms = UINT32_MAX;
-  uint32_t now_ms = (uint32_t)_kite_os_process_cpu_ms();
-#ifdef KITE_TEST_HOOKS
-  if (_kite_test_thp_cpu_ms) now_ms = (uint32_t)_kite_test_thp_cpu_ms();
-#endif
+  size_t done = 0;
+  uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < hi; i++) {
     kite_arena_slot_t *s = &_kite_arena_slots[i];
     uint32_t marked[KITE_ARENA_UNITS / THP_UNITS], n = 0;
@@ -246,23 +191,11 @@ size_t _kite_arena_collapse_run(void) {
     _kite_lock(&s->lock);
     kite_arena_t *a = s->arena;
     for (uint32_t c = THP_UNITS; a && c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS)
-      if (a->advised[c] == THP_PENDING) {
-        if (dense_old_enough(a, c, now_ms)) {
-          marked[n++] = c;
-        } else if (a->advised[c] == THP_PENDING) {
-          int32_t age = (int32_t)(now_ms - a->dense_ms[c / THP_UNITS]);
-          uint32_t need = THP_MIN_AGE_MS - (uint32_t)(age > 0 ? age : 0);
-          if (need < need_ms) need_ms = need;
-          young++;
-        }
-      }
+      if (a->advised[c] == THP_PENDING) marked[n++] = c;
     _kite_unlock(&s->lock);
     for (uint32_t k = 0; k < n; k++) dense_collapse(s, a, marked[k]);
     done += n;
   }
-  /* the young ones wait for a later pass (the thread stays while any waits) */
-  collapse_wait_set(now_ms, need_ms);
-  if (young) __atomic_fetch_add(&dense_pending, (uint32_t)young, __ATOMIC_SEQ_CST);
   return done;
 }
 

@@ -605,76 +605,6 @@ TEST(claims_leave_no_granule_looking) {
   kite_malloc_trim(0);
 }
 
-static uint64_t fake_cpu_ms;
-static uint64_t read_fake_cpu_ms(void) { return fake_cpu_ms; }
-
-/* KITE_HUGEPAGES=dense: a granule found dense (all in use, every page resident) is
- * collapsed only once it has stayed dense for THP_MIN_AGE_MS of the process's CPU time
- * (the pass's clock, faked here): a pass before that leaves it waiting (and the pass
- * pending), the pass at that age collapses it; a granule freed in part while it waits is
- * not collapsed, and no longer waits. */
-TEST(dense_granule_waits_for_its_age) {
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0;
-  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
-  while (_kite_arena_collapse_run()) {} /* nothing marked before this test */
-  _kite_test_thp_cpu_ms = read_fake_cpu_ms;
-  uint32_t age = _kite_test_thp_min_age_ms;
-  enum { MAXR = 512 };
-  static kite_page_t *runs[MAXR];
-  int nr = 0;
-  bool zero;
-  /* every run written whole as it is claimed: a granule below a claim is resident */
-  while (nr < MAXR && !_kite_arena_collapse_pending()) {
-    runs[nr] = _kite_arena_alloc_run(0, &zero);
-    assert_true(runs[nr] != NULL);
-    KITE_TOOL_RUN_FRESH(_kite_page_start(runs[nr]), KITE_UNIT_SIZE);
-    memset(_kite_page_start(runs[nr]), 1, KITE_UNIT_SIZE);
-    nr++;
-  }
-  assert_true(_kite_arena_collapse_pending());
-  fake_cpu_ms = 1001;
-  expect_int_eq(_kite_arena_collapse_run(), 0); /* first seen: age 0 */
-  expect_true(_kite_arena_collapse_pending());
-  expect_true(_kite_arena_collapse_wait_ms() == age);
-  fake_cpu_ms = 1001 + age - 1;
-  expect_int_eq(_kite_arena_collapse_run(), 0);
-  expect_true(_kite_arena_collapse_pending());
-  fake_cpu_ms = 1001 + age;
-  expect_int_eq(_kite_arena_collapse_run(), 1); /* old enough: collapsed */
-  expect_true(!_kite_arena_collapse_pending());
-  expect_true(_kite_arena_collapse_wait_ms() == 0);
-  /* the next granule marked, then freed in part before its age */
-  int first_next = nr;
-  while (nr < MAXR && !_kite_arena_collapse_pending()) {
-    runs[nr] = _kite_arena_alloc_run(0, &zero);
-    assert_true(runs[nr] != NULL);
-    KITE_TOOL_RUN_FRESH(_kite_page_start(runs[nr]), KITE_UNIT_SIZE);
-    memset(_kite_page_start(runs[nr]), 1, KITE_UNIT_SIZE);
-    nr++;
-  }
-  assert_true(_kite_arena_collapse_pending());
-  expect_int_eq(_kite_arena_collapse_run(), 0);
-  for (int i = first_next; i < nr; i++) /* the marked granule is the one below the last claim */
-    if (_kite_page_start(runs[i]) < _kite_page_start(runs[nr - 1]) - ((size_t)1 << 20)) {
-      _kite_arena_free_run(runs[i]);
-      runs[i] = NULL;
-      break;
-    }
-  fake_cpu_ms += age;
-  expect_int_eq(_kite_arena_collapse_run(), 0);
-  expect_true(!_kite_arena_collapse_pending());
-  _kite_test_thp_cpu_ms = NULL;
-  for (int i = 0; i < nr; i++)
-    if (runs[i]) _kite_arena_free_run(runs[i]);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
-  kite_malloc_trim(0);
-}
-
 /* ---- fork while a claim looks at a granule (KITE_HUGEPAGES=dense) ---- */
 
 static void *look_granule, *child_look;
@@ -1179,7 +1109,6 @@ int main(int argc, char **argv) {
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(claims_leave_no_granule_looking);
   RUN_CHECKED(fork_while_a_claim_looks_at_a_granule);
-  RUN_CHECKED(dense_granule_waits_for_its_age);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(run_asking_less_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
