@@ -136,6 +136,10 @@ extern uint64_t _kite_test_abandon_lock_sections;
 /* _kite_heap_lock sections taken to obtain heap structs (heap_pool.c, under that lock). */
 extern uint64_t _kite_test_obtain_lock_sections;
 extern void (*_kite_test_hook_heap_abandon)(void);
+/* heap_abandon.c: empty abandoned pages kept (beyond, a settle gives the page back); the
+ * hook runs in a settle right after it lets _kite_heap_lock go (pg: the page settled). */
+extern uint32_t _kite_test_abandoned_empty_max;
+extern void (*_kite_test_hook_settle_unlocked)(void *pg);
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----
