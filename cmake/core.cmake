@@ -89,6 +89,20 @@ endfunction()
 
 # Cases of the core only its test hooks reach.
 kite_internals_test(test_core_internals tests/unit/test_core_internals.c)
+# The same library without the thread pointer (types.h KITE_THREAD_KEY's fallback: a heap's
+# key is its address), for the one case that differs there: heap_pool.c I-H4's pthread_self().
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  _kite_core_target(kite-noover-notp STATIC 0 ${KITE_TEST_DEBUG})
+  target_compile_definitions(kite-noover-notp PUBLIC KITE_TEST_HOOKS=1 KITE_TEST_DEBUG=${KITE_TEST_DEBUG}
+                             KITE_NO_THREAD_POINTER=1)
+  add_executable(test_core_internals_notp ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)
+  target_include_directories(test_core_internals_notp PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/tests ${_kc})
+  target_link_libraries(test_core_internals_notp PRIVATE kite-noover-notp Threads::Threads)
+  add_test(NAME core_internals_notp COMMAND test_core_internals_notp
+           last_round_heap_is_retired_by_the_next_holder_of_its_thread_pointer)
+  set_tests_properties(core_internals_notp PROPERTIES LABELS "core;unit" TIMEOUT 120)
+endif()
 
 # Unit tests of internals no public call reaches alone (links.c, heap.c's steal pacing):
 # one CTest test a name (core_<name>), each in a process of its own, so each starts from

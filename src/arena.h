@@ -34,6 +34,14 @@ void *_kite_arena_guarded_chunk(size_t size, bool *in_arena);
 /* Give a run back (head descriptor). It stays committed for reuse until the decay purges
  * it (KITE_PURGE_DELAY_MS); may run a purge step. */
 void _kite_arena_free_run(kite_page_t *head);
+/* _kite_arena_free_run in two steps, for a caller holding a lock that the fork handlers take
+ * before the arena's and under which no OS call is made (heap_abandon.c's settle): the run
+ * must be the arena's before that lock is let go, or a fork in between leaves it nobody's in
+ * the child. _held gives it back committed (the slot lock only; now: _kite_os_now_ms(), read
+ * before the caller's lock); _done, after the caller's unlock, does the rest: the purge step
+ * a free may run (with KITE_PURGE_DELAY_MS=0, a forced purge, which decommits the run). */
+void _kite_arena_free_run_held(kite_page_t *head, uint64_t now);
+void _kite_arena_free_run_done(uint64_t now);
 /* The run at head (the caller's) is to hold `bytes` bytes: advise transparent huge pages
  * over the whole 2 MiB pieces of them (once per unit), once the process has 16 MiB
  * committed (thp.c). The advice stays after the run is freed, until a run smaller than 2

@@ -91,6 +91,17 @@ unsigned _kite_decay_next_stretch(unsigned s, uint64_t purged, uint64_t back, in
   return s;
 }
 
+/* After a run went back committed at `now`: a decay step when one is due, and the hook. */
+static void run_freed(int64_t delay, uint64_t now) {
+  if (delay > 0) {
+    uint64_t tick = (uint64_t)delay / DECAY_BANDS; /* also when stretched: the bound is looked at */
+    if (tick == 0) tick = 1;
+    if (now - __atomic_load_n(&last_purge_ms, __ATOMIC_RELAXED) >= tick) _kite_arena_purge(false);
+  }
+  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
+  if (hook) hook();
+}
+
 void _kite_arena_free_run(kite_page_t *head) {
   int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
   if (delay == 0) {
@@ -100,13 +111,18 @@ void _kite_arena_free_run(kite_page_t *head) {
   }
   uint64_t now = _kite_os_now_ms();
   _kite_arena_put_run(head, true, now);
-  if (delay > 0) {
-    uint64_t tick = (uint64_t)delay / DECAY_BANDS; /* also when stretched: the bound is looked at */
-    if (tick == 0) tick = 1;
-    if (now - __atomic_load_n(&last_purge_ms, __ATOMIC_RELAXED) >= tick) _kite_arena_purge(false);
-  }
-  void (*hook)(void) = __atomic_load_n(&_kite_arena_dirty_hook, __ATOMIC_ACQUIRE);
-  if (hook) hook();
+  run_freed(delay, now);
+}
+
+void _kite_arena_free_run_held(kite_page_t *head, uint64_t now) { _kite_arena_put_run(head, true, now); }
+
+void _kite_arena_free_run_done(uint64_t now) {
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+  /* the run went back committed: decommitted here, by a forced purge (a step with delay 0
+   * purges nothing, and the run may be another thread's by now: only the arena's own walk
+   * knows which units are still free), as malloc_trim does */
+  if (delay == 0) _kite_arena_purge(true);
+  else run_freed(delay, now);
 }
 
 /* ---- purging (caller holds purge_lock) ---- */

@@ -211,9 +211,14 @@ void *_kite_malloc_class(unsigned cls) {
 
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
   /* a page of a heap its thread left behind, which carries the calling thread's key
-   * (heap_pool.c I-H4): its lists are that heap's, which this thread's first heap_obtain
-   * retires (the count the fast path left is what that retire reads) */
-  if (unlikely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) != h)) return;
+   * (heap_pool.c I-H4): its lists are that heap's, retired now (the count the fast path
+   * left is what that retire reads), not at this thread's first malloc, which may never
+   * come */
+  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (unlikely(owner != h)) {
+    _kite_heap_retire_left(owner);
+    return;
+  }
   unsigned cls = pg->cls;
   if (pg->in_full) { /* was on the full list: it has a free block now */
     _kite_page_from_full(pg);

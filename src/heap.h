@@ -49,8 +49,13 @@ typedef struct kite_heap_s {
    * threads that cannot run again (exited, or other threads in a forked child) are dropped
    * from every page before another thread may get the same key (heap_pool.c), but for a
    * heap registered in the last round of key destructors: the next thread with its key
-   * retires it at its first heap_obtain (heap_pool.c I-H4). */
+   * retires it at its first heap_obtain or at its first free into one of its pages
+   * (heap_pool.c I-H4). */
   uintptr_t key;
+  /* Who made a thread's heap, as I-H4 compares it (heap_pool.c heap_self: the thread pointer,
+   * or pthread_self() where there is none), 0 for a first-class heap, a heap made after its
+   * thread's exit began and, in a forked child, the parent's other threads' heaps. */
+  uintptr_t self;
   /* Guards full[] and full_count[] (heap_reclaim.c: another thread's heap_steal takes dead
    * pages off them): a spin lock (0 free, 1 held; heap_impl.h's list_lock). The owner holds
    * it only around its own changes of those lists and never takes _kite_heap_lock while
@@ -136,6 +141,10 @@ extern uint64_t _kite_test_abandon_lock_sections;
 /* _kite_heap_lock sections taken to obtain heap structs (heap_pool.c, under that lock). */
 extern uint64_t _kite_test_obtain_lock_sections;
 extern void (*_kite_test_hook_heap_abandon)(void);
+/* heap_abandon.c: empty abandoned pages kept (beyond, a settle gives the page back); the
+ * hook runs in a settle right after it lets _kite_heap_lock go (pg: the page settled). */
+extern uint32_t _kite_test_abandoned_empty_max;
+extern void (*_kite_test_hook_settle_unlocked)(void *pg);
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----

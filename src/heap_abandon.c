@@ -26,6 +26,11 @@
  *        forked child its settler does not exist (the fork was made between its push and
  *        its settle, _kite_heap_lock held by the fork): the child's fork handler settles
  *        every such page (_kite_heap_fork_settle).
+ *   I-A5 a page off the abandoned lists with heap == NULL is nobody's but the arena's: the
+ *        settle that unlinks a page to give it back gives its run to the arena in the same
+ *        _kite_heap_lock section (arena and links locks come after it, as in the fork
+ *        handlers), so a fork never finds a page between the list and the arena (the child
+ *        would have no thread to finish the give-back: the run lost there).
  */
 #include "heap_impl.h"
 #include "remote.h"
@@ -40,6 +45,11 @@ uint64_t _kite_test_abandon_lock_sections; /* heap.h */
 /* Empty pages kept on the abandoned lists (at their fronts) for the next threads: at most
  * this many; an abandoned page emptied beyond it goes back to the arena at once. */
 #define KITE_ABANDONED_EMPTY_MAX 128
+#ifdef KITE_TEST_HOOKS
+uint32_t _kite_test_abandoned_empty_max = KITE_ABANDONED_EMPTY_MAX; /* heap.h */
+#undef KITE_ABANDONED_EMPTY_MAX
+#define KITE_ABANDONED_EMPTY_MAX _kite_test_abandoned_empty_max
+#endif
 static uint32_t abandoned_empty;
 
 /* The abandoned lists are doubly linked (next, prev), so that the free that empties a page
@@ -83,11 +93,26 @@ static bool abandoned_settle(kite_page_t *pg) {
   return true;
 }
 
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_settle_unlocked)(void *pg);
+#endif
+
+/* The run of a settled page that is not kept goes to the arena before _kite_heap_lock is let
+ * go (I-A5). */
 void _kite_heap_settle_abandoned(kite_page_t *pg) {
+  uint64_t now = _kite_os_now_ms();
   _kite_lock(&_kite_heap_lock);
   bool release = abandoned_settle(pg);
+  if (release) {
+    _kite_page_fini(pg);
+    _kite_arena_free_run_held(pg, now);
+  }
   _kite_unlock(&_kite_heap_lock);
-  if (release) run_free(pg);
+#ifdef KITE_TEST_HOOKS
+  void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_settle_unlocked, __ATOMIC_ACQUIRE);
+  if (hook) hook(pg);
+#endif
+  if (release) _kite_arena_free_run_done(now);
 }
 
 void _kite_heap_fork_settle(void) {

@@ -42,6 +42,9 @@ extern kite_heap_t *_kite_heap_all KITE_HIDDEN; /* live heaps (via next_all) */
  * one request from it and gives it to _kite_heap_late_end, which retires it. */
 kite_heap_t *_kite_heap_create(void) KITE_HIDDEN;
 bool _kite_heap_late(void) KITE_HIDDEN;
+/* A free took a page of left, a heap left behind by a dead thread that had the calling
+ * thread's key (heap_pool.c I-H4): left is retired now. */
+void _kite_heap_retire_left(kite_heap_t *left) KITE_HIDDEN KITE_COLD;
 void _kite_heap_late_end(kite_heap_t *h) KITE_HIDDEN;
 
 /* heap.c */

@@ -32,8 +32,12 @@
  *        it). The C library gives a dead thread's cached stack, thread pointer included, to
  *        a later thread; that thread's first heap_obtain retires the heap left behind,
  *        from the one thread whose frees the fast path could take into its pages (its
- *        pages carry that key), before it makes its own. Until then such a free leaves
- *        the heap's lists alone (_kite_free_local_slow).
+ *        pages carry that key), before it makes its own; or, when its first request is a
+ *        free the fast path takes into a page of that heap (it frees and never allocates),
+ *        that free's slow path retires it (_kite_heap_retire_left). Where there is no thread
+ *        pointer (the key is the heap's address, which no later thread has), the heap is
+ *        found by pthread_self(), which the C library gives to later threads as it does the
+ *        thread pointer: heap_self, kept in each thread heap's self.
  *
  * Locks: _kite_heap_lock guards the heap pool, the list of live heaps, and the abandoned lists
  * (heap_abandon.c). It is taken only on slow paths (thread start/exit, adoption, trim, stats,
@@ -60,6 +64,14 @@ static pthread_key_t heap_key;
 static bool heap_key_made;
 
 static void heap_thread_done(void *arg);
+/* The calling thread's identity, unique among running threads (I-H4). */
+static uintptr_t heap_self(void) {
+#ifdef KITE_THREAD_KEY
+  return KITE_THREAD_KEY();
+#else
+  return (uintptr_t)pthread_self();
+#endif
+}
 /* Set once the thread's exit has retired its heap (heap_thread_done): a heap made after that
  * (a later destructor's malloc) may never be retired, so it gets no key (heap.h). */
 static __thread bool heap_exiting __attribute__((tls_model("initial-exec")));
@@ -134,10 +146,9 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
     heap_key_made = true;
   }
   kite_heap_t *left = NULL; /* I-H4: a heap of a dead thread that had this thread pointer */
-#ifdef KITE_THREAD_KEY
-  for (kite_heap_t *o = user ? NULL : _kite_heap_all; o && !left; o = o->next_all)
-    if (o->key == KITE_THREAD_KEY()) left = o;
-#endif
+  uintptr_t self = user || heap_exiting ? 0 : heap_self();
+  for (kite_heap_t *o = self ? _kite_heap_all : NULL; o && !left; o = o->next_all)
+    if (o->self == self) left = o;
   kite_heap_t *h = heap_pool;
   if (h) heap_pool = h->next_all;
   else h = heap_carve();
@@ -150,6 +161,7 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
 #else
     h->key = user || heap_exiting ? 0 : (uintptr_t)h;
 #endif
+    h->self = self;
     h->next_all = _kite_heap_all;
     if (_kite_heap_all) _kite_heap_all->prev_all = h;
     _kite_heap_all = h;
@@ -239,6 +251,10 @@ static void heap_retire(kite_heap_t *h) {
  * page, as the blocks of any exited thread do. */
 
 bool _kite_heap_late(void) { return heap_exiting; }
+
+/* left's thread is dead and the caller has its key: only the caller's frees reach left's
+ * lists, and only the caller retires it (I-H4), so no lock is needed to know it is live. */
+void _kite_heap_retire_left(kite_heap_t *left) { heap_retire(left); }
 
 void _kite_heap_late_end(kite_heap_t *h) {
   _kite_heap_tls = &_kite_heap_empty;
@@ -363,5 +379,6 @@ void _kite_heap_fork_child(void) {
       for (int k = 0; k < 2; k++)
         for (kite_page_t *pg = (k ? h->full[c] : h->queue[c]).first; pg; pg = pg->next) KITE_STORE_RELAXED(pg->owner_key, 0);
     h->key = 0;
+    h->self = 0; /* a thread the child starts may get its pthread_self(): not a left heap */
   }
 }

@@ -256,7 +256,7 @@ static inline kite_page_t *_kite_page_head(kite_page_t *d) { return d - d->head_
 /* The calling thread's key: its thread pointer (one register read), unique among live
  * threads; where the compiler has no such builtin, its heap's address (heap.h says who
  * gets one and when it is dropped). */
-#if defined(__has_builtin)
+#if defined(__has_builtin) && !defined(KITE_NO_THREAD_POINTER) /* (a test build of the fallback) */
 #if __has_builtin(__builtin_thread_pointer)
 #define KITE_THREAD_KEY() ((uintptr_t)__builtin_thread_pointer())
 #endif

@@ -39,6 +39,9 @@
  *   fork_child_settles_emptied_page  R5, heap_abandon.c I-A4: a fork while that free is
  *                             parked between its push and its settle: the child, where
  *                             the settling thread does not exist, settles the page itself
+ *   fork_after_settle_unlock_keeps_the_run  heap_abandon.c I-A5: a fork right after a
+ *                             settle that gives its page back lets _kite_heap_lock go: the
+ *                             run is the arena's in the child
  */
 #define _GNU_SOURCE
 #include "test.h"
@@ -654,6 +657,46 @@ TEST(fork_child_settles_emptied_page) {
   expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
 }
 
+/* A settle that gives its page back (no room left to keep it empty) hands the run to the
+ * arena before it lets _kite_heap_lock go (heap_abandon.c I-A5): a fork made right after
+ * that unlock finds the run the arena's in the child. Without, the page was off its list
+ * and not yet the arena's there, with no thread in the child to finish the give-back. */
+static int child_run_freed(kite_page_t *pg) {
+  if (pg->kind != KITE_KIND_FREE) {
+    fprintf(stderr, "child: the settled page's run is not the arena's (kind %d, heap %p)\n", (int)pg->kind,
+            (void *)__atomic_load_n(&pg->heap, __ATOMIC_RELAXED));
+    return 1;
+  }
+  return (kite_check)() ? 0 : 1;
+}
+TEST(fork_after_settle_unlock_keeps_the_run) {
+  enum { SIZE = 3584, K = 4 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  kite_page_t *pg = make_abandoned(SIZE, K);
+  assert_true(pg != NULL);
+  for (size_t j = 0; j + 1 < K; j++) kite_free(abandoned_blocks[j]);
+  uint32_t keep = _kite_test_abandoned_empty_max;
+  _kite_test_abandoned_empty_max = 0; /* the settle gives the page back */
+  __atomic_store_n(&_kite_test_hook_settle_unlocked, park, __ATOMIC_RELEASE);
+  pthread_t freer = spawn(free_last_parked, abandoned_blocks[K - 1]);
+  bool parked_ok = wait_parked();
+  expect_true(parked_ok);
+  if (parked_ok) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_run_freed(pg));
+    int st = -1;
+    expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
+    expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  unpark();
+  pthread_join(freer, NULL);
+  __atomic_store_n(&_kite_test_hook_settle_unlocked, NULL, __ATOMIC_RELEASE);
+  _kite_test_abandoned_empty_max = keep;
+  expect_int_eq(reports_now(), 0);
+  expect_int_eq(pg->kind, KITE_KIND_FREE);
+}
+
 #define RUN_CHECKED(name)                 \
   do {                                    \
     test_now = #name;                     \
@@ -681,5 +724,6 @@ int main(void) {
   RUN_CHECKED(take_walks_its_count);
   RUN_CHECKED(take_reports_short_list);
   RUN_CHECKED(fork_child_settles_emptied_page);
+  RUN_CHECKED(fork_after_settle_unlock_keeps_the_run);
   return test_main_end();
 }
