@@ -70,7 +70,7 @@ static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): inva
 static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   if (owner != _kite_heap_tls) { /* another thread's, or abandoned (remote.c R5) */
-    _kite_remote_free(pg, i, _kite_heap_settle_abandoned);
+    _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
     return;
   }
   if (pg->links[i] != KITE_LINK_LIVE) {
@@ -95,7 +95,7 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   uint64_t i;
   if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
-    _kite_remote_free(d, (uint32_t)i, _kite_heap_settle_abandoned);
+    _kite_remote_free(p, d, i, _kite_heap_settle_abandoned);
     return;
   }
   free_generic(p);

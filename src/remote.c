@@ -2,9 +2,10 @@
  * does not own, and how the page's owner takes those blocks back (contract in remote.h).
  *
  * Two words take part: the block's entry links[i] (16 bits, types.h: LIVE, a free list's
- * next, or REMOTE|next) and the page's thread_free (64 bits: head index in bits 0..15, the
- * number of blocks on the list in bits 16..31; for an abandoned page KITE_TF_ABANDONED in
- * bit 63, the target in bits 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
+ * next, or REMOTE|next) and the page's thread_free (64 bits: REMOTE|head in bits 0..15,
+ * the link the next block pushed stores (types.h), the number of blocks on the list in
+ * bits 16..31; for an abandoned page KITE_TF_ABANDONED in bit 63, the target in bits
+ * 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
  * is two compare-and-swaps when nothing races it, whether the page has an owner or not:
  * the claim on the entry, the push on thread_free.
  *
@@ -17,19 +18,21 @@
  *   R2. The claim writes the block's link on thread_free in the same CAS: REMOTE|head, head
  *       the list's head read just before (END for an empty list). The push CAS installs
  *       (head i, count + 1) only over that head; when another push or the owner's take
- *       changed it, the claimer re-links its entry with a CAS from the value it wrote last,
- *       then tries again. A thread that does not own the page never writes an entry with a
- *       plain store.
+ *       changed it, the claimer re-links its entry with a CAS, then tries again: from the
+ *       value it wrote last, or, for the first re-link (out of line, given only the page
+ *       and the index), from the entry as read there, which must be REMOTE|next (R3). A
+ *       thread that does not own the page never writes an entry with a plain store.
  *   R3. The owner frees with plain accesses (free.c: read LIVE, store its local link). When
  *       another thread's claim lands between the owner's read and store (the owner and that
  *       thread free one block at once), the owner's store replaces the claim, and the block
  *       is on the owner's list, once. If the store lands before the claimer's push, the
- *       claimer sees it (it reads its entry back before the first push, and a re-link's CAS
- *       fails on it): it reports and pushes nothing. If it lands after the claimer's last
- *       look at the entry, the block is on thread_free with an entry that is not REMOTE:
- *       the owner's take (R4) reports it, and until then the page's thread_free count
- *       exceeds its REMOTE entries (kite_check says so). Either way one report, and the
- *       block is free once.
+ *       claimer sees it (it reads its entry back before the first push; the first re-link
+ *       reads it again and refuses an entry that is not REMOTE|next, a local link or LIVE
+ *       once the block is handed out again; a later re-link's CAS fails on it): it reports
+ *       and pushes nothing. If it lands after the claimer's last look at the entry, the
+ *       block is on thread_free with an entry that is not REMOTE: the owner's take (R4)
+ *       reports it, and until then the page's thread_free count exceeds its REMOTE entries
+ *       (kite_check says so). Either way one report, and the block is free once.
  *   R4. The owner (or heap_lock's holder, for an abandoned page) takes thread_free whole
  *       with one exchange and walks exactly its count of blocks; each entry must be
  *       REMOTE|next with next a carved block (or END for the last). The first that is not
@@ -75,9 +78,16 @@ void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) {
   _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
 }
 
-void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_emptied_fn emptied) {
+void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
+  uint16_t *e = &pg->links[i], mine = __atomic_load_n(e, __ATOMIC_RELAXED);
+  /* R3: the owner's store (a local list's link, or LIVE once the block is handed out
+   * again) is not REMOTE|next: this free and the owner's were of one block */
+  if (unlikely((uint16_t)(mine - KITE_LINK_REMOTE) > KITE_LINK_END)) {
+    _kite_remote_invalid(pg, i);
+    return;
+  }
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  uint16_t *e = &pg->links[i], link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
+  uint16_t link = (uint16_t)old; /* REMOTE|head (types.h) */
   /* R2: the entry links to the head read above before the push (R3: fails on the owner's
    * store) */
   if (link != mine) {
@@ -126,33 +136,43 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
  * One unsigned compare per block tells both "REMOTE" and "next is a carved block": an entry
  * minus REMOTE is below capacity only then (below REMOTE it wraps around); the list's last
  * entry (next == END) is the one expected exception. The list head, capacity and entries
- * stay in registers (a store to an entry could alias pg->free otherwise). One step per
- * block, three to a round so that the blocks' three roles (the list built so far, the
- * block taken, the next) rotate through three variables without moves between them. */
-#define TAKE_STEP(cur, prev, nxt)                                                        \
+ * stay in registers (a store to an entry could alias pg->free otherwise). Three steps to a
+ * round, so that the blocks' three roles (the list built so far, the block taken, the
+ * next) rotate through three variables without moves between them; the count is checked
+ * once a round while three or more blocks are left, then at each step. A step that finds
+ * its entry odd leaves k at the blocks left, this one included (`left`: the steps of the
+ * round before it). */
+#define TAKE_STEP(cur, prev, nxt, left)                                                  \
   nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) - KITE_LINK_REMOTE;         \
   if (unlikely(nxt >= cap)) {                                                            \
     i = cur;                                                                             \
     head = prev;                                                                         \
     next = nxt;                                                                          \
+    k -= left;                                                                           \
     goto odd;                                                                            \
   }                                                                                      \
-  __atomic_store_n(&l[cur], (uint16_t)prev, __ATOMIC_RELAXED); /* REMOTE: the taker's */ \
-  if (--k == 0) {                                                                        \
-    head = cur;                                                                          \
-    goto out;                                                                            \
-  }
+  __atomic_store_n(&l[cur], (uint16_t)prev, __ATOMIC_RELAXED); /* REMOTE: the taker's */
 static uint32_t take_list(kite_page_t *pg, size_t i, uint32_t n) {
   uint16_t *l = pg->links;
   size_t cap = pg->capacity, head = pg->free, next; /* size_t: no zero-extension moves */
   uint32_t k = n;
   if (k == 0) goto out;
   if (unlikely(i >= cap)) goto broken;
-  for (size_t a = head, b = i, c;;) {
-    TAKE_STEP(b, a, c)
-    TAKE_STEP(c, b, a)
-    TAKE_STEP(a, c, b)
+  size_t a = head, b = i, c; /* a: the list built so far, b: the next block to take */
+  for (; k >= 3; k -= 3) {
+    TAKE_STEP(b, a, c, 0)
+    TAKE_STEP(c, b, a, 1)
+    TAKE_STEP(a, c, b, 2)
   }
+  head = a;
+  if (k == 0) goto out;
+  TAKE_STEP(b, a, c, 0)
+  head = b;
+  if (--k == 0) goto out;
+  TAKE_STEP(c, b, a, 0)
+  head = c;
+  k = 0;
+  goto out;
 odd: /* block i's entry less REMOTE is next, not a carved block; head: the list before it */
   if (next == KITE_LINK_END && k == 1) { /* the last block */
     __atomic_store_n(&l[i], (uint16_t)head, __ATOMIC_RELAXED);

@@ -42,7 +42,7 @@ typedef void (*kite_remote_emptied_fn)(kite_page_t *pg);
 static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t *pg, uint16_t *e, uint32_t i, uint16_t mine, uint64_t old) {
   for (;;) {
     /* count + 1 (below 2^16: at most KITE_PAGE_MAX_BLOCKS), head i, the high bits kept */
-    uint64_t nw = (old ^ ((uint16_t)old ^ i)) + ((uint64_t)1 << 16);
+    uint64_t nw = (old ^ ((uint16_t)old ^ (KITE_LINK_REMOTE + i))) + ((uint64_t)1 << 16);
     /* R5: on an abandoned page, the push whose count reaches the target empties it */
     bool emptied = (old & KITE_TF_ABANDONED) && (uint32_t)KITE_TF_COUNT(nw) == KITE_TF_TARGET(old);
     if (emptied) nw |= KITE_TF_EMPTIED;
@@ -53,7 +53,7 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
     if (__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
       return emptied;
     /* R2: the head moved: re-link; R3: fails when the owner's store replaced our value */
-    uint16_t link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old); /* head <= END < REMOTE */
+    uint16_t link = (uint16_t)old; /* REMOTE|head (types.h) */
     if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       _kite_remote_invalid(pg, i);
       return false;
@@ -63,18 +63,20 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
 }
 
 /* The push of block i after its first try failed or found the page abandoned (its entry
- * holds `mine`, written by this thread), and the call to emptied(pg) when the push empties
- * an abandoned page: out of line, so that the remote free's path stays straight and needs
- * no stack frame. */
-void _kite_remote_push_again(kite_page_t *pg, uint32_t i, uint16_t mine, kite_remote_emptied_fn emptied) KITE_NOINLINE;
-/* Free block i (<= reserved, classify.h C1) of small page pg (head) from a thread that does
- * not own it, owned or abandoned: claim it and push it on thread_free, or report an invalid
- * or double free (R1, R3); the push that empties an abandoned page calls emptied(pg). */
-static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, uint32_t i, kite_remote_emptied_fn emptied) {
+ * holds what this thread wrote, REMOTE|next, unless the owner's store replaced it: R3),
+ * and the call to emptied(pg) when the push empties an abandoned page: out of line, so
+ * that the remote free's path stays straight and needs no stack frame, and from (pg, i)
+ * alone, so that the path keeps no value for it. */
+void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) KITE_NOINLINE;
+/* Free block i (<= reserved, classify.h C1) at b of small page pg (head) from a thread that
+ * does not own it, owned or abandoned: claim it and push it on thread_free, or report an
+ * invalid or double free (R1, R3); the push that empties an abandoned page calls
+ * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep. */
+static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
   uint16_t *e = &pg->links[i];
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
-  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)(KITE_LINK_REMOTE + (uint16_t)old);
+  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)old; /* REMOTE|head (types.h) */
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_read, __ATOMIC_ACQUIRE);
   if (hook) { /* the claim's read, then the hook, then its write (the CAS from what it read) */
@@ -83,14 +85,13 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
       _kite_remote_invalid(pg, i);
       return;
     }
-    hook(_kite_page_block(pg, i));
+    hook(b);
   }
 #endif
   if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
     _kite_remote_invalid(pg, i);
     return;
   }
-  void *b = _kite_page_block(pg, i);
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
   KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it */
 #ifdef KITE_TEST_HOOKS
@@ -108,11 +109,11 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
   if (hook) hook(b);
 #endif
   /* the push, first try (R2); a moved head or an abandoned page (R5): out of line */
-  uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + i; /* count + 1, head i */
+  uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + KITE_LINK_REMOTE + i; /* count + 1, REMOTE|i */
   if (likely(!(old & KITE_TF_ABANDONED)) &&
       likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
     return;
-  _kite_remote_push_again(pg, i, link, emptied);
+  _kite_remote_push_again(pg, i, emptied);
 }
 
 /* Take thread_free whole and put its blocks on the allocation list. Returns the blocks

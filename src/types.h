@@ -186,14 +186,16 @@ enum {
  *   KITE_LINK_REMOTE | next (next <= KITE_LINK_END): freed by another thread and on the
  *          page's thread_free list; claimed with one compare-and-swap from LIVE, so of two
  *          racing frees of one block only one can succeed.
- * page->thread_free packs the list's head index (low 16 bits) and the number of blocks on
- * it (bits 16..31), so the owner learns the count without walking. */
+ * page->thread_free packs the list's head as the link a block pushed next stores,
+ * KITE_LINK_REMOTE | head (low 16 bits: END for an empty list), and the number of blocks on
+ * it (bits 16..31), so the owner learns the count without walking and a pusher's link is
+ * the word's low half as it stands. */
 #define KITE_PAGE_MAX_BLOCKS 4096 /* 64 KiB / 16 bytes: the most blocks a small page has */
 #define KITE_LINK_END 0x1000u
 #define KITE_LINK_LIVE 0xFFFFu
 #define KITE_LINK_REMOTE 0x8000u
-#define KITE_TF_EMPTY ((uint64_t)KITE_LINK_END)
-#define KITE_TF_HEAD(x) ((uint32_t)((x) & 0xFFFF))
+#define KITE_TF_EMPTY ((uint64_t)(KITE_LINK_REMOTE | KITE_LINK_END))
+#define KITE_TF_HEAD(x) ((uint32_t)((x) & 0xFFFF) - KITE_LINK_REMOTE) /* wraps when not REMOTE|head */
 #define KITE_TF_COUNT(x) ((int32_t)(((x) >> 16) & 0xFFFF))
 static inline bool _kite_link_is_remote(uint32_t v) { return v >= KITE_LINK_REMOTE && v <= (KITE_LINK_REMOTE | KITE_LINK_END); }
 

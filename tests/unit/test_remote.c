@@ -17,6 +17,9 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
+ *   relink_refuses_live       R3: as relink_is_a_cas, with the block handed out again
+ *                             (LIVE) before the claimer goes on: it reports and pushes
+ *                             nothing, the block stays its new user's
  *   push_retries_moved_head   R2: the push's retry loop: its CAS finds the head moved
  *                             again, re-links the block to the new head and tries again
  *                             (all three blocks end on the list)
@@ -36,6 +39,10 @@
  *                             list's END: blocks past the count stay claimed
  *   take_reports_short_list   R4: a list that reaches END before its count is reported as
  *                             broken, and the blocks before END are free once
+ *   take_counts_at_every_step R4: lists of 1 to 7 blocks, with their count, one more (a
+ *                             short list: reported) and one less (the last block stays
+ *                             claimed): the take's three-step rounds and its last steps
+ *                             each stop with the right count and list
  *   fork_child_settles_emptied_page  R5, heap_abandon.c I-A4: a fork while that free is
  *                             parked between its push and its settle: the child, where
  *                             the settling thread does not exist, settles the page itself
@@ -328,6 +335,45 @@ TEST(relink_is_a_cas) {
   kite_free(keep);
 }
 
+/* The owner's store lands while the claimer waits before its first push, then the owner
+ * takes the block back and hands it out again (LIVE), and the head moves: the claimer's
+ * push, out of line, reads its entry to re-link it, finds LIVE, not REMOTE|next, and
+ * reports; the block stays the new allocation's. */
+TEST(relink_refuses_live) {
+  enum { SIZE = 1856 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(SIZE), *j = kite_malloc(SIZE), *keep = kite_malloc(SIZE);
+  kite_page_t *pg = page_of(p);
+  assert_ptr_eq(page_of(j), pg);
+  uint32_t i = index_of(pg, p);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
+  expect_true(wait_parked());
+  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  uint32_t remote = 0;
+  collect(pg, &remote); /* p to the head of the allocation list */
+  void *q = kite_malloc(SIZE);
+  assert_ptr_eq(q, p);
+  expect_uint_eq(entry(pg, i), KITE_LINK_LIVE);
+  free_on_thread(j); /* the head moves */
+  unpark();
+  pthread_join(claimer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  expect_uint_eq(entry(pg, i), KITE_LINK_LIVE);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 1);
+  expect_uint_eq(KITE_TF_HEAD(tf), index_of(pg, j));
+  expect_int_eq((kite_check)(), 1);
+  kite_free(q);
+  expect_int_eq(reports_now(), 1);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(SIZE, p, j, pg->reserved);
+  kite_free(keep);
+}
+
 /* The push's retry loop: the head moves before the first try (the re-link out of line),
  * and again before the loop's CAS, so that CAS fails and the loop re-links and retries. */
 TEST(push_retries_moved_head) {
@@ -596,7 +642,7 @@ TEST(take_walks_its_count) {
   expect_int_eq(on_free_list(pg, index_of(pg, b[0])), 0);
   expect_uint_eq(entry(pg, index_of(pg, b[0])), KITE_LINK_REMOTE | KITE_LINK_END);
   /* put b0 back on thread_free as a one-block list, as its push would have */
-  __atomic_store_n(&pg->thread_free, (uint64_t)index_of(pg, b[0]) | ((uint64_t)1 << 16), __ATOMIC_RELEASE);
+  __atomic_store_n(&pg->thread_free, (uint64_t)(KITE_LINK_REMOTE | index_of(pg, b[0])) | ((uint64_t)1 << 16), __ATOMIC_RELEASE);
   collect(pg, &remote);
   expect_uint_eq(remote, 1);
   expect_int_eq(pg->used, used - 3);
@@ -627,6 +673,46 @@ TEST(take_reports_short_list) {
   expect_true(_kite_page_check(pg, true, -1));
   expect_handed_out_once(1472, b[0], b[1], pg->reserved);
   kite_free(b[2]);
+}
+
+/* One list of len blocks pushed by other threads (b[len-1] -> ... -> b[0] -> END), its
+ * count made len + delta, taken: the blocks the count reaches are free once, the rest stay
+ * claimed; a count past END is reported once. */
+static void take_case(kite_page_t *pg, size_t size, uint32_t len, int delta) {
+  void *b[8];
+  for (uint32_t k = 0; k < len; k++) {
+    b[k] = kite_malloc(size);
+    assert_ptr_eq(page_of(b[k]), pg);
+  }
+  int32_t used = pg->used;
+  for (uint32_t k = 0; k < len; k++) free_on_thread(b[k]);
+  reports_reset();
+  if (delta) force_count(pg, len + (uint32_t)delta);
+  uint32_t remote = 0, taken = delta < 0 ? len - 1 : len;
+  collect(pg, &remote);
+  if (remote != taken) fprintf(stderr, "take_counts_at_every_step: %u blocks, count %d: took %u\n", len, (int)len + delta, remote);
+  expect_uint_eq(remote, taken);
+  expect_int_eq(reports_now(), delta > 0);
+  expect_int_eq(pg->used, used - (int32_t)taken);
+  for (uint32_t k = len - taken; k < len; k++) expect_int_eq(on_free_list(pg, index_of(pg, b[k])), 1);
+  if (delta < 0) { /* b0: claimed, REMOTE|END; then taken as the one-block list its push made */
+    expect_int_eq(on_free_list(pg, index_of(pg, b[0])), 0);
+    expect_uint_eq(entry(pg, index_of(pg, b[0])), KITE_LINK_REMOTE | KITE_LINK_END);
+    __atomic_store_n(&pg->thread_free, (uint64_t)(KITE_LINK_REMOTE | index_of(pg, b[0])) | ((uint64_t)1 << 16), __ATOMIC_RELEASE);
+    collect(pg, &remote);
+    expect_uint_eq(remote, 1);
+    expect_int_eq(pg->used, used - (int32_t)len);
+  }
+  expect_true(_kite_page_check(pg, true, -1));
+}
+TEST(take_counts_at_every_step) {
+  enum { SIZE = 1728 }; /* a class no other test uses */
+  void *keep = kite_malloc(SIZE);
+  kite_page_t *pg = page_of(keep);
+  for (uint32_t len = 1; len <= 7; len++)
+    for (int delta = -1; delta <= 1; delta++)
+      if (len + delta > 0) take_case(pg, SIZE, len, delta);
+  kite_free(keep);
 }
 
 /* The page's settle is due in the child of a fork made between the push that emptied it
@@ -715,6 +801,7 @@ int main(void) {
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(relink_refuses_live);
   RUN_CHECKED(push_retries_moved_head);
   RUN_CHECKED(retry_relink_is_a_cas);
   RUN_CHECKED(emptied_page_leaves_queue);
@@ -723,6 +810,7 @@ int main(void) {
   RUN_CHECKED(emptied_page_is_its_settlers);
   RUN_CHECKED(take_walks_its_count);
   RUN_CHECKED(take_reports_short_list);
+  RUN_CHECKED(take_counts_at_every_step);
   RUN_CHECKED(fork_child_settles_emptied_page);
   RUN_CHECKED(fork_after_settle_unlock_keeps_the_run);
   return test_main_end();
