@@ -475,8 +475,8 @@ static KITE_NOINLINE void free_other(void *p) {
 /* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
  * the page map (pagemap.h M1), and its owner key this thread's (classify.h C2: so it is a
  * small page's head and p lies in its first unit), a block start by the multiply, carved
- * (below capacity, which only this thread writes; C3's answer for these blocks). Other
- * pointers: classify.h. */
+ * (below capacity, which only this thread writes; C3's answer for these blocks); another
+ * thread's block from the descriptor's owner (below); other pointers: classify.h. */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
@@ -488,6 +488,13 @@ KITE_API void kite_free(void *p) {
       small_free(pg, p, (uint32_t)i, true);
       return;
     }
+    /* another thread's block, as free.c's free_arena_generic finds it (C2: an owner means
+     * a small page's head, p in its first unit), carved only (C3: below capacity) */
+    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) != NULL &&
+               _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) && i < KITE_LOAD_RELAXED(pg->capacity))) {
+      small_free(pg, p, (uint32_t)i, false);
+      return;
+    }
   }
   kite_ptr_t c;
   if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
@@ -495,10 +502,7 @@ KITE_API void kite_free(void *p) {
 }
 
 KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
-KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
-  (void)alignment; (void)size;
-  kite_free(p);
-}
+KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; kite_free(p); }
 
 /* ---- allocation ---- */
 
