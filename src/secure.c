@@ -310,12 +310,12 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
     quarantine_push_empty(q, p, pg, i);
     return;
   }
+  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1); /* first: frees its register (no stack frame) */
   kite_page_t *old_pg = q->page[k];
   uint32_t old_i = q->index[k];
   q->slot[k] = p;
   q->page[k] = pg;
   q->index[k] = (uint16_t)i;
-  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
   release(old, old_pg, old_i);
 }
 
