@@ -90,8 +90,11 @@ static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
 #define block_take _kite_secure_block_take
 #define zero_free_block _kite_secure_zero_block
 
-/* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
+/* The small page of p if p is a carved block of it (first as free finds a page's first unit). */
 static inline kite_page_t *small_page_of(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint64_t i;
+  if ((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE && _kite_owned_block(_kite_pagemap_unit(u), u, &i)) return _kite_pagemap_unit(u);
   kite_ptr_t c;
   return _kite_classify(p, &c) == KITE_PTR_SMALL ? c.page : NULL;
 }
@@ -488,10 +491,7 @@ KITE_API void kite_free(void *p) {
       small_free(pg, p, (uint32_t)i, true);
       return;
     }
-    /* another thread's block, as free.c's free_arena_generic finds it (C2: an owner means
-     * a small page's head, p in its first unit), carved only (C3: below capacity) */
-    if (likely(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) != NULL &&
-               _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) && i < KITE_LOAD_RELAXED(pg->capacity))) {
+    if (likely(_kite_owned_block(pg, u, &i))) { /* another thread's block, as free.c's free_arena_generic finds it */
       small_free(pg, p, (uint32_t)i, false);
       return;
     }

@@ -1,8 +1,10 @@
 /* secure-free: every invalid free of a small block stops the program, named for what it is:
  * a double free (the block waits in the quarantine, or is back in the allocator's lists), a
  * free, realloc or malloc_usable_size of a block that was never handed out, and a free of
- * a pointer inside a block; malloc_usable_size of a stack address or of a pointer inside a
- * small or a large block is reported in the default build's words and stops it too.
+ * a pointer inside a block (each free also from another thread, and one of a block of the
+ * page never carved); malloc_usable_size of a stack address, of a block never carved or of
+ * a pointer inside a small or a large block is reported in the default build's words and
+ * stops it too.
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-free */
 #include "secure_test.h"
 #include <pthread.h>
@@ -62,6 +64,8 @@ int main(int argc, char **argv) {
     } else if (strcmp(what, "remote-uncarved") == 0) {
       /* block 10 of the page: past its first carve (blocks 0 .. 5), never carved */
       free_on_thread((void *)(((uintptr_t)p & ~(uintptr_t)(UNIT - 1)) + 10 * BS));
+    } else if (strcmp(what, "usable-uncarved") == 0) {
+      printf("usable size %zu\n", malloc_usable_size((void *)(((uintptr_t)p & ~(uintptr_t)(UNIT - 1)) + 10 * BS)));
     } else if (strcmp(what, "usable-stack") == 0) {
       char local[64];
       printf("usable size %zu\n", malloc_usable_size(local));
@@ -91,6 +95,8 @@ int main(int argc, char **argv) {
       {"remote-interior", "free on another thread of a pointer 16 bytes into a block", "free(): invalid pointer"},
       {"remote-uncarved", "free on another thread of a block of the page never carved",
        "free(): invalid pointer or double free"},
+      {"usable-uncarved", "malloc_usable_size of a block of the page never carved",
+       "malloc_usable_size(): invalid pointer: 0x"},
       {"usable-stack", "malloc_usable_size of a stack address", "malloc_usable_size(): invalid pointer: 0x"},
       {"usable-interior", "malloc_usable_size of a pointer 16 bytes into a block",
        "malloc_usable_size(): invalid pointer: 0x"},
