@@ -90,8 +90,11 @@ static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
 #define block_take _kite_secure_block_take
 #define zero_free_block _kite_secure_zero_block
 
-/* The small page of a pointer the page map puts in an arena, if p is a carved block of it. */
+/* The small page of p if p is a carved block of it (first as free finds a page's first unit). */
 static inline kite_page_t *small_page_of(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint64_t i;
+  if ((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE && _kite_owned_block(_kite_pagemap_unit(u), u, &i)) return _kite_pagemap_unit(u);
   kite_ptr_t c;
   return _kite_classify(p, &c) == KITE_PTR_SMALL ? c.page : NULL;
 }
@@ -310,12 +313,12 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
     quarantine_push_empty(q, p, pg, i);
     return;
   }
+  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1); /* first: frees its register (no stack frame) */
   kite_page_t *old_pg = q->page[k];
   uint32_t old_i = q->index[k];
   q->slot[k] = p;
   q->page[k] = pg;
   q->index[k] = (uint16_t)i;
-  q->next = (k + 1) & (KITE_SECURE_QUARANTINE - 1);
   release(old, old_pg, old_i);
 }
 
@@ -475,8 +478,8 @@ static KITE_NOINLINE void free_other(void *p) {
 /* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
  * the page map (pagemap.h M1), and its owner key this thread's (classify.h C2: so it is a
  * small page's head and p lies in its first unit), a block start by the multiply, carved
- * (below capacity, which only this thread writes; C3's answer for these blocks). Other
- * pointers: classify.h. */
+ * (below capacity, which only this thread writes; C3's answer for these blocks); another
+ * thread's block from the descriptor's owner (below); other pointers: classify.h. */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
@@ -488,6 +491,10 @@ KITE_API void kite_free(void *p) {
       small_free(pg, p, (uint32_t)i, true);
       return;
     }
+    if (likely(_kite_owned_block(pg, u, &i))) { /* another thread's block, as free.c's free_arena_generic finds it */
+      small_free(pg, p, (uint32_t)i, false);
+      return;
+    }
   }
   kite_ptr_t c;
   if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
@@ -495,10 +502,7 @@ KITE_API void kite_free(void *p) {
 }
 
 KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
-KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) {
-  (void)alignment; (void)size;
-  kite_free(p);
-}
+KITE_API void kite_free_aligned_sized(void *p, size_t alignment, size_t size) { (void)alignment; (void)size; kite_free(p); }
 
 /* ---- allocation ---- */
 
