@@ -272,6 +272,19 @@ static KITE_NOINLINE void *refill_generic(kite_heap_t *h, unsigned c) {
   return account_list(h, c, _kite_malloc_small_cls(h, c));
 }
 
+/* A refill the quick count below does not take: the sampled allocation (left == 0), a list
+ * the sampled allocation falls inside (left < its length: cut there), the thread's first
+ * visit, or a page whose lists are not the quick refill's (no local list, a list the fast
+ * path did not empty, statistics on): one allocation counted, then the rest of the list
+ * (account_page), as the file comment says. Out of line: the common path keeps no frame. */
+static KITE_NOINLINE void *refill_counted(kite_heap_t *h, size_t n, unsigned c) {
+  if (unlikely(left == 0)) return sample_or_start(h, n);
+  left--;
+  kite_page_t *pg = _kite_heap_current_page(h, c);
+  if (likely(pg != NULL)) return account_page(h, c, pg, _kite_page_pop(pg));
+  return refill_generic(h, c);
+}
+
 void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
   unsigned c = _kite_class_of(n);
   if (n > KITE_DIRECT_MAX) {
@@ -279,13 +292,24 @@ void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
     kite_page_t *cur = h->queue[c].first;
     if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
   }
-  if (unlikely(left == 0)) return sample_or_start(h, n);
-  left--;
-  /* the quick refill inline (heap.h), so its list is counted on the page at hand; else
-   * the generic path, its class computed once */
-  kite_page_t *pg = _kite_heap_current_page(h, c);
-  if (likely(pg != NULL)) return account_page(h, c, pg, _kite_page_pop(pg));
-  return refill_generic(h, c);
+  /* The quick refill (heap.h's, inline): the page's local list becomes its allocation list,
+   * counted whole before its first pop with one compare and one store of the countdown.
+   * With the allocation list empty, the local list is the page's count as it stands
+   * (account_page's reasoning), this allocation included, and left >= that count means
+   * the sampled allocation lies beyond the list (account_page's test after the pop,
+   * left - 1 >= count - 1; left == 0 fails it). Anything else, the sampled allocation
+   * included, goes the counted way before any list moves (cut_list's cut stays put). */
+  kite_page_t *pg = h->queue[c].first;
+  if (likely(pg != NULL && pg->free == KITE_LINK_END && pg->local_free != KITE_LINK_END && !_kite_opt(KITE_OPT_SHOW_STATS))) {
+    int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+    if (likely(left >= k)) {
+      left -= k;
+      pg->free = pg->local_free;
+      pg->local_free = KITE_LINK_END;
+      return _kite_page_pop(pg);
+    }
+  }
+  return refill_counted(h, n, c);
 }
 
 void _kite_guarded_free(void *p) {

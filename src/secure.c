@@ -115,11 +115,15 @@ static KITE_COLD NO_IPA void free_refused(void *p, uint64_t seen) {
 }
 
 #define WRITE_AFTER_FREE "write after free (a freed block changed before reuse)"
-/* block_take, the refusal reported (a write after free: the block is kept out of use). */
+/* block_take refused free block p: its carved mark says it was never handed out (a run
+ * known zero is carved unzeroed: bytes written there before the carve stay), so an
+ * overflow from outside changed it; any other mark, a write after free. Out of line. */
+static KITE_COLD NO_IPA void take_refused(void *p, uint32_t bs) {
+  secure_error(*canary_slot(p, bs) == _kite_secure_carved_mark(p) ? "buffer overflow (a block never handed out changed)" : WRITE_AFTER_FREE, p);
+}
+/* block_take, the refusal reported with take_refused's kind (the block is kept out of use). */
 static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t bs) {
-  if (likely(block_take(p, bs))) return true;
-  secure_error(WRITE_AFTER_FREE, p);
-  return false;
+  return likely(block_take(p, bs)) ? true : (take_refused(p, bs), false);
 }
 
 /* A core small block about to be handed out: check it is a carved block of a small page
@@ -541,11 +545,11 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
   return large_alloc(n, 0, false);
 }
 
-/* Block b, just popped for malloc(n), was written after free: reported (the block is kept
- * out of use), and malloc goes on with another block. Called last (no stack frame for it on
- * malloc's fast path). */
+/* Block b, just popped for malloc(n), changed while free: reported (take_refused), kept out of
+ * use, and malloc goes on with another block. Called last (no frame on malloc's fast path). */
 static KITE_COLD NO_IPA void *malloc_refused(void *b, size_t n) {
-  secure_error(WRITE_AFTER_FREE, b);
+  kite_page_t *pg = small_page_of(b); /* b was popped from its small page's list: found */
+  if (pg) take_refused(b, pg->block_size); else secure_error(WRITE_AFTER_FREE, b);
   return malloc_generic(n);
 }
 

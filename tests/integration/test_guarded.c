@@ -278,6 +278,31 @@ TEST(sampling_rate) {
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
 }
 
+/* The lists the fast path is given, counted whole at each refill: one size of the direct
+ * range, 64 blocks live and freed in random order (each refill hands out the page's local
+ * list), at N = 10 so that the sampled allocation often falls inside a list (cut there).
+ * Binomial(100000, 1/10): mean 10000, standard deviation 95; [9430, 10570] is 6
+ * deviations either side. */
+TEST(sampling_rate_lists) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 10);
+  enum { LIVE = 64, OPS = 100000 };
+  void *live[LIVE] = {0};
+  uint64_t before = guarded_allocs();
+  for (int i = 0; i < OPS; i++) {
+    int k = (int)test_rng_below(LIVE);
+    kite_free(live[k]);
+    live[k] = kite_malloc(48);
+    assert_true(live[k] != NULL);
+    memset(live[k], k, 48);
+  }
+  uint64_t got = guarded_allocs() - before;
+  for (int k = 0; k < LIVE; k++) kite_free(live[k]);
+  fprintf(stderr, "  %llu guarded of %d allocations of 48 bytes at 1 in 10\n", (unsigned long long)got, OPS);
+  expect_true(got >= 9430 && got <= 10570);
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
 /* Off: no allocation is guarded. */
 TEST(off_means_none) {
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
@@ -659,6 +684,7 @@ int main(int argc, char **argv) {
   }
   RUN(off_means_none);
   RUN(sampling_rate);
+  RUN(sampling_rate_lists);
   RUN(normal_operation);
   RUN(realloc_to_huge);
   RUN(misuse);
