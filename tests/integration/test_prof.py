@@ -261,7 +261,8 @@ def test_leaks_at_exit_secure():
 
 if __name__ == "__main__":
     code = run_tests([test_accuracy_one_thread, test_mappings_are_those_sampled, test_accuracy_four_threads, test_accuracy_forked_child,
-                      test_accuracy_small_blocks, test_traces_name_the_stack, test_leaks_at_exit,
+                      test_accuracy_small_blocks, test_accuracy_short_threads, test_traces_name_the_stack,
+                      test_leaks_at_exit,
                       test_heaps_and_aligned, test_secure_accuracy, test_traces_name_the_stack_secure,
                       test_leaks_at_exit_secure, test_heaps_and_aligned_secure], "test_")
     shutil.rmtree(TMP, ignore_errors=True)
