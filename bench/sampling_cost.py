@@ -9,7 +9,10 @@ ways, and its total Ir (summed over the processes it starts) is compared:
     prof      KITE_PROF=<a temporary prefix> (the heap profiler at its default gap)
 
     bench/sampling_cost.py [--build build] [--lib LIB] [--size tiny] [--workloads a,b] [--configs ...]
-                           [--threads 1,2] [--reps N] [-j 2] [--json FILE] [--log FILE]
+                           [--threads 1,2] [--quick] [--reps N] [-j 2] [--json FILE] [--log FILE]
+
+--quick takes make bench's own rows (bench/run.py --quick: one case of each shape); with
+--size small, the sizes make bench runs them at.
 
 Prints one line per run as it ends (also to --log), then a markdown table (Ir of kite, and
 each sampler's change against it; with --reps N the median of N runs of each) with the
@@ -86,6 +89,7 @@ def main():
     ap.add_argument("--workloads", default="all")
     ap.add_argument("--threads", help="thread counts, comma-separated (default: each row's)")
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--quick", action="store_true", help="make bench's rows (bench/run.py --quick)")
     ap.add_argument("-j", type=int, default=2, help="runs at once")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--reps", type=int, default=1, help="runs of each row and configuration")
@@ -99,7 +103,7 @@ def main():
         raise SystemExit(f"{lib} not built")
     ns = types.SimpleNamespace(workloads=args.workloads, size=args.size, trace=None,
                                threads_list=[int(t) for t in args.threads.split(",")] if args.threads else None,
-                               timeout=300, quick=False)
+                               timeout=300, quick=args.quick)
     cases, skipped = bench.build_cases(ns, args.build)
     for w, why in skipped:
         print(f"{w}: {why}", file=sys.stderr)

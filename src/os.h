@@ -81,6 +81,9 @@ bool _kite_os_write_all(int fd, const void *buf, size_t len);
 /* read(2) (retried on EINTR): bytes read, 0 at the end, -1 with errno set. */
 long _kite_os_read(int fd, void *buf, size_t len);
 void _kite_os_close(int fd);
+/* The path the running program was started from (the target of /proc/self/exe), NUL
+ * ended in buf: its length, or 0 when it is not known or does not fit in cap - 1 bytes. */
+size_t _kite_os_program_path(char *buf, size_t cap);
 /* Monotonic milliseconds. */
 uint64_t _kite_os_now_ms(void);
 /* Gives the CPU to another thread (a wait for a short critical section elsewhere). */

@@ -157,7 +157,7 @@ typedef struct kite_prof_row_s {
 } kite_prof_row_t;
 /* Write a profile.proto message to fd: sample types alloc_objects/count, alloc_space/bytes,
  * inuse_objects/count, inuse_space/bytes (Go's heap profiles' names), one sample per row
- * that next() yields (false: no more), the executable mappings of /proc/self/maps, one
+ * that next() yields (false: no more), the executable mappings its addresses lie in, one
  * location per distinct address (mapped, unsymbolized: pprof symbolizes from the files),
  * period `period` bytes. At most max_pcs distinct addresses. 0 or an errno value. */
 int _kite_prof_write(int fd, bool (*next)(void *arg, kite_prof_row_t *row), void *arg, size_t max_pcs,

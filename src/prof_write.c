@@ -6,8 +6,8 @@
  *
  * The Profile message's fields, each written where it is ready (protobuf concatenates
  * the entries of a repeated field wherever they stand): string_table (6) entries first for
- * the fixed names, then per mapping its file name before the mapping (3); sample_type (1);
- * per sample its new locations (4) before it (2). Locations carry an address and a mapping
+ * the fixed names; sample_type (1); per sample its new locations (4) before it (2), and
+ * before a location whose mapping is new, the mapping's file name and the mapping (3). Locations carry an address and a mapping
  * id and no function: pprof symbolizes them from the mapped files. Addresses are the
  * return addresses less one, so each names its call's line. drop_frames (7) names kite's
  * entry points, for a kite linked into the program, whose frames the capture keeps.
@@ -16,12 +16,25 @@
  *   W1 String i of the table is the i-th string_table entry written; entry 0 is "".
  *   W2 Every location id a sample names was written before it; ids are 1 + the address's
  *      slot in the table of distinct addresses.
+ *   W3 Only the mappings that hold an address a sample names are written, each before the
+ *      first location in it, and no two overlap: a profile without samples reads nothing.
+ *      An address's mapping is the executable segment of the object the loader reports
+ *      for it (_dl_find_object and the object's program headers, as the kernel mapped
+ *      them: whole pages), which costs no system call but readlink for the program's own
+ *      path; /proc/self/maps is read (once a write, every executable file mapping not
+ *      written yet) only where the loader cannot tell the file (a name that is not a
+ *      path, no ELF header at the object's start, a glibc before 2.35 or another libc).
  */
 #define _GNU_SOURCE
 #include "prof.h"
 #include "os.h"
 #include <errno.h>
 #include <string.h>
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#define PROF_LOADER 1
+#include <link.h>
+#include <elf.h>
+#endif
 
 #define MAPPINGS_MAX 512
 #define MAPS_BYTES ((size_t)1 << 20) /* /proc/self/maps read at most */
@@ -91,6 +104,32 @@ static const char *const fixed[S_FIXED] = {
 
 typedef struct { uintptr_t lo, hi; } range_t;
 
+/* The mappings written so far, and where the next string goes (W1). */
+typedef struct {
+  uintptr_t *slot; size_t cap;  /* the table of distinct addresses */
+  range_t maps[MAPPINGS_MAX];
+  uint32_t n_maps, strings;
+  bool read_maps;               /* /proc/self/maps read: every file mapping is written */
+  char program[4096];           /* the program's path */
+} locs_t;
+
+/* Mapping n_maps + 1: [lo, hi) of file `path` (n bytes) from file offset off, its name
+ * written first (W1, W3). */
+static uint32_t mapping_put(sink_t *o, locs_t *t, const char *path, size_t n, uint64_t lo, uint64_t hi,
+                            uint64_t off) {
+  emit_string(o, path, n);
+  msg_t m;
+  m.len = 0;
+  field_u64(&m, 1, t->n_maps + 1);
+  field_u64(&m, 2, lo);
+  field_u64(&m, 3, hi);
+  field_u64(&m, 4, off);
+  field_u64(&m, 5, t->strings++);
+  emit(o, 3, &m);
+  t->maps[t->n_maps++] = (range_t){lo, hi};
+  return t->n_maps;
+}
+
 static uint64_t hex(const char **s) {
   uint64_t v = 0;
   for (;; (*s)++) {
@@ -101,59 +140,94 @@ static uint64_t hex(const char **s) {
   }
 }
 
+static bool overlaps(const locs_t *t, uint64_t lo, uint64_t hi) {
+  for (uint32_t i = 0; i < t->n_maps; i++)
+    if (lo < t->maps[i].hi && t->maps[i].lo < hi) return true;
+  return false;
+}
+
 /* One line of /proc/self/maps, "lo-hi perms offset dev inode   path": an executable
- * mapping of a file is written as Mapping id (its file name as a string first). */
-static bool maps_line(sink_t *o, const char *s, const char *end, uint32_t *strings, range_t *r, uint32_t *n) {
+ * mapping of a file not written yet is written. */
+static void maps_line(sink_t *o, locs_t *t, const char *s, const char *end) {
   const char *perms = memchr(s, ' ', (size_t)(end - s)); /* most lines are not executable: skipped unparsed */
-  if (!perms || end - perms < 5 || perms[3] != 'x') return false;
+  if (!perms || end - perms < 5 || perms[3] != 'x') return;
   uint64_t lo = hex(&s);
-  if (*s++ != '-') return false;
+  if (*s++ != '-') return;
   uint64_t hi = hex(&s);
-  if (end - s < 6 || s[3] != 'x') return false;
+  if (end - s < 6 || s[3] != 'x') return;
   s += 6;
   uint64_t off = hex(&s);
   s = memchr(s, '/', (size_t)(end - s)); /* the path: no '/' in the device and inode before it */
-  if (!s || *n == MAPPINGS_MAX) return false;
-  emit_string(o, s, (size_t)(end - s));
-  msg_t m;
-  m.len = 0;
-  field_u64(&m, 1, *n + 1);
-  field_u64(&m, 2, lo);
-  field_u64(&m, 3, hi);
-  field_u64(&m, 4, off);
-  field_u64(&m, 5, (*strings)++);
-  emit(o, 3, &m);
-  r[(*n)++] = (range_t){lo, hi};
-  return true;
+  if (!s || t->n_maps == MAPPINGS_MAX || overlaps(t, lo, hi)) return;
+  mapping_put(o, t, s, (size_t)(end - s), lo, hi, off);
 }
 
-/* The executable file mappings (W1: their names follow the fixed strings). */
-static uint32_t write_mappings(sink_t *o, range_t *r) {
-  uint32_t n = 0, strings = S_FIXED;
+/* Every executable file mapping of /proc/self/maps not written yet, once a write. */
+static void read_maps(sink_t *o, locs_t *t) {
+  t->read_maps = true;
   int fd = _kite_os_open("/proc/self/maps", false);
-  if (fd < 0) return 0;
+  if (fd < 0) return;
   char *text = _kite_os_map_aligned(MAPS_BYTES, KITE_OS_PAGE, NULL);
   size_t len = 0;
   long got = 1;
   while (text && len < MAPS_BYTES && (got = _kite_os_read(fd, text + len, MAPS_BYTES - len)) > 0) len += (size_t)got;
   _kite_os_close(fd);
-  if (!text) return 0;
+  if (!text) return;
   for (const char *s = text, *e; s < text + len; s = e + 1) {
     e = memchr(s, '\n', (size_t)(text + len - s));
     if (!e) break;
-    maps_line(o, s, e, &strings, r, &n);
+    maps_line(o, t, s, e);
   }
   _kite_os_unmap(text, MAPS_BYTES);
-  return n;
 }
 
-static uint32_t mapping_of(const range_t *r, uint32_t n, uintptr_t a) {
-  for (uint32_t i = 0; i < n; i++)
-    if (a >= r[i].lo && a < r[i].hi) return i + 1;
+#ifdef PROF_LOADER
+/* The executable segment holding address a of an object the loader knows (W3): 1 when it
+ * was written, 0 when a lies in no such segment, -1 when the object's file or headers
+ * cannot be told (a name that is not a path, a file whose ELF header is not mapped). */
+static int loader_mapping(sink_t *o, locs_t *t, uintptr_t a) {
+  struct dl_find_object fo;
+  if (_dl_find_object((void *)a, &fo) != 0 || !fo.dlfo_link_map || !fo.dlfo_link_map->l_name) return 0;
+  const struct link_map *lm = fo.dlfo_link_map;
+  const char *path = lm->l_name;
+  size_t n = strlen(path);
+  if (n == 0) path = t->program, n = _kite_os_program_path(t->program, sizeof t->program); /* the program */
+  const ElfW(Ehdr) *eh = fo.dlfo_map_start;
+  uintptr_t map_end = (uintptr_t)fo.dlfo_map_end, ph = (uintptr_t)eh + (eh ? eh->e_phoff : 0);
+  if (n == 0 || path[0] != '/' || (uintptr_t)fo.dlfo_map_end - (uintptr_t)eh < sizeof *eh ||
+      memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_phentsize != sizeof(ElfW(Phdr)) || ph < (uintptr_t)eh ||
+      ph > map_end || (map_end - ph) / sizeof(ElfW(Phdr)) < eh->e_phnum)
+    return -1;
+  const ElfW(Phdr) *p = (const ElfW(Phdr) *)ph;
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
+    if (p[i].p_type != PT_LOAD || !(p[i].p_flags & PF_X)) continue;
+    uintptr_t lo = lm->l_addr + p[i].p_vaddr, hi = lo + p[i].p_memsz, page = KITE_OS_PAGE;
+    if (a < lo || a >= hi) continue;
+    /* as the kernel mapped it: whole pages, the offset of the first */
+    lo &= ~(page - 1);
+    hi = (hi + page - 1) & ~(page - 1);
+    if (overlaps(t, lo, hi)) return 0;
+    mapping_put(o, t, path, n, lo, hi, p[i].p_offset & ~(uint64_t)(page - 1));
+    return 1;
+  }
   return 0;
 }
+#endif
 
-typedef struct { uintptr_t *slot; size_t cap; const range_t *maps; uint32_t n_maps; } locs_t;
+/* The mapping id of address a, its mapping written first if new (W3); 0 for none. */
+static uint32_t mapping_of(sink_t *o, locs_t *t, uintptr_t a) {
+  for (uint32_t i = 0; i < t->n_maps; i++)
+    if (a >= t->maps[i].lo && a < t->maps[i].hi) return i + 1;
+  if (t->read_maps || t->n_maps == MAPPINGS_MAX) return 0;
+#ifdef PROF_LOADER
+  int got = loader_mapping(o, t, a);
+  if (got >= 0) return got ? t->n_maps : 0;
+#endif
+  read_maps(o, t);
+  for (uint32_t i = 0; i < t->n_maps; i++)
+    if (a >= t->maps[i].lo && a < t->maps[i].hi) return i + 1;
+  return 0;
+}
 
 /* The location id of address a, written first if new (W2); 0 when the table is full. */
 static uint64_t location(sink_t *o, locs_t *t, uintptr_t a) {
@@ -162,10 +236,10 @@ static uint64_t location(sink_t *o, locs_t *t, uintptr_t a) {
     if (t->slot[i] == a) return i + 1;
     if (t->slot[i]) continue;
     t->slot[i] = a;
+    uint32_t map = mapping_of(o, t, a);
     msg_t m;
     m.len = 0;
     field_u64(&m, 1, i + 1);
-    uint32_t map = mapping_of(t->maps, t->n_maps, a);
     if (map) field_u64(&m, 2, map);
     field_u64(&m, 3, a);
     emit(o, 4, &m);
@@ -208,8 +282,10 @@ int _kite_prof_write(int fd, bool (*next)(void *arg, kite_prof_row_t *row), void
   value_type(o, 1, S_ALLOC_SPACE, S_BYTES);
   value_type(o, 1, S_INUSE_OBJECTS, S_COUNT);
   value_type(o, 1, S_INUSE_SPACE, S_BYTES);
-  range_t maps[MAPPINGS_MAX];
-  locs_t t = {.maps = maps, .n_maps = write_mappings(o, maps)};
+  static locs_t t; /* (off the stack too, under the same lock) */
+  t.n_maps = 0;
+  t.strings = S_FIXED;
+  t.read_maps = false;
   t.cap = 1024;
   while (t.cap < 2 * max_pcs) t.cap *= 2;
   t.slot = _kite_os_map_aligned(t.cap * sizeof(uintptr_t), KITE_OS_PAGE, NULL);

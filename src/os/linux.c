@@ -384,6 +384,13 @@ int _kite_os_open(const char *path, bool for_writing) {
   return fd;
 }
 
+size_t _kite_os_program_path(char *buf, size_t cap) {
+  ssize_t n = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
+  if (n <= 0 || (size_t)n >= cap - 1) return 0; /* (a path of cap - 1 bytes may be cut) */
+  buf[n] = 0;
+  return (size_t)n;
+}
+
 bool _kite_os_write_all(int fd, const void *buf, size_t len) {
   const char *b = buf;
   while (len > 0) {

@@ -98,6 +98,35 @@ def test_accuracy_one_thread():
     within(path, truth, "mixed, 1 thread")
 
 
+def test_mappings_are_those_sampled():
+    """prof_write.c W3: the profile carries exactly the mappings its locations lie in (the
+    program's own among them, its file's real path), none overlapping; the objects no
+    sampled stack passes through (libkite.so, whose frames are left out, the loader) none."""
+    if not need_pprof():
+        return
+    path, _, _ = run_prog("mixed")
+    r = subprocess.run([PPROF, "-raw", PROG, path], capture_output=True, text=True, timeout=300)
+    check(r.returncode == 0, f"pprof -raw: {r.stderr[-500:]}")
+    maps, section = {}, None
+    used = set()
+    for line in r.stdout.splitlines():
+        if line in ("Locations", "Mappings"):
+            section = line
+            continue
+        m = re.match(r"\s*(\d+): 0x[0-9a-f]+ M=(\d+) ", line)
+        if section == "Locations" and m:
+            used.add(int(m.group(2)))
+        m = re.match(r"(\d+): 0x([0-9a-f]+)/0x([0-9a-f]+)/0x([0-9a-f]+) (\S+)", line)
+        if section == "Mappings" and m:
+            maps[int(m.group(1))] = (int(m.group(2), 16), int(m.group(3), 16), m.group(5))
+    check(used and set(maps) == used, f"mappings {sorted(maps)} are those the locations name {sorted(used)}\n{r.stdout[-3000:]}")
+    files = {f for _, _, f in maps.values()}
+    check(os.path.realpath(PROG) in files, f"the program's mapping under its path: {sorted(files)}")
+    check(not any("libkite" in f or "ld-linux" in f for f in files), f"no mapping of kite or the loader: {sorted(files)}")
+    spans = sorted((lo, hi) for lo, hi, _ in maps.values())
+    check(all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), f"mappings overlap: {spans}")
+
+
 def test_accuracy_four_threads():
     if not need_pprof():
         return
@@ -231,8 +260,9 @@ def test_leaks_at_exit_secure():
 
 
 if __name__ == "__main__":
-    code = run_tests([test_accuracy_one_thread, test_accuracy_four_threads, test_accuracy_forked_child,
-                      test_accuracy_small_blocks, test_traces_name_the_stack, test_leaks_at_exit,
+    code = run_tests([test_accuracy_one_thread, test_mappings_are_those_sampled, test_accuracy_four_threads, test_accuracy_forked_child,
+                      test_accuracy_small_blocks, test_accuracy_short_threads, test_traces_name_the_stack,
+                      test_leaks_at_exit,
                       test_heaps_and_aligned, test_secure_accuracy, test_traces_name_the_stack_secure,
                       test_leaks_at_exit_secure, test_heaps_and_aligned_secure], "test_")
     shutil.rmtree(TMP, ignore_errors=True)
