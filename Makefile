@@ -137,11 +137,12 @@ CROSS_ENV = KITE_TEST_EMULATOR="$(QEMU_AARCH64)"
 # the cross-thread tests, run CROSS_REPEAT times more under qemu: threads that free each
 # other's blocks, and core_fork (its threads hand blocks over while two of them fork)
 CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override|core_fork)$$
-# Left out under qemu: core_programs runs Debian's x86-64 programs under LD_PRELOAD and
-# test_buddy_bench runs the benchmark binary through popen (neither can start an aarch64
-# program under qemu-user). The fork suites run: under qemu their children, and kite in
+# Left out under qemu: test_buddy_bench runs the benchmark binary through popen (it cannot
+# start an aarch64 program under qemu-user). core_programs runs the project's own programs
+# through the emulator, kite preloaded or linked, and skips Debian's x86-64 ones
+# (tests/programs/run.sh). The fork suites run: under qemu their children, and kite in
 # them, start no thread (test_fork.c; tests/test.h TEST_EMU_THREAD_AFTER_FORK)
-CROSS_EXCLUDE := ^(core_programs|test_buddy_bench)$$
+CROSS_EXCLUDE := ^(test_buddy_bench)$$
 cross-deps:
 	@missing=""; for p in $(CROSS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
