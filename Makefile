@@ -113,12 +113,13 @@ endif
 # ---- other platforms (README: Platforms) ----
 # What runs where: `make test` (CI: .ci/run) runs x86-64 glibc in full (normal, ASan+UBSan,
 # TSan, and the clang build's quick set), then test-cross-quick: the aarch64 core suites
-# once under qemu-aarch64, the fork suites included, and the musl suites (about 315 s of
-# CPU for the tests, 42 s of it the five fork suites; about 5 minutes of 2 idle cores with
-# the build, estimated). Without the cross tools make test says the step is skipped and
-# which tools are missing (test-cross-in-test); test-cross-quick run by hand installs them
-# (cross-deps). `make test-cross` (by hand) runs it, then the cross-thread suites
-# CROSS_REPEAT times more under qemu (about 31 s of CPU a round, 630 s for 20).
+# once under qemu-aarch64, the fork suites and core_programs included, and the musl suites
+# (about 335 s of CPU for the tests, 42 s of it the five fork suites and 22 s
+# core_programs; about 5 minutes of 2 idle cores with the build, estimated). Without the
+# cross tools make test says the step is skipped and which tools are missing
+# (test-cross-in-test); test-cross-quick run by hand installs them (cross-deps).
+# `make test-cross` (by hand) runs it, then the cross-thread suites CROSS_REPEAT times more
+# under qemu (about 31 s of CPU a round, 630 s for 20).
 CROSS_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user musl-tools
 CROSS_REPEAT ?= 20
 # Time limit of one test run under qemu, in seconds (cmake/toolchains/qemu-aarch64-run stops
