@@ -43,8 +43,9 @@
 #   make musl    build-musl/libkite.a for static musl programs (musl-gcc -static)
 #   make test-cross-quick  installs what it needs, then the aarch64 core suites once under
 #                qemu-aarch64 and the musl suites linked statically
-#   make test-cross  test-cross-quick, then the aarch64 cross-thread suites CROSS_REPEAT
-#                (20) times more under qemu, each run bounded (CROSS_REPEAT_TIMEOUT)
+#   make test-cross  test-cross-quick, then the aarch64 cross-thread suites (core_fork
+#                among them) CROSS_REPEAT (20) times more under qemu, each run bounded
+#                (CROSS_REPEAT_TIMEOUT)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
@@ -112,12 +113,13 @@ endif
 # ---- other platforms (README: Platforms) ----
 # What runs where: `make test` (CI: .ci/run) runs x86-64 glibc in full (normal, ASan+UBSan,
 # TSan, and the clang build's quick set), then test-cross-quick: the aarch64 core suites
-# once under qemu-aarch64 and the musl suites (about 270 s of CPU for the tests; about 4-5
-# minutes of 2 idle cores with the build, estimated). Without the cross tools make test
-# says the step is skipped and which tools are missing (test-cross-in-test);
-# test-cross-quick run by hand installs them (cross-deps). `make test-cross` (by hand) runs
-# it, then the cross-thread suites CROSS_REPEAT times more under qemu (about 370 s of CPU
-# more), then the fork suites once.
+# once under qemu-aarch64, the fork suites and core_programs included, and the musl suites
+# (about 335 s of CPU for the tests, 42 s of it the five fork suites and 22 s
+# core_programs; about 5 minutes of 2 idle cores with the build, estimated). Without the
+# cross tools make test says the step is skipped and which tools are missing
+# (test-cross-in-test); test-cross-quick run by hand installs them (cross-deps).
+# `make test-cross` (by hand) runs it, then the cross-thread suites CROSS_REPEAT times more
+# under qemu (about 31 s of CPU a round, 630 s for 20).
 CROSS_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user musl-tools
 CROSS_REPEAT ?= 20
 # Time limit of one test run under qemu, in seconds (cmake/toolchains/qemu-aarch64-run stops
@@ -133,16 +135,15 @@ CROSS_REPEAT_TIMEOUT ?= 300
 # (tests/test.h: test_emulator_lacks)
 QEMU_AARCH64 = $(shell command -v qemu-aarch64) -L /usr/aarch64-linux-gnu
 CROSS_ENV = KITE_TEST_EMULATOR="$(QEMU_AARCH64)"
-# the cross-thread tests, run CROSS_REPEAT times more under qemu
-CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override)$$
-# Left out under qemu: core_programs runs Debian's x86-64 programs under LD_PRELOAD and
-# test_buddy_bench runs the benchmark binary through popen (neither can start an aarch64
-# program under qemu-user). The fork suites (their children work on their own thread there)
-# run in test-cross only, after the repeats: since the new-arena race was fixed (arena.c
-# I4) no run has died of SIGSEGV under qemu, but one of 48 failed, cause not established
-# (README, Platforms), and make test must not fail by chance
-CROSS_FORK := ^(core_fork|core_fork_override|core_fork_secure|page16k_fork|page64k_fork)$$
-CROSS_EXCLUDE := ^(core_programs|test_buddy_bench|core_fork|core_fork_override|core_fork_secure|page16k_fork|page64k_fork)$$
+# the cross-thread tests, run CROSS_REPEAT times more under qemu: threads that free each
+# other's blocks, and core_fork (its threads hand blocks over while two of them fork)
+CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override|core_fork)$$
+# Left out under qemu: test_buddy_bench runs the benchmark binary through popen (it cannot
+# start an aarch64 program under qemu-user). core_programs runs the project's own programs
+# through the emulator, kite preloaded or linked, and skips Debian's x86-64 ones
+# (tests/programs/run.sh). The fork suites run: under qemu their children, and kite in
+# them, start no thread (test_fork.c; tests/test.h TEST_EMU_THREAD_AFTER_FORK)
+CROSS_EXCLUDE := ^(test_buddy_bench)$$
 cross-deps:
 	@missing=""; for p in $(CROSS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -189,9 +190,6 @@ test-cross: test-cross-quick
 	cd build-aarch64 && $(CROSS_ENV) KITE_TEST_EMULATOR_TIMEOUT=$(CROSS_REPEAT_TIMEOUT) KITE_THREADS_SCALE=1 KITE_STRESS_SIZE="8 16 2000 2" \
 	  ctest --output-on-failure -j $(JOBS) --repeat until-fail:$(CROSS_REPEAT) -R '$(CROSS_THREADED)'
 	@echo "test-cross: aarch64 cross-thread suites $(CROSS_REPEAT) times under qemu-aarch64 passed"
-	cd build-aarch64 && $(CROSS_ENV) KITE_TEST_EMULATOR_TIMEOUT=$(CROSS_TIMEOUT) KITE_THREADS_SCALE=3 KITE_STRESS_SIZE="8 24 4000 2" \
-	  ctest --output-on-failure -j $(JOBS) -R '$(CROSS_FORK)'
-	@echo "test-cross: aarch64 fork suites under qemu-aarch64 passed"
 
 
 BENCH ?= quick

@@ -147,8 +147,10 @@ static inline void test_exec_self(char *const argv[], char *const envp[]) {
  * caller returns or takes the path the emulator allows), 0 on a real machine. Each reason
  * is one limitation of qemu-user, not of kite: */
 /* a thread started in the child of a fork made while another thread ran aborts qemu
- * ("cpu_exec: assertion failed: (cpu == current_cpu)"); a fork from a threaded program,
- * and threads in the child of a single-threaded one, work */
+ * ("cpu_exec: assertion failed: (cpu == current_cpu)", exit status 127), or now and then
+ * leaves the child hung, whoever starts it (the program, or kite's background thread:
+ * test_fork.c); a fork from a threaded program, and threads in the child of a
+ * single-threaded one, work */
 #define TEST_EMU_THREAD_AFTER_FORK "qemu-user cannot start a thread in the child of a fork made while other threads ran"
 /* setrlimit(RLIMIT_AS) succeeds and limits nothing (the limit would bound the emulator's
  * own memory), so nothing runs out of memory */

@@ -12,6 +12,10 @@
 # lines, external merge, 2 threads), a C++ new/delete churn (preloaded and linked), xz -T2
 # (compress + decompress round trip), sqlite3 (if installed), gcc compiling a C file, a
 # pthread C program (preloaded and linked statically with libkite.a).
+# Under an emulator (KITE_TEST_EMULATOR: the aarch64 build under qemu-user, tests/test.h)
+# the project's own programs (3 and 7) run through it, kite preloaded into the emulated
+# program (qemu's -E, so that the x86-64 emulator itself does not load an aarch64 library);
+# Debian's programs (1, 2, 4, 5, 6) are x86-64 ones and are skipped, saying so.
 # Prints one line per check and ends with "N passed, N failed"; exit status 1 on failure.
 set -u
 B=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
@@ -23,6 +27,13 @@ export LC_ALL=C
 unset LD_PRELOAD KITE_SHOW_STATS
 passed=0
 failed=0
+# EMU: the emulator's words (empty on the build machine itself)
+read -r -a EMU <<<"${KITE_TEST_EMULATOR:-}"
+emulated() { [ ${#EMU[@]} -gt 0 ]; }
+# preload CMD...: CMD with libkite.so preloaded
+preload() {
+  if emulated; then "${EMU[@]}" -E LD_PRELOAD="$LIB" "$@"; else env LD_PRELOAD="$LIB" "$@"; fi
+}
 
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
@@ -59,14 +70,14 @@ check() {
 # run_pair NAME CMD...: the reference run (with the negative control), then under preload.
 run_pair() {
   local name=$1; shift
-  KITE_SHOW_STATS=1 "$@" >"$T/$name.ref" 2>"$T/$name.ref.err" </dev/null
+  KITE_SHOW_STATS=1 ${EMU[@]+"${EMU[@]}"} "$@" >"$T/$name.ref" 2>"$T/$name.ref.err" </dev/null
   local rc_ref=$?
   if has_stats "$T/$name.ref.err"; then
     bad "$name-control" "kite statistics without kite: the check proves nothing"
   else
     ok "$name-control"
   fi
-  env LD_PRELOAD="$LIB" KITE_SHOW_STATS=1 "$@" >"$T/$name.out" 2>"$T/$name.err" </dev/null
+  KITE_SHOW_STATS=1 preload "$@" >"$T/$name.out" 2>"$T/$name.err" </dev/null
   local rc=$?
   if [ $rc -ne $rc_ref ]; then
     bad "$name" "exit status $rc under kite, $rc_ref without"
@@ -78,6 +89,9 @@ run_pair() {
 
 [ -f "$LIB" ] || { bad "libkite.so" "missing in $B"; echo "$passed passed, $failed failed"; exit 1; }
 
+if emulated; then
+  echo "skip python3, sort, xz, sqlite3, gcc (this machine's programs, not built for the emulated target)"
+else
 # 1. python3 (Debian's, not a wrapper script)
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
@@ -91,17 +105,12 @@ mkdir -p "$T/sorttmp"
 run_pair sort sort -S 1M --parallel=2 -T "$T/sorttmp" "$T/lines.txt"
 if [ "$(wc -l <"$T/sort.out")" -ne 200000 ]; then bad sort-lines "sorted output lost lines"; else ok sort-lines; fi
 
-# 3. C++ new/delete churn: preloaded, and linked with libkite.so
-run_pair cxx "$B/core_prog_cxx"
-KITE_SHOW_STATS=1 "$B/core_prog_cxx_linked" >"$T/cxx_linked.out" 2>"$T/cxx_linked.err" </dev/null
-check cxx-linked "$T/cxx.ref" "$T/cxx_linked.out" "$T/cxx_linked.err"
-
 # 4. xz -T2 round trip: compressed bytes equal xz's on glibc, decompression gives the input
 if command -v xz >/dev/null; then
   xz -T2 -1 -c "$T/lines.txt" >"$T/xz.ref"
-  env LD_PRELOAD="$LIB" KITE_SHOW_STATS=1 xz -T2 -1 -c "$T/lines.txt" >"$T/xz.out" 2>"$T/xz.err"
+  KITE_SHOW_STATS=1 preload xz -T2 -1 -c "$T/lines.txt" >"$T/xz.out" 2>"$T/xz.err"
   check xz-compress "$T/xz.ref" "$T/xz.out" "$T/xz.err"
-  env LD_PRELOAD="$LIB" KITE_SHOW_STATS=1 xz -T2 -d -c "$T/xz.out" >"$T/unxz.out" 2>"$T/unxz.err"
+  KITE_SHOW_STATS=1 preload xz -T2 -d -c "$T/xz.out" >"$T/unxz.out" 2>"$T/unxz.err"
   check xz-decompress "$T/lines.txt" "$T/unxz.out" "$T/unxz.err"
 else
   echo "skip xz (not installed)"
@@ -130,10 +139,16 @@ if command -v gcc >/dev/null; then
 else
   echo "skip gcc (not installed)"
 fi
+fi
+
+# 3. C++ new/delete churn: preloaded, and linked with libkite.so
+run_pair cxx "$B/core_prog_cxx"
+KITE_SHOW_STATS=1 ${EMU[@]+"${EMU[@]}"} "$B/core_prog_cxx_linked" >"$T/cxx_linked.out" 2>"$T/cxx_linked.err" </dev/null
+check cxx-linked "$T/cxx.ref" "$T/cxx_linked.out" "$T/cxx_linked.err"
 
 # 7. a pthread C program: preloaded, and linked statically with libkite.a
 run_pair mt "$B/core_prog_mt"
-KITE_SHOW_STATS=1 "$B/core_prog_mt_static" >"$T/mt_static.out" 2>"$T/mt_static.err" </dev/null
+KITE_SHOW_STATS=1 ${EMU[@]+"${EMU[@]}"} "$B/core_prog_mt_static" >"$T/mt_static.out" 2>"$T/mt_static.err" </dev/null
 check mt-static "$T/mt.ref" "$T/mt_static.out" "$T/mt_static.err"
 if grep -q "served by kite: yes" "$T/mt_static.err"; then ok mt-static-owns; else bad mt-static-owns "malloc is not kite's in the static build"; fi
 
