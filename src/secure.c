@@ -159,6 +159,17 @@ static guard_t guard_of(void *p) {
 
 static void *kept_take(size_t m);
 
+/* p (a large run or huge block fresh from the core, or NULL) with its guard raised; NULL +
+ * ENOMEM when the kernel refuses the guard (too many mappings), p then freed. */
+static void *guarded(void *p) {
+  if (!p || KITE_SECURE_FLOOR) return p; /* the floor keeps the page, not protected */
+  guard_t g = guard_of(p);
+  if (likely(_kite_os_protect(g.at, g.len, false))) return p;
+  _kite_core_free(p);
+  errno = ENOMEM;
+  return NULL;
+}
+
 /* A large run or huge block for n bytes (aligned to align when not 0; zeroed when zero),
  * with a guard page after round_up(n, 4 KiB). NULL + ENOMEM (also when the kernel refuses
  * the guard: too many mappings). */
@@ -169,16 +180,8 @@ static void *large_alloc(size_t n, size_t align, bool zero) {
   void *p = align || zero ? NULL : kept_take(m); /* a kept run holds old bytes: not for calloc */
   if (p) return p;
   p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
-  if (!p) return NULL;
-  if (align && zero) memset(p, 0, n);
-  if (KITE_SECURE_FLOOR) return p; /* the page is kept, not protected */
-  guard_t g = guard_of(p);
-  if (unlikely(!_kite_os_protect(g.at, g.len, false))) {
-    _kite_core_free(p);
-    errno = ENOMEM;
-    return NULL;
-  }
-  return p;
+  if (p && align && zero) memset(p, 0, n);
+  return guarded(p);
 }
 
 static void large_free(void *p) {
@@ -680,14 +683,7 @@ KITE_API void kite_heap_destroy(kite_heap_t *handle) {
 KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   if (n <= SMALL_LIMIT) { SMALL_FROM(_kite_core_heap_malloc(h, n + KITE_SECURE_CANARY)); }
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
-  void *p = _kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD);
-  guard_t g = p ? guard_of(p) : (guard_t){NULL, 0};
-  if (p && unlikely(!_kite_os_protect(g.at, g.len, false))) {
-    _kite_core_free(p);
-    errno = ENOMEM;
-    return NULL;
-  }
-  return p;
+  return guarded(_kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD));
 }
 
 KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {
