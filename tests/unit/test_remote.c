@@ -719,6 +719,12 @@ TEST(take_counts_at_every_step) {
  * and its settle (the thread that made the push is not in the child): the child's fork
  * handler settles it, so the child can use or give back the page (without, the page stays
  * listed, emptied and unsettled, for the child's life: no adoption or trim takes it). */
+/* The forked child pid exited with status 0 (its own checks passed). */
+static void expect_child_ok(pid_t pid) {
+  int st = -1;
+  expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
+  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
 static int child_settled(kite_page_t *pg, uint32_t k) {
   uint64_t tf = tf_of(pg);
   bool settled = pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf) == 0 && !(tf & KITE_TF_EMPTIED));
@@ -733,9 +739,7 @@ TEST(fork_child_settles_emptied_page) {
   assert_true(park_the_settle(&pg, &freer, SIZE, K));
   pid_t pid = fork();
   if (pid == 0) _exit(child_settled(pg, K));
-  int st = -1;
-  expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
-  expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  expect_child_ok(pid);
   unpark();
   pthread_join(freer, NULL);
   __atomic_store_n(&_kite_test_hook_remote_emptied, NULL, __ATOMIC_RELEASE);
@@ -771,9 +775,7 @@ TEST(fork_after_settle_unlock_keeps_the_run) {
   if (parked_ok) {
     pid_t pid = fork();
     if (pid == 0) _exit(child_run_freed(pg));
-    int st = -1;
-    expect_true(pid > 0 && waitpid(pid, &st, 0) == pid);
-    expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    expect_child_ok(pid);
   }
   unpark();
   pthread_join(freer, NULL);
