@@ -16,10 +16,12 @@ Modes
                        loaded machine is said to make the ratios less certain.
   --ab ROW --vs B      one row, allocator --a (default kite) against B (a peer, or another
                        kite build added with --alloc NAME=PATH): at least 11 interleaved
-                       pairs (order swapped at every pair); the CPU-time ratio of each pair
-                       with its min/median/max, medians of wall time, page faults, context
-                       switches and peak RSS, then one `strace -c -f` run of each side for
-                       futex, madvise and all system calls; "level" within 5%. ab.md/ab.json.
+                       pairs (order swapped at every pair); the CPU-time and system-time
+                       ratios of each pair with their min/median/max, medians of user,
+                       system and wall time, page faults, context switches and peak RSS,
+                       then one `strace -c -f` run of each side for futex, madvise and all
+                       system calls; "level" within 5%. ab.md/ab.json (each run's user_s,
+                       sys_s and cpu_s, from wait4's resource usage of the workload).
   --syscalls           one `strace -c -f` run of every row with 8 threads under every
                        allocator: futex / madvise calls per run (--docs: into
                        docs/benchmarks.md's syscalls section).
@@ -1538,20 +1540,26 @@ def cpu_s(r):
 
 
 def ab_summary(pairs, level=AB_LEVEL):
-    """The verdict on the pairs: per-pair ratios a/b of CPU time (user+sys) and of wall
-    time, with min, median and max, the medians of each side's faults and context switches,
-    and the verdict: 'level' when the median CPU ratio is within `level` of 1, else which
-    side is faster, with how many pairs agree."""
+    """The verdict on the pairs: per-pair ratios a/b of CPU time (user+sys), of system time
+    alone (over the pairs where b's is not 0; None when there is none) and of wall time,
+    with min, median and max, the medians of each side's CPU, user and system time, faults
+    and context switches, and the verdict: 'level' when the median CPU ratio is within
+    `level` of 1, else which side is faster, with how many pairs agree."""
     cpu = sorted(cpu_s(x) / max(cpu_s(y), 1e-9) for x, y in pairs)
     wall = sorted(x["wall_s"] / max(y["wall_s"], 1e-9) for x, y in pairs)
+    sys_r = sorted(x["sys_s"] / y["sys_s"] for x, y in pairs if y["sys_s"] > 0)
     med = median(cpu)
 
     def side(k, f):
         return median(f(p[k]) for p in pairs)
     res = dict(pairs=len(pairs), cpu_ratio=dict(min=cpu[0], median=med, max=cpu[-1]),
+               sys_ratio=dict(min=sys_r[0], median=median(sys_r), max=sys_r[-1],
+                              pairs=len(sys_r)) if sys_r else None,
                wall_ratio=dict(min=wall[0], median=median(wall), max=wall[-1]))
     for k, who in ((0, "a"), (1, "b")):
-        res[who] = dict(cpu_s=side(k, cpu_s), wall_s=side(k, lambda r: r["wall_s"]),
+        res[who] = dict(cpu_s=side(k, cpu_s), user_s=side(k, lambda r: r["user_s"]),
+                        sys_s=side(k, lambda r: r["sys_s"]),
+                        wall_s=side(k, lambda r: r["wall_s"]),
                         maxrss_kib=side(k, lambda r: r["maxrss_kib"]),
                         minflt=side(k, lambda r: r.get("minflt", 0)),
                         csw=side(k, lambda r: r.get("nvcsw", 0) + r.get("nivcsw", 0)))
@@ -1571,6 +1579,7 @@ def ab_markdown(c, a, b, sm, calls, meta):
                                                                         f"{bn} faster")
     r = sm["cpu_ratio"]
     w = sm["wall_ratio"]
+    sy = sm["sys_ratio"]
     ca, cb = calls.get(an) or {}, calls.get(bn) or {}
 
     def ratio(x, y):
@@ -1581,6 +1590,11 @@ def ab_markdown(c, a, b, sm, calls, meta):
              f"| | {an} | {bn} | {an} / {bn} |", "|---|---:|---:|---:|",
              f"| CPU time, median | {sm['a']['cpu_s']:.3f} s | {sm['b']['cpu_s']:.3f} s | "
              f"{r['median']:.3f} (pairs: min {r['min']:.3f}, max {r['max']:.3f}) |",
+             f"| user time, median | {sm['a']['user_s']:.3f} s | {sm['b']['user_s']:.3f} s | "
+             f"{ratio(sm['a']['user_s'], sm['b']['user_s'])} |",
+             f"| system time, median | {sm['a']['sys_s']:.3f} s | {sm['b']['sys_s']:.3f} s | "
+             + (f"{sy['median']:.3f} (pairs: min {sy['min']:.3f}, max {sy['max']:.3f}) |" if sy
+                else "- (no pair with system time on both sides) |"),
              f"| wall time, median | {sm['a']['wall_s']:.3f} s | {sm['b']['wall_s']:.3f} s | "
              f"{w['median']:.3f} (min {w['min']:.3f}, max {w['max']:.3f}) |",
              f"| minor page faults, median | {sm['a']['minflt']:.0f} | {sm['b']['minflt']:.0f}"
@@ -1639,8 +1653,8 @@ def ab_mode(ap, args, allocs, build_dir, helper, command):
     with open(os.path.join(out, "ab.json"), "w") as f:
         json.dump(dict(command=command, meta=meta, row=c["label"], argv=c["argv"],
                        a=a["name"], b=b["name"], summary=sm, syscalls=calls,
-                       pairs=[[{k: v for k, v in r.items() if k != "output"} for r in p]
-                              for p in pairs]), f, indent=1)
+                       pairs=[[dict({k: v for k, v in r.items() if k != "output"},
+                                    cpu_s=cpu_s(r)) for r in p] for p in pairs]), f, indent=1)
     print(md)
     print(f"results in {os.path.relpath(out)}/ab.md and ab.json")
     return 0

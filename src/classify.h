@@ -48,12 +48,19 @@ static inline bool _kite_block_of(const kite_page_t *pg, uintptr_t u, uint32_t *
   return k < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
 }
 
-/* C2 and C3 from unit descriptor d alone (pagemap.h M1: any address below the page map's
- * end), any thread, as free's shortcut finds a block: d has an owner, so it is a small
- * page's head and u lies in its first unit; true, with *i, when u is a carved block start. */
+/* C2 from unit descriptor d alone (pagemap.h M1: any address below the page map's end), any
+ * thread: d has an owner, so it is a small page's head and u lies in its first unit; true,
+ * with *i (C1: <= reserved, not checked against capacity), when u is a block start. For a
+ * caller that tests the block's entry for LIVE (C1: no uncarved block passes that), as
+ * free's remote path does. */
+static inline bool _kite_owned_index(const kite_page_t *d, uintptr_t u, uint64_t *i) {
+  return __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, u & (KITE_UNIT_SIZE - 1), i);
+}
+
+/* The same, true only when u is a carved block start (C3), for a caller that reads the
+ * block itself before its entry (the secure build's canary). */
 static inline bool _kite_owned_block(const kite_page_t *d, uintptr_t u, uint64_t *i) {
-  return __atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, u & (KITE_UNIT_SIZE - 1), i) &&
-         *i < __atomic_load_n(&d->capacity, __ATOMIC_RELAXED);
+  return _kite_owned_index(d, u, i) && *i < __atomic_load_n(&d->capacity, __ATOMIC_RELAXED);
 }
 
 enum { KITE_PTR_INVALID = 0, KITE_PTR_SMALL, KITE_PTR_LARGE, KITE_PTR_HUGE, KITE_PTR_GUARDED };

@@ -94,7 +94,12 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
  * runs) goes through free_generic. */
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   uint64_t i;
-  if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
+#ifndef KITE_THREAD_KEY
+  /* no thread pointer: a heap a dead thread left gets this thread's frees here (heap_pool.c
+   * I-H4), and a thread that only frees would never retire it */
+  if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self();
+#endif
+  if (likely(_kite_owned_index(d, (uintptr_t)p, &i))) { /* C1: the claim refuses an uncarved block (R1) */
     _kite_remote_free(p, d, i, _kite_heap_settle_abandoned);
     return;
   }

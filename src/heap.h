@@ -108,6 +108,12 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
  * R5: its push set KITE_TF_EMPTIED): under _kite_heap_lock, its frees merged, the page kept
  * empty for the next thread or given back to the arena. */
 void _kite_heap_settle_abandoned(kite_page_t *pg);
+#ifndef KITE_THREAD_KEY
+/* Without a thread pointer, a heapless thread's free that leaves the fast path: once a
+ * thread, retire the heap a dead thread with the same pthread_self() left (heap_pool.c
+ * I-H4), which that thread's frees, remote ones, would otherwise never retire. */
+void _kite_heap_retire_left_by_self(void) KITE_NOINLINE KITE_COLD;
+#endif
 
 /* First-class heaps (kite_heap_new / kite_heap_destroy). The public kite_heap_t pointer is
  * a handle, not the struct (heap_pool.c, I-H1): _kite_heap_new_user returns a handle (NULL +

@@ -37,7 +37,10 @@
  *        that free's slow path retires it (_kite_heap_retire_left). Where there is no thread
  *        pointer (the key is the heap's address, which no later thread has), the heap is
  *        found by pthread_self(), which the C library gives to later threads as it does the
- *        thread pointer: heap_self, kept in each thread heap's self.
+ *        thread pointer: heap_self, kept in each thread heap's self. There a later thread's
+ *        frees into the heap's pages are remote: its first free that leaves the fast path
+ *        while it has no heap looks for the heap once (_kite_heap_retire_left_by_self; a heap
+ *        with its self can only be older than the thread, so once is enough).
  *
  * Locks: _kite_heap_lock guards the heap pool, the list of live heaps, and the abandoned lists
  * (heap_abandon.c). It is taken only on slow paths (thread start/exit, adoption, trim, stats,
@@ -255,6 +258,21 @@ bool _kite_heap_late(void) { return heap_exiting; }
 /* left's thread is dead and the caller has its key: only the caller's frees reach left's
  * lists, and only the caller retires it (I-H4), so no lock is needed to know it is live. */
 void _kite_heap_retire_left(kite_heap_t *left) { heap_retire(left); }
+
+#ifndef KITE_THREAD_KEY
+static __thread bool heap_left_looked __attribute__((tls_model("initial-exec")));
+void _kite_heap_retire_left_by_self(void) {
+  if (heap_left_looked || heap_exiting) return;
+  heap_left_looked = true;
+  uintptr_t self = heap_self();
+  kite_heap_t *left = NULL;
+  _kite_lock(&_kite_heap_lock); /* (self is written under it: heap_obtain) */
+  for (kite_heap_t *o = _kite_heap_all; o && !left; o = o->next_all)
+    if (o->self == self) left = o;
+  _kite_unlock(&_kite_heap_lock);
+  if (left) heap_retire(left); /* (only this thread can match it: I-H4) */
+}
+#endif
 
 void _kite_heap_late_end(kite_heap_t *h) {
   _kite_heap_tls = &_kite_heap_empty;

@@ -26,12 +26,24 @@ void _kite_random_reseed(void) {
   rng_state = _kite_mac3(s, rng_state, (uintptr_t)&rng_state) | 1;
 }
 
-uint64_t _kite_random(void) {
-  uint64_t x = rng_state;
-  if (unlikely(x == 0)) x = _kite_mac3((uintptr_t)&rng_state, _kite_secret(1), _kite_secret(2)) | 1;
+/* One xorshift* step from state x, stored as the thread's state. */
+static inline uint64_t random_step(uint64_t x) {
   x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
   rng_state = x;
   return x * 0x2545f4914f6cdd1dull;
+}
+
+/* A thread's first draw, its state seeded from the secrets and the state's own address:
+ * out of line and reached by a tail call, so that _kite_random keeps no stack frame or
+ * saved register for it. */
+static KITE_COLD uint64_t random_first(void) {
+  return random_step(_kite_mac3((uintptr_t)&rng_state, _kite_secret(1), _kite_secret(2)) | 1);
+}
+
+uint64_t _kite_random(void) {
+  uint64_t x = rng_state;
+  if (unlikely(x == 0)) return random_first();
+  return random_step(x);
 }
 
 #if defined(KITE_SECURE) && KITE_SECURE

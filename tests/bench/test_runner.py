@@ -464,6 +464,15 @@ def main():
         sm = run.ab_summary([pair(1.2, 1.0)] * 11)
         check(sm["verdict"] == "b faster (11 of 11 pairs agree)"
               and sm["a"]["csw"] == 4 and sm["a"]["minflt"] == 100, f"b faster: {sm}")
+        # the split of CPU time: each side's user and system medians, the system-time ratio
+        check(abs(sm["a"]["user_s"] - 0.9) < 1e-9 and abs(sm["a"]["sys_s"] - 0.3) < 1e-9
+              and abs(sm["b"]["sys_s"] - 0.25) < 1e-9
+              and abs(sm["a"]["user_s"] + sm["a"]["sys_s"] - sm["a"]["cpu_s"]) < 1e-9
+              and abs(sm["sys_ratio"]["median"] - 1.2) < 1e-9 and sm["sys_ratio"]["pairs"] == 11,
+              f"user/sys split: {sm}")
+        zero = lambda c: dict(user_s=c, sys_s=0.0, wall_s=c, maxrss_kib=1, minflt=1)
+        sm = run.ab_summary([(zero(1.0), zero(1.0))] * 11)
+        check(sm["sys_ratio"] is None and sm["verdict"] == "level", f"no system time: {sm}")
         sm = run.ab_summary([pair(1.06, 1.0)] * 11)
         check(sm["verdict"].startswith("b faster"), f"6% is not level: {sm['verdict']}")
         calls = run.parse_strace_c(
@@ -493,12 +502,24 @@ def main():
               and len(j["pairs"]) == 11 and j["summary"]["pairs"] == 11, "11 pairs of the row")
         check(j["summary"]["verdict"].startswith("a faster (")
               and j["summary"]["cpu_ratio"]["max"] < 0.95, f"verdict {j['summary']}")
+        # each run's user and system seconds (wait4's rusage of the workload) sum to its CPU
+        runs = [r for p in j["pairs"] for r in p]
+        split = all(isinstance(r.get(k), (int, float)) and r[k] >= 0 for r in runs
+                    for k in ("user_s", "sys_s", "cpu_s"))
+        bad = [r for r in runs if not split or abs(r["user_s"] + r["sys_s"] - r["cpu_s"]) > 1e-6]
+        check(len(runs) == 22 and not bad, f"per-run user/sys/cpu: {(bad or runs)[:2]}")
+        for k in ("a", "b"):
+            sk = j["summary"][k]
+            check("user_s" in sk and "sys_s" in sk and sk["user_s"] <= sk["cpu_s"] + 1e-9,
+                  f"summary {k}: {sk}")
+        check("sys_ratio" in j["summary"], f"sys_ratio in the summary: {j['summary']}")
         firsts = [l.split("[")[-1].rstrip("]") for l in q.stderr.splitlines()
                   if l.startswith("[pair ")][::2]
         check(firsts == ["glibc", "slow"] * 5 + ["glibc"], f"order swapped: {firsts}")
         with open(os.path.join(d, "ab.md")) as f:
             md = f.read()
         check("**Verdict: glibc faster (" in md and "| CPU time, median |" in md
+              and "| user time, median |" in md and "| system time, median |" in md
               and "| minor page faults, median |" in md and "| context switches, median |" in md
               and "Load average" in md, f"ab.md: {md}")
         if not shutil.which("strace"):

@@ -145,6 +145,27 @@ static void double_free_remote(void) {
   pthread_join(t, NULL);
   A_free(keep);
 }
+/* From another thread (the remote path: classify.h C1, remote.c R1), a block start past the
+ * carved blocks, and the start of a one-unit page's partial last block (the spare entry past
+ * the last block): neither is a block, both are reported. */
+static void free_uncarved_remote(void) {
+  unsigned char *p = A_malloc(16);
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_body, p + 16 * 300);
+  pthread_join(t, NULL);
+  A_free(p);
+}
+static void free_partial_last_remote(void) {
+  enum { UNIT = 65536 }; /* a small page of 48-byte blocks is one unit, its first block at its start */
+  unsigned char *p = A_malloc(48);
+  size_t bs = A_usable(p);
+  if (UNIT % bs == 0) exit(22); /* no partial last block: the case cannot be made */
+  unsigned char *start = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(UNIT - 1));
+  pthread_t t;
+  pthread_create(&t, NULL, remote_free_body, start + UNIT / bs * bs);
+  pthread_join(t, NULL);
+  A_free(p);
+}
 /* both frees from another thread (the first is a legitimate remote free) */
 static void double_free_both_remote(void) {
   void *p = A_malloc(200);
@@ -401,6 +422,8 @@ static const misuse_case_t cases[] = {
     {"free_interior_large", free_interior_large, "free(): invalid pointer", 0},
     {"free_interior_huge", free_interior_huge, "free(): invalid pointer", 0},
     {"free_uncarved", free_uncarved, "free(): invalid pointer", 0},
+    {"free_uncarved_remote", free_uncarved_remote, "free(): invalid pointer or double free", 0},
+    {"free_partial_last_remote", free_partial_last_remote, "free(): invalid pointer or double free", 0},
     {"realloc_foreign", realloc_foreign, "realloc(): invalid pointer", 0},
     {"double_free_small", double_free_small, "free(): invalid pointer or double free", 0},
     {"double_free_large", double_free_large, "free(): invalid pointer or double free", 0},

@@ -797,8 +797,9 @@ TEST(heap_made_during_exit_gets_no_key) {
  * exits. Its thread pointer, though, is the key its pages carry (heap.h), and the C library
  * hands a dead thread's cached stack and thread pointer to a later thread. That thread
  * retires the heap left behind (heap_pool.c I-H4) at its first malloc, or at a free the
- * fast path takes into one of the heap's pages, whichever comes first (a thread that only
- * frees, here the block whose page sits on the full list, has no malloc to wait for): its
+ * fast path takes into one of the heap's pages (without a thread pointer: its first free
+ * that takes the remote path), whichever comes first (a thread that only frees, here the
+ * block whose page sits on the full list, has no malloc to wait for): its
  * pages are abandoned like any exited thread's, the live heaps are back to their count. A
  * free before that never puts the page into the static empty heap every heapless thread
  * shares. */
@@ -843,7 +844,8 @@ static void *orphan_next_thread(void *arg) {
     return NULL;
   }
   unsigned cls = _kite_unit_of((uintptr_t)orphan_blocks[0])->cls;
-  kite_free(orphan_blocks[0]); /* the fast path: the page carries this thread's key */
+  kite_free(orphan_blocks[0]); /* the fast path (the page carries this thread's key), or,
+                                 * without a thread pointer, the remote path */
   orphan_blocks[0] = NULL;
   next_empty_queued = _kite_heap_empty.queue[cls].first != NULL || _kite_heap_empty.full_count[cls] != 0;
   next_live = live_heaps(); /* no heap of its own: it never allocated */
@@ -892,12 +894,10 @@ TEST(last_round_heap_is_retired_by_the_next_holder_of_its_thread_pointer) {
   if (orphan_round >= 0) return;
 #endif
   orphan_scenario(true);
-#ifdef KITE_THREAD_KEY
-  orphan_scenario(false); /* a thread that only frees */
-#else
-  /* (without a thread pointer the pages carry the heap's address: the next thread's frees
-   * of them are remote, and only its first malloc finds the heap, by pthread_self()) */
-#endif
+  /* a thread that only frees (without a thread pointer the pages carry the heap's address:
+   * its free of one is remote, and the remote path's look for a heap left with its
+   * pthread_self() retires it) */
+  orphan_scenario(false);
 }
 
 /* ---- huge-page advice of freed runs ---- */

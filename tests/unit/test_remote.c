@@ -303,36 +303,57 @@ TEST(claim_is_one_rmw) {
   kite_free(keep);
 }
 
-TEST(relink_is_a_cas) {
+/* The re-link tests' set-up: three blocks of size n on one page (p, j, keep) and a thread
+ * whose remote free of p claimed it (REMOTE|END) and parks before its first push, until
+ * claim_release. false: p and j are not on one page (the test stops). */
+typedef struct {
+  void *p, *j, *keep;
+  kite_page_t *pg;
+  uint32_t i; /* p's index */
+  pthread_t claimer;
+} parked_claim_t;
+static bool claim_and_park(parked_claim_t *c, size_t n) {
   reports_reset();
   park_reset();
-  void *p = kite_malloc(176), *j = kite_malloc(176), *keep = kite_malloc(176);
-  kite_page_t *pg = page_of(p);
-  assert_ptr_eq(page_of(j), pg);
-  uint32_t i = index_of(pg, p);
+  c->p = kite_malloc(n);
+  c->j = kite_malloc(n);
+  c->keep = kite_malloc(n);
+  c->pg = page_of(c->p);
+  expect_ptr_eq(page_of(c->j), c->pg);
+  if (page_of(c->j) != c->pg) return false;
+  c->i = index_of(c->pg, c->p);
   __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
-  pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
+  c->claimer = spawn(free_parked_body, c->p);
   expect_true(wait_parked());
-  free_on_thread(j);             /* the head moves: the claimer must re-link */
-  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  return true;
+}
+static void claim_release(parked_claim_t *c) {
   unpark();
-  pthread_join(claimer, NULL);
+  pthread_join(c->claimer, NULL);
   __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+}
+
+TEST(relink_is_a_cas) {
+  parked_claim_t c;
+  if (!claim_and_park(&c, 176)) return;
+  free_on_thread(c.j);              /* the head moves: the claimer must re-link */
+  _kite_test_owner_free_store(c.p); /* the owner read LIVE before the claim */
+  claim_release(&c);
   expect_int_eq(reports_now(), 1); /* the re-link's CAS saw the owner's store */
-  expect_ptr_eq(report_ptr, p);
-  uint64_t tf = tf_of(pg);
+  expect_ptr_eq(report_ptr, c.p);
+  uint64_t tf = tf_of(c.pg);
   expect_int_eq(KITE_TF_COUNT(tf), 1);
-  expect_uint_eq(KITE_TF_HEAD(tf), index_of(pg, j));
-  expect_true(!_kite_link_is_remote(entry(pg, i)));
+  expect_uint_eq(KITE_TF_HEAD(tf), index_of(c.pg, c.j));
+  expect_true(!_kite_link_is_remote(entry(c.pg, c.i)));
   expect_int_eq((kite_check)(), 1);
   uint32_t remote = 0;
-  collect(pg, &remote);
+  collect(c.pg, &remote);
   expect_uint_eq(remote, 1);
   expect_int_eq(reports_now(), 1);
-  expect_int_eq(on_free_list(pg, i), 1);
+  expect_int_eq(on_free_list(c.pg, c.i), 1);
   expect_int_eq((kite_check)(), 1);
-  expect_handed_out_once(176, p, j, pg->reserved);
-  kite_free(keep);
+  expect_handed_out_once(176, c.p, c.j, c.pg->reserved);
+  kite_free(c.keep);
 }
 
 /* The owner's store lands while the claimer waits before its first push, then the owner
@@ -341,37 +362,28 @@ TEST(relink_is_a_cas) {
  * reports; the block stays the new allocation's. */
 TEST(relink_refuses_live) {
   enum { SIZE = 1856 }; /* a class no other test uses */
-  reports_reset();
-  park_reset();
-  void *p = kite_malloc(SIZE), *j = kite_malloc(SIZE), *keep = kite_malloc(SIZE);
-  kite_page_t *pg = page_of(p);
-  assert_ptr_eq(page_of(j), pg);
-  uint32_t i = index_of(pg, p);
-  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
-  pthread_t claimer = spawn(free_parked_body, p); /* claims p (REMOTE|END), parks */
-  expect_true(wait_parked());
-  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  parked_claim_t c;
+  if (!claim_and_park(&c, SIZE)) return;
+  _kite_test_owner_free_store(c.p); /* the owner read LIVE before the claim */
   uint32_t remote = 0;
-  collect(pg, &remote); /* p to the head of the allocation list */
+  collect(c.pg, &remote); /* p to the head of the allocation list */
   void *q = kite_malloc(SIZE);
-  assert_ptr_eq(q, p);
-  expect_uint_eq(entry(pg, i), KITE_LINK_LIVE);
-  free_on_thread(j); /* the head moves */
-  unpark();
-  pthread_join(claimer, NULL);
-  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  assert_ptr_eq(q, c.p);
+  expect_uint_eq(entry(c.pg, c.i), KITE_LINK_LIVE);
+  free_on_thread(c.j); /* the head moves */
+  claim_release(&c);
   expect_int_eq(reports_now(), 1);
-  expect_ptr_eq(report_ptr, p);
-  expect_uint_eq(entry(pg, i), KITE_LINK_LIVE);
-  uint64_t tf = tf_of(pg);
+  expect_ptr_eq(report_ptr, c.p);
+  expect_uint_eq(entry(c.pg, c.i), KITE_LINK_LIVE);
+  uint64_t tf = tf_of(c.pg);
   expect_int_eq(KITE_TF_COUNT(tf), 1);
-  expect_uint_eq(KITE_TF_HEAD(tf), index_of(pg, j));
+  expect_uint_eq(KITE_TF_HEAD(tf), index_of(c.pg, c.j));
   expect_int_eq((kite_check)(), 1);
   kite_free(q);
   expect_int_eq(reports_now(), 1);
   expect_int_eq((kite_check)(), 1);
-  expect_handed_out_once(SIZE, p, j, pg->reserved);
-  kite_free(keep);
+  expect_handed_out_once(SIZE, c.p, c.j, c.pg->reserved);
+  kite_free(c.keep);
 }
 
 /* The push's retry loop: the head moves before the first try (the re-link out of line),
