@@ -8,11 +8,11 @@
 #                  core_threads, core_threads_override,
 #                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
 #                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs,
-#                  core_guarded
-#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced) via kite-noover-debug
+#                  core_guarded, core_stack
+#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced), core_stack via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
 #                  core_fork, core_misuse, core_memory_return, core_guarded (its in-process
-#                  tests: TSan takes the fault children's signals over) (and test_core_smoke,
+#                  tests: TSan takes the fault children's signals over), core_stack (and test_core_smoke,
 #                  cmake/core.cmake) via kite-noover-debug
 #   core_memory_return runs in the normal and TSan builds (not ASan: it measures RSS)
 # No override or LD_PRELOAD test is registered in a sanitizer build. Every test carries the
@@ -80,6 +80,10 @@ if(TARGET kite-noover)
       set_tests_properties(core_guarded PROPERTIES ENVIRONMENT "KITE_GUARDED_TEST_INPROCESS=1")
     endif()
   endif()
+  # the stack capture through another object's frames (libc's qsort), cold and warm, racing
+  kite_test(core_stack SOURCES ${_ct}/integration/test_stack.c LIBS kite-noover-debug)
+  target_include_directories(core_stack PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  _kite_ct_props(core_stack 120)
   # memory return: thread exit, idle with the background purger, fork, OOM, many threads
   if(NOT KITE_SANITIZE STREQUAL "address")
     kite_test(core_memory_return SOURCES ${_ct}/integration/test_memory_return.c LIBS kite-noover)

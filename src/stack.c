@@ -5,8 +5,11 @@
  * pointer plus an offset), that the return address lies just below the CFA, and where the
  * caller's frame pointer was saved, if it was -- and it keeps them per address in a cache
  * shared by all threads, so a capture in a program that has run a while reads no unwind
- * table at all. On a miss the rule comes from the object's .eh_frame_hdr search table and
- * its FDE's call-frame program (DWARF's CFA rules), both read in the mapped object. Only the
+ * table at all: a known return address costs one load of its cache word and a few checks.
+ * On a miss the rule comes from the object's .eh_frame_hdr search table and its FDE's
+ * call-frame program (DWARF's CFA rules), both read in the mapped object; the FDE's CIE,
+ * shared by most FDEs of an object, is parsed and its initial instructions followed once
+ * (the CIE memo), and the common encodings are read inline. Only the
  * stack is read at addresses the walk computes, and only inside the thread's stack as S5
  * bounds it. A frame whose rule the walk cannot follow (a CFA given by an expression, the
  * frame pointer kept in another register, a signal frame) hands the whole capture to
@@ -121,7 +124,9 @@ typedef struct {
   const uint8_t *ins, *end; /* the CIE's initial instructions */
 } cie_t;
 
-static uint64_t uleb(const uint8_t **p, const uint8_t *end) {
+/* LEB128 numbers: most are one byte (offsets, registers, advances), read inline; the loop
+ * takes the rest. */
+static KITE_NOINLINE uint64_t uleb_long(const uint8_t **p, const uint8_t *end) {
   uint64_t v = 0;
   unsigned sh = 0;
   while (*p < end) {
@@ -133,7 +138,12 @@ static uint64_t uleb(const uint8_t **p, const uint8_t *end) {
   return v;
 }
 
-static int64_t sleb(const uint8_t **p, const uint8_t *end) {
+static inline uint64_t uleb(const uint8_t **p, const uint8_t *end) {
+  if (likely(*p < end && !(**p & 0x80))) return *(*p)++;
+  return uleb_long(p, end);
+}
+
+static KITE_NOINLINE int64_t sleb_long(const uint8_t **p, const uint8_t *end) {
   uint64_t v = 0;
   unsigned sh = 0;
   uint8_t b = 0;
@@ -147,9 +157,18 @@ static int64_t sleb(const uint8_t **p, const uint8_t *end) {
   return (int64_t)v;
 }
 
+static inline int64_t sleb(const uint8_t **p, const uint8_t *end) {
+  if (likely(*p < end && !(**p & 0x80))) {
+    uint8_t b = *(*p)++;
+    return (b & 0x40) ? (int64_t)b - 0x80 : (int64_t)b;
+  }
+  return sleb_long(p, end);
+}
+
 /* A pointer encoded as DW_EH_PE `enc` at *p (advanced past it): absolute, or relative to
  * its own address (pcrel) or to `data` (datarel). False for an encoding not handled. */
-static bool read_enc(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr_t data, uintptr_t *out) {
+static KITE_NOINLINE bool read_enc_any(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr_t data,
+                                       uintptr_t *out) {
   const uint8_t *q = *p;
   uint64_t v;
   int32_t s4;
@@ -171,6 +190,19 @@ static bool read_enc(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr
   *p = q;
   *out = (uintptr_t)v;
   return true;
+}
+
+/* The same, inline for the encodings gcc and the linkers write (4 bytes, absolute or pcrel). */
+static inline bool read_enc(const uint8_t **p, const uint8_t *end, uint8_t enc, uintptr_t data, uintptr_t *out) {
+  if (likely((enc & 0x07) == 0x03 && (enc & 0x70) <= 0x10 && end - *p >= 4)) { /* udata4 or sdata4 */
+    uint32_t u4;
+    __builtin_memcpy(&u4, *p, 4);
+    uintptr_t v = (enc & 0x08) ? (uintptr_t)(int64_t)(int32_t)u4 : (uintptr_t)u4;
+    *out = v + ((enc & 0x10) ? (uintptr_t)*p : 0);
+    *p += 4;
+    return true;
+  }
+  return read_enc_any(p, end, enc, data, out);
 }
 
 /* The CIE at c (augmentations z, R, P, L, S; version 1 or 3). */
@@ -223,14 +255,12 @@ static bool cfi_run(const uint8_t *p, const uint8_t *end, const cie_t *ci, uintp
   while (p < end) {
     uint8_t op = *p++, lo = op & 0x3f;
     uint64_t reg, delta = 0;
-    switch (op >> 6) {
-    case 1: delta = lo; goto advance;
-    case 2: set_reg(s, ci, lo, HOW_AT, (int64_t)uleb(&p, end) * ci->data_align); continue;
-    case 3: if (!init) return false;
+    switch (op) { /* one dispatch an instruction: the three packed kinds as ranges */
+    case 0x40 ... 0x7f: delta = lo; goto advance;
+    case 0x80 ... 0xbf: set_reg(s, ci, lo, HOW_AT, (int64_t)uleb(&p, end) * ci->data_align); break;
+    case 0xc0 ... 0xff: if (!init) return false;
       set_reg(s, ci, lo, lo == REG_RBP ? init->rbp_how : init->ra_how, lo == REG_RBP ? init->rbp_off : init->ra_off);
-      continue;
-    }
-    switch (op) {
+      break;
     case 0x00: break;                                                    /* nop */
     case 0x01: if (!read_enc(&p, end, ci->fde_enc, 0, &a)) return false; /* set_loc */
       if (a > target) return true;
@@ -292,6 +322,44 @@ static const uint8_t *fde_find(const uint8_t *hdr, uintptr_t pc) {
   return hdr + t[2 * lo + 1];
 }
 
+/* The CIEs read so far, with the state after their initial instructions: an object has a
+ * handful (gcc's, one with a personality routine, one for signal frames) shared by all its
+ * FDEs. An entry is written once, by the thread that claims it, and published by its `at`
+ * (release; a reader that sees its CIE's address there (acquire) reads the rest as
+ * written), so no reader waits (S2); a claim lost to a fork leaves that entry unused. Like
+ * the rule cache, entries are never dropped (see there for dlclose). */
+#define CIE_MEMO 32u
+typedef struct {
+  const uint8_t *at;
+  bool ok; /* parsed, and its initial instructions followed */
+  cie_t ci;
+  cfs_t init;
+} cie_memo_t;
+static cie_memo_t cie_memo[CIE_MEMO];
+static uint8_t cie_claimed[CIE_MEMO];
+
+/* The CIE at c and the state after its initial instructions: false when the walk cannot
+ * follow it. */
+static bool cie_get(const uint8_t *c, cie_t *ci, cfs_t *init) {
+  uint32_t i = (uint32_t)(((uintptr_t)c >> 3) ^ ((uintptr_t)c >> 11)) & (CIE_MEMO - 1);
+  cie_memo_t *m = &cie_memo[i];
+  if (likely(__atomic_load_n(&m->at, __ATOMIC_ACQUIRE) == c)) {
+    *ci = m->ci;
+    *init = m->init;
+    return m->ok;
+  }
+  *init = (cfs_t){.cfa_reg = REG_RSP};
+  bool ok = cie_parse(c, ci) && cfi_run(ci->ins, ci->end, ci, 0, UINTPTR_MAX, init, NULL);
+  uint8_t free_ = 0;
+  if (__atomic_compare_exchange_n(&cie_claimed[i], &free_, 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    m->ok = ok;
+    m->ci = *ci;
+    m->init = *init;
+    __atomic_store_n(&m->at, c, __ATOMIC_RELEASE);
+  }
+  return ok;
+}
+
 /* The rule of return address pc (the call is at pc - 1) from the unwind tables. */
 static KITE_NOINLINE rule_t rule_lookup(uintptr_t pc) {
   rule_t r = {.kind = RULE_END};
@@ -305,7 +373,8 @@ static KITE_NOINLINE rule_t rule_lookup(uintptr_t pc) {
   __builtin_memcpy(&cie_off, f + 4, 4);
   r.kind = RULE_HARD;
   cie_t ci;
-  if (len == 0 || len == 0xffffffffu || !cie_parse(f + 4 - cie_off, &ci) || ci.signal) return r;
+  cfs_t s, init;
+  if (len == 0 || len == 0xffffffffu || !cie_get(f + 4 - cie_off, &ci, &init) || ci.signal) return r;
   const uint8_t *end = f + 4 + len, *p = f + 8;
   uintptr_t begin, range;
   if (!read_enc(&p, end, ci.fde_enc, 0, &begin) || !read_enc(&p, end, ci.fde_enc & 0x0f, 0, &range)) return r;
@@ -315,9 +384,7 @@ static KITE_NOINLINE rule_t rule_lookup(uintptr_t pc) {
   }
   const uint8_t *ins = p;
   if (ci.z) ins += uleb(&ins, end); /* the FDE's augmentation data (an LSDA pointer) */
-  cfs_t s = {.cfa_reg = REG_RSP}, init;
-  if (!cfi_run(ci.ins, ci.end, &ci, begin, UINTPTR_MAX, &s, NULL)) return r;
-  init = s;
+  s = init;
   if (!cfi_run(ins, end, &ci, begin, pc - 1, &s, &init)) return r;
   if (s.ra_how == HOW_UNDEF) {
     r.kind = RULE_END;
@@ -387,40 +454,80 @@ static bool stack_bounds(uintptr_t sp, uintptr_t *hi) {
   return true;
 }
 
-/* Walk from return address pc with the stack pointer sp and frame pointer bp it returns
- * to, the stack ending at hi. False when a frame needs libgcc's unwinder (RULE_HARD); a
- * frame that leaves the stack (a corrupt one) ends the walk. Reads only [sp, hi) (S5). */
-static bool walk(kite_stack_t *st, uint32_t skip, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi) {
-  while (st->depth < KITE_STACK_FRAMES && pc >= 4096) {
-    if (skip) skip--;
-    else st->pc[st->depth++] = (void *)pc;
-    rule_t r = rule_get(pc);
-    if (r.kind != RULE_OK) return r.kind == RULE_END;
-    uintptr_t cfa = (r.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)r.cfa_off;
-    if (cfa < sp + 8 || cfa > hi || (cfa & 7)) break; /* (the return address: [cfa - 8, cfa)) */
-    if (r.rbp_at) {
-      uintptr_t at = cfa + (uintptr_t)(intptr_t)r.rbp_at;
-      if (at < sp) break;
-      bp = *(const uintptr_t *)at;
-    }
-    pc = *(const uintptr_t *)(cfa - 8);
-    sp = cfa;
+/* One frame: from pc's frame (stack pointer *sp, frame pointer *bp) to its caller's, whose
+ * return address goes to *pc. 1: stepped; 0: the stack ends here (an outermost frame, or
+ * a CFA outside S5's range); -1: the frame needs libgcc's unwinder. */
+static inline __attribute__((always_inline)) int step(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, uintptr_t hi) {
+  /* the rule, read from its cache word as it lies (an empty word never matches: pc >= 4096) */
+  uint64_t e = __atomic_load_n(&rule_cache[cache_slot(*pc)], __ATOMIC_RELAXED);
+  uintptr_t kind, off, back, base = *sp;
+  /* a cached rsp-based rule needs no check below hi: its offset is a multiple of 8, at least
+   * 8, and sp is 8-aligned (the walk starts from an aligned one and moves to checked CFAs) */
+  bool checked = false;
+  if (likely((e >> 28) == (uint64_t)(*pc >> 12))) {
+    kind = (e >> 26) & 3;
+    off = (uintptr_t)(e & 0xffff) << 3;
+    back = (uintptr_t)((e >> 16) & 0x1ff) << 3;
+    if (e & ((uint64_t)1 << 25)) base = *bp;
+    else checked = true;
+  } else {
+    rule_t r = rule_get(*pc);
+    kind = r.kind;
+    off = (uintptr_t)(intptr_t)r.cfa_off;
+    back = (uintptr_t)-(intptr_t)r.rbp_at;
+    if (r.cfa_rbp) base = *bp;
   }
-  return true;
+  if (kind != RULE_OK) return kind == RULE_END ? 0 : -1;
+  uintptr_t cfa = base + off;
+  if (cfa > hi || (!checked && (cfa < *sp + 8 || (cfa & 7)))) return 0; /* (the return address: [cfa - 8, cfa)) */
+  if (back) {
+    uintptr_t at = cfa - back;
+    if (at < *sp) return 0;
+    *bp = *(const uintptr_t *)at;
+  }
+  *pc = *(const uintptr_t *)(cfa - 8);
+  *sp = cfa;
+  return 1;
+}
+
+/* Walk from return address pc with the stack pointer sp and frame pointer bp it returns
+ * to, the stack ending at hi, leaving out `skip` frames and then the frames in
+ * [own_lo, own_hi) before the first one kept. False when a frame needs libgcc's unwinder
+ * (RULE_HARD); a frame that leaves the stack (a corrupt one) ends the walk. Reads only
+ * [sp, hi) (S5). A known return address costs one load of its cache word. */
+static bool walk(kite_stack_t *st, uint32_t skip, uintptr_t own_lo, uintptr_t own_hi, uintptr_t pc, uintptr_t sp,
+                 uintptr_t bp, uintptr_t hi) {
+  uint32_t d = 0;
+  int r = 1;
+  /* the frames left out, then those kept: two loops, so the kept ones test neither */
+  while (pc >= 4096 && (skip || pc - own_lo < own_hi - own_lo)) {
+    skip -= skip != 0;
+    if ((r = step(&pc, &sp, &bp, hi)) != 1) goto out;
+  }
+  while (pc >= 4096) {
+    st->pc[d++] = (void *)pc;
+    if (d == KITE_STACK_FRAMES || (r = step(&pc, &sp, &bp, hi)) != 1) break;
+  }
+out:
+  st->depth = d;
+  return r >= 0;
 }
 #endif /* STACK_WALK */
 
-/* The stack from this function's caller on, leaving out `skip` of its frames. Its own
- * frame has a frame pointer (taking __builtin_frame_address(0) makes the compiler keep
- * one), from which the walk starts: the caller's pc, stack pointer and frame pointer. */
-static KITE_NOINLINE void capture_from(kite_stack_t *st, uint32_t skip) {
+/* The stack from this function's caller on, leaving out `skip` of its frames (and, when
+ * walked, the frames in [own_lo, own_hi) before the first kept). Its own frame has a frame
+ * pointer (taking __builtin_frame_address(0) makes the compiler keep one), from which the
+ * walk starts: the caller's pc, stack pointer and frame pointer. */
+static KITE_NOINLINE void capture_from(kite_stack_t *st, uint32_t skip, uintptr_t own_lo, uintptr_t own_hi) {
   uintptr_t ra = (uintptr_t)__builtin_return_address(0);
 #ifdef STACK_WALK
   const uintptr_t *fp = __builtin_frame_address(0);
   uintptr_t here = (uintptr_t)&ra, hi;
   if (stack_bounds(here, &hi) && (uintptr_t)fp >= here && (uintptr_t)fp + 16 <= hi && !((uintptr_t)fp & 7) &&
-      fp[1] == ra && walk(st, skip, ra, (uintptr_t)(fp + 2), fp[0], hi))
+      fp[1] == ra && walk(st, skip, own_lo, own_hi, ra, (uintptr_t)(fp + 2), fp[0], hi))
     return;
+#else
+  (void)own_lo, (void)own_hi;
 #endif
   __atomic_fetch_add(&_kite_stack_by_libgcc, 1, __ATOMIC_RELAXED);
   unwind_libgcc(st, skip, ra);
@@ -428,12 +535,13 @@ static KITE_NOINLINE void capture_from(kite_stack_t *st, uint32_t skip) {
 
 /* Both entry points: one capture at a time a thread (S1), errno kept. always_inline: the
  * frame capture_from starts from must be the entry point's own. */
-static inline __attribute__((always_inline)) uint32_t capture(kite_stack_t *st, uint32_t skip) {
+static inline __attribute__((always_inline)) uint32_t capture(kite_stack_t *st, uint32_t skip, uintptr_t own_lo,
+                                                               uintptr_t own_hi) {
   st->depth = 0;
   if (capturing || !unwind_works()) return 0;
   capturing = true;
   int saved = errno; /* the unwinder's lookups must not change what malloc's caller sees */
-  capture_from(st, skip);
+  capture_from(st, skip, own_lo, own_hi);
   errno = saved;
   capturing = false;
   return st->depth;
@@ -441,7 +549,7 @@ static inline __attribute__((always_inline)) uint32_t capture(kite_stack_t *st, 
 
 KITE_NOINLINE uint32_t _kite_stack_capture(kite_stack_t *st, uint32_t skip) {
   st->tid = _kite_os_thread_id();
-  return capture(st, skip + 1); /* + 1: this function's own frame */
+  return capture(st, skip + 1, 0, 0); /* + 1: this function's own frame */
 }
 
 /* The address range of kite's own code when kite is a shared object (libkite.so, loaded
@@ -464,12 +572,14 @@ static void own_range(void) {
 
 KITE_NOINLINE uint32_t _kite_stack_capture_caller(kite_stack_t *st) {
   st->tid = 0; /* (the profiler has no use for it: no system call) */
-  if (!capture(st, 1)) return 0; /* 1: this function's own frame */
   own_range();
-  uint32_t k = 0;
+  if (!capture(st, 1, own_lo, own_hi)) return 0; /* 1: this function's own frame */
+  uint32_t k = 0; /* (libgcc's unwinder kept kite's frames: left out here) */
   while (k < st->depth && (uintptr_t)st->pc[k] - own_lo < own_hi - own_lo) k++;
-  for (uint32_t i = k; i < st->depth; i++) st->pc[i - k] = st->pc[i];
-  st->depth -= k;
+  if (k) {
+    for (uint32_t i = k; i < st->depth; i++) st->pc[i - k] = st->pc[i];
+    st->depth -= k;
+  }
   return st->depth;
 }
 
@@ -484,7 +594,7 @@ KITE_NOINLINE uint32_t _kite_stack_capture_libgcc(kite_stack_t *st, uint32_t ski
 bool _kite_stack_walk_test(kite_stack_t *st, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi) {
   st->depth = 0;
 #ifdef STACK_WALK
-  return walk(st, 0, pc, sp, bp, hi);
+  return walk(st, 0, 0, 0, pc, sp, bp, hi);
 #else
   (void)pc, (void)sp, (void)bp, (void)hi;
   return false;

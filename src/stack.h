@@ -19,8 +19,9 @@
  *      kite sees the thread's capture flag: that allocation is not sampled, and the capture
  *      is counted in _kite_stack_reentered (tests assert it stays 0).
  *   S2 A capture holds no lock (the rule cache is one word an entry, read and written
- *      whole), so it is safe in a forked child and in a thread's exit (its own frames end
- *      at the thread's start routine).
+ *      whole; the memo of CIEs has entries written once, by the thread that claims one,
+ *      and published by a release store of their key), so it is safe in a forked child
+ *      and in a thread's exit (its own frames end at the thread's start routine).
  *   S3 Printing (_kite_stack_print) is async-signal-safe: write(2) from a stack buffer, and
  *      each frame's module found with _dl_find_object (lock-free; without it, the raw
  *      address alone).
@@ -76,8 +77,8 @@ bool _kite_stack_busy(void);
 #ifdef KITE_TEST_HOOKS
 /* The same stack as _kite_stack_capture(st, skip) (no tid), always by libgcc's unwinder. */
 uint32_t _kite_stack_capture_libgcc(kite_stack_t *st, uint32_t skip);
-/* The walk alone from return address pc, stack pointer sp and frame pointer bp, on a stack
- * [sp, hi) that must be mapped: false when a frame needs libgcc's unwinder. */
+/* The walk alone from return address pc, stack pointer sp (8-aligned) and frame pointer bp,
+ * on a stack [sp, hi) that must be mapped: false when a frame needs libgcc's unwinder. */
 bool _kite_stack_walk_test(kite_stack_t *st, uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t hi);
 #endif
 #endif
