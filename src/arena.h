@@ -120,5 +120,9 @@ bool _kite_test_arena_unit_huge(kite_page_t *d);
  * granule is marked THP_LOOKING. */
 extern void (*_kite_test_hook_thp_looking)(void *granule);
 bool _kite_test_thp_any_looking(void);
+/* Called by the collapse pass once it has taken the count of marked granules to 0, before
+ * it looks for them (no lock held); and whether any granule is marked THP_PENDING. */
+extern void (*_kite_test_hook_collapse_taken)(void);
+bool _kite_test_thp_any_pending(void);
 #endif
 #endif

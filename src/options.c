@@ -60,7 +60,7 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "process has 16 MiB committed (a program under 16 MiB gets no huge page)"},
   [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,
     "a background thread runs the purge while something freed is still committed, so an idle process gives "
-    "memory back; started by the first free that leaves memory to purge, exits when nothing is left (never in a "
+    "memory back; started by the first free that leaves memory to purge, exits a second after nothing is left (never in a "
     "program that never frees), started again in a forked child when needed; off, no thread purges, but the "
     "`dense` huge-page mode (`KITE_HUGEPAGES`) still starts one while granules wait for their collapse (set "
     "`KITE_HUGEPAGES=0` for a process with no thread of kite's)"),

@@ -88,6 +88,12 @@ size_t _kite_os_program_path(char *buf, size_t cap);
 uint64_t _kite_os_now_ms(void);
 /* Gives the CPU to another thread (a wait for a short critical section elsewhere). */
 void _kite_os_yield(void);
+/* Sleeps while *word == val (checked atomically by the kernel), for at most ms
+ * milliseconds or until _kite_os_wake(word); may return early (a signal, or by chance):
+ * the caller looks at *word again. word is private to the process (futex). */
+void _kite_os_wait(int *word, int val, uint32_t ms);
+/* Wakes the thread sleeping in _kite_os_wait(word, ...), if there is one. */
+void _kite_os_wake(int *word);
 /* Terminate the process immediately (SIGABRT). */
 void _kite_os_abort(void) __attribute__((noreturn));
 /* Route SIGSEGV to fn(fault address) (installed once; later calls change nothing and return

@@ -1,17 +1,22 @@
 /* src/purger.c -- the background purger (contract in purger.h).
  *
  * state: 0 no thread, 1 a thread is running (or being created), 2 creation failed (never
- * retried: a free must not pay for pthread_create again and again). A free that left
- * memory behind calls wake(): if state is 0 it claims the start (0 -> 1) and creates the
- * thread. The thread, when it finds nothing to purge, stores 0, then looks once more: if
- * something arrived in between it claims the start back and goes on, else it exits. All
- * four accesses are sequentially consistent (the free's update of the dirty counter or of
- * the huge cache bytes, its load of state; the thread's store of 0 and its second look,
- * through _kite_arena_dirty_bytes / _kite_huge_cache_bytes), so either the free sees 0 and
- * starts a thread, or the thread sees the new memory: nothing is left without a purger.
- * The same holds for a claim that marks a granule for the dense mode's collapse pass (its
- * increment of the pending count, then its load of state; wake_collapse), the one job the
- * thread has when KITE_BACKGROUND is off.
+ * retried: a free must not pay for pthread_create again and again), 3 the thread is parked
+ * (idle, waiting on the state word for at most PURGER_IDLE_MS). A free that left memory
+ * behind calls wake(): if state is 0 it claims the start (0 -> 1) and creates the thread;
+ * if it is 3 it claims the thread back (3 -> 1) and wakes it. The thread, when it finds
+ * nothing to do, stores 3, then looks once more: if something arrived in between it
+ * claims itself back (3 -> 1) and goes on, else it waits. When its wait has lasted
+ * PURGER_IDLE_MS it leaves (3 -> 0) and exits, unless a waker claimed it first (then it
+ * goes on). All these accesses are sequentially consistent (the free's update of the dirty
+ * counter or of the huge cache bytes, its load of state; the thread's store of 3 and its
+ * second look, through _kite_arena_dirty_bytes / _kite_huge_cache_bytes), so either the
+ * free sees 3 (or 0) and wakes (or starts) a thread, or the thread sees the new memory:
+ * nothing is left without a purger. The same holds for a claim that marks a granule for
+ * the dense mode's collapse pass (its increment of the pending count, then its load of
+ * state; wake_collapse), the one job the thread has when KITE_BACKGROUND is off. The wait
+ * keeps a program whose work comes in bursts from starting a thread for each; its bound
+ * keeps an idle program from holding one for good.
  */
 #define _GNU_SOURCE
 #include "purger.h"
@@ -37,15 +42,34 @@ static bool pending(void) {
          _kite_arena_collapse_pending();
 }
 
+#ifndef PURGER_IDLE_MS
+/* How long the thread waits for more work before it exits. */
+#define PURGER_IDLE_MS 1000u
+#endif
+
+/* Nothing to do: wait for a waker (true: go on) or leave after PURGER_IDLE_MS (false: the
+ * state is 0, the thread exits). */
+static bool park(void) {
+  uint64_t start = _kite_os_now_ms();
+  __atomic_store_n(&state, 3, __ATOMIC_SEQ_CST);
+  for (;;) {
+    int expected = 3;
+    if (pending()) {
+      __atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      return true; /* (a failed exchange: a waker took it to 1 already) */
+    }
+    uint64_t waited = _kite_os_now_ms() - start;
+    if (waited >= PURGER_IDLE_MS)
+      return !__atomic_compare_exchange_n(&state, &expected, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    _kite_os_wait(&state, 3, (uint32_t)(PURGER_IDLE_MS - waited));
+    if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 1) return true; /* woken */
+  }
+}
+
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    if (!pending()) {
-      __atomic_store_n(&state, 0, __ATOMIC_SEQ_CST);
-      if (!pending()) break;
-      int expected = 0;
-      if (!__atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
-    }
+    if (!pending() && !park()) break;
     int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
     uint64_t tick = d > 0 ? (uint64_t)d / 8 : 0;
     if (tick < 5) tick = 5;
@@ -80,14 +104,26 @@ static void purger_start(void) {
   if (rc != 0) __atomic_store_n(&state, 2, __ATOMIC_SEQ_CST);
 }
 
+/* Start the thread, or wake it from its wait (see above). */
+static void start_or_wake(void) {
+  int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
+  if (st == 0) {
+    purger_start();
+  } else if (st == 3 && __atomic_compare_exchange_n(&state, &st, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    _kite_os_wake(&state);
+  }
+}
+
 /* The hook: a free left committed free memory behind. */
 static void wake(void) {
-  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0 && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) purger_start();
+  int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
+  if ((st == 0 || st == 3) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) start_or_wake();
 }
 
 /* The hook: a claim marked a granule for the collapse pass. */
 static void wake_collapse(void) {
-  if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 0) purger_start();
+  int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
+  if (st == 0 || st == 3) start_or_wake();
 }
 
 void _kite_purger_enable(bool on) {
@@ -96,6 +132,8 @@ void _kite_purger_enable(bool on) {
   __atomic_store_n(&_kite_arena_collapse_hook, wake_collapse, __ATOMIC_RELEASE);
 }
 
+/* The child has no thread, running or parked: the next wake starts one. */
 void _kite_purger_fork_child(void) {
-  if (__atomic_load_n(&state, __ATOMIC_RELAXED) == 1) __atomic_store_n(&state, 0, __ATOMIC_RELAXED);
+  int st = __atomic_load_n(&state, __ATOMIC_RELAXED);
+  if (st == 1 || st == 3) __atomic_store_n(&state, 0, __ATOMIC_RELAXED);
 }

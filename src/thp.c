@@ -172,14 +172,25 @@ static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
  * at has no looker here, and would stay THP_LOOKING for good (never looked at nor collapsed
  * again); it goes back to THP_UNDECIDED, looked at again at the next claim above it. Only
  * a claim's look can be in flight at a fork: the collapse pass holds purge_lock, which
- * fork_prepare takes first, for as long as it holds a granule THP_LOOKING. */
+ * fork_prepare takes first, for as long as it holds a granule THP_LOOKING. A granule
+ * marked THP_PENDING counts in dense_pending again: the parent's pass may have taken the
+ * count to 0 before the fork and not reached the granule yet, and the child's thread
+ * (started at its next claim, _kite_run_alloc) would not look for it. */
 void _kite_thp_fork_child(kite_arena_t *a) {
-  for (uint32_t c = THP_UNITS; c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS)
+  for (uint32_t c = THP_UNITS; c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS) {
     if (a->advised[c] == THP_LOOKING) a->advised[c] = THP_UNDECIDED;
+    if (a->advised[c] == THP_PENDING) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_RELAXED);
+  }
 }
 
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_collapse_taken)(void);
+#endif
 size_t _kite_arena_collapse_run(void) {
   if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_collapse_taken) _kite_test_hook_collapse_taken();
+#endif
   size_t done = 0;
   uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < hi; i++) {
@@ -271,16 +282,18 @@ bool _kite_test_arena_unit_huge(kite_page_t *d) {
   _kite_unlock(&_kite_arena_slots[a->slot].lock);
   return v == THP_ADVISED || v == THP_RUN || v == THP_COLLAPSED;
 }
-/* Tests: whether any granule of any arena is marked THP_LOOKING. */
-bool _kite_test_thp_any_looking(void) {
+/* Tests: whether any granule of any arena is marked THP_LOOKING (or THP_PENDING). */
+static bool thp_any(uint8_t state) {
   bool r = false;
   uint32_t hi = __atomic_load_n(&_kite_arena_slots_hi, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < hi; i++) {
     kite_arena_slot_t *s = &_kite_arena_slots[i];
     _kite_lock(&s->lock);
-    for (uint32_t c = 0; s->arena && c < KITE_ARENA_UNITS; c += THP_UNITS) r |= s->arena->advised[c] == THP_LOOKING;
+    for (uint32_t c = 0; s->arena && c < KITE_ARENA_UNITS; c += THP_UNITS) r |= s->arena->advised[c] == state;
     _kite_unlock(&s->lock);
   }
   return r;
 }
+bool _kite_test_thp_any_looking(void) { return thp_any(THP_LOOKING); }
+bool _kite_test_thp_any_pending(void) { return thp_any(THP_PENDING); }
 #endif

@@ -423,6 +423,24 @@ uint64_t _kite_os_now_ms(void) {
 
 void _kite_os_yield(void) { sched_yield(); }
 
+/* (the futex operations' numbers, from the kernel's ABI: musl's headers have no
+ * linux/futex.h) */
+#define KITE_FUTEX_WAIT_PRIVATE 128
+#define KITE_FUTEX_WAKE_PRIVATE 129
+
+void _kite_os_wait(int *word, int val, uint32_t ms) {
+  int saved = errno;
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  syscall(SYS_futex, word, KITE_FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0); /* (relative timeout) */
+  errno = saved;
+}
+
+void _kite_os_wake(int *word) {
+  int saved = errno;
+  syscall(SYS_futex, word, KITE_FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  errno = saved;
+}
+
 void _kite_os_abort(void) {
   raise(SIGABRT);
   _exit(134);

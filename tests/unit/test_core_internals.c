@@ -605,6 +605,75 @@ TEST(claims_leave_no_granule_looking) {
   kite_malloc_trim(0);
 }
 
+/* ---- fork while the collapse pass is under way (KITE_HUGEPAGES=dense) ---- */
+
+static pthread_t pass_tester;
+static int pass_forked, pass_child_status = -1;
+static void fork_in_pass(void) {
+  if (!pthread_equal(pthread_self(), pass_tester)) return; /* (a purger thread's pass) */
+  _kite_test_hook_collapse_taken = NULL;
+  pass_forked = 1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* the child: the parent's pass took the count to 0 and has not reached its granules;
+     * they wait in the child all the same, and its thread collapses them (or gives them
+     * up) once a claim starts it. No new granule is marked here (mode off), so only the
+     * ones the parent marked can start it. */
+    int rc = _kite_test_thp_any_pending() ? 0 : 1;
+    rc |= _kite_arena_collapse_pending() ? 0 : 2;
+    kite_option_set(KITE_OPTION_HUGEPAGES, 0);
+#if !defined(__SANITIZE_THREAD__) /* (TSan cannot start a thread in the child of a threaded fork) */
+    bool zero;
+    kite_page_t *r = _kite_run_alloc(0, &zero); /* (where a claim wakes the thread) */
+    for (int i = 0; i < 1000 && _kite_test_thp_any_pending(); i++) usleep(10000);
+    rc |= _kite_test_thp_any_pending() ? 4 : 0;
+    rc |= r ? 0 : 8;
+#endif
+    _exit(rc);
+  }
+  int st = 0;
+  if (pid > 0 && waitpid(pid, &st, 0) == pid) pass_child_status = WIFEXITED(st) ? WEXITSTATUS(st) : 100;
+}
+
+/* A child forked while the dense mode's collapse pass runs, after it took the count of
+ * marked granules to 0 and before it reached them, still has those granules marked
+ * THP_PENDING: the child counts them, and its thread, started by its next claim, takes
+ * them off (collapsed, or left on small pages); they do not wait until the child marks a
+ * granule of its own. */
+TEST(fork_during_the_collapse_pass) {
+  if (test_emulator_lacks("fork_during_the_collapse_pass", TEST_EMU_THREAD_AFTER_FORK)) return;
+  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  uint64_t saved_floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
+  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  enum { MAXR = 1024 };
+  static kite_page_t *runs[MAXR];
+  int nr = 0;
+  bool zero;
+  pass_tester = pthread_self();
+  for (int tries = 0; tries < 4 && !pass_forked; tries++) {
+    /* runs touched whole as they are claimed, until a granule of them is marked */
+    while (nr < MAXR && !_kite_test_thp_any_pending()) {
+      runs[nr] = _kite_arena_alloc_run(0, &zero);
+      assert_true(runs[nr] != NULL);
+      KITE_TOOL_RUN_FRESH(_kite_page_start(runs[nr]), KITE_UNIT_SIZE); /* (an ASan build holds raw runs poisoned) */
+      memset(_kite_page_start(runs[nr]), 0x5a, KITE_UNIT_SIZE);
+      nr++;
+    }
+    _kite_test_hook_collapse_taken = fork_in_pass;
+    _kite_arena_collapse_run();
+    _kite_test_hook_collapse_taken = NULL;
+  }
+  expect_true(pass_forked);
+  expect_int_eq(pass_child_status, 0);
+  for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
+  _kite_test_thp_min_committed = saved_floor;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
+  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  kite_malloc_trim(0);
+}
+
 /* ---- fork while a claim looks at a granule (KITE_HUGEPAGES=dense) ---- */
 
 static void *look_granule, *child_look;
@@ -1128,6 +1197,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(claims_leave_no_granule_looking);
   RUN_CHECKED(fork_while_a_claim_looks_at_a_granule);
+  RUN_CHECKED(fork_during_the_collapse_pass);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(run_asking_less_takes_back_a_freed_runs_huge_advice);
   RUN_CHECKED(verbose_reports_each_failing_entry_point_once);
