@@ -33,7 +33,6 @@
 #include "message.h"
 #include "os.h"
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 /* Only the secure build compiles the rest (kite-sys builds every file of src/). */
@@ -42,9 +41,6 @@ _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits se
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
-#ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
-#define KITE_SECURE_QUARANTINE 64
-#endif
 #define SMALL_LIMIT KITE_SECURE_SMALL_LIMIT
 #define PAGE_DOWN KITE_SECURE_PAGE_DOWN
 #define NO_IPA KITE_NO_IPA
@@ -123,19 +119,14 @@ static bool small_ready(void *p) {
   return block_ready(p, pg->block_size);
 }
 
-/* ---- the quarantine ---- */
-typedef struct {
-  void *slot[KITE_SECURE_QUARANTINE];
-  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
-  uint16_t index[KITE_SECURE_QUARANTINE];    /* slot[k]'s block index in that page */
-  uint32_t next;  /* the oldest entry, replaced by the next push */
-  uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
-} quarantine_t;
-enum { Q_NEW = 0, Q_ON = 1, Q_OFF = 2 };
-static __thread quarantine_t quarantine __attribute__((tls_model("initial-exec")));
-static pthread_key_t quarantine_key;
-static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
-static bool quarantine_key_ok;
+/* ---- the quarantine ----
+ * A ring of KITE_SECURE_QUARANTINE blocks in each thread's heap struct (secure_layout.h:
+ * not in thread-local storage, which the C library wipes for a later thread while a heap
+ * left behind by a thread with no exit destructor still waits, heap_pool.c I-H4). Its
+ * slots fill in order and empty only all at once (a flush), so an empty slot at next means
+ * the ring's first round since the heap was made or flushed, or the static empty heap of a
+ * thread without one (never written). */
+typedef kite_secure_ring_t quarantine_t;
 
 /* A zeroed, marked small block p of page pg leaves the quarantine (or skips it): its first
  * word (where a free list would link, and what an overflow from the block before reaches
@@ -160,61 +151,55 @@ static void quarantine_flush(quarantine_t *q) {
     q->slot[i] = NULL;
     if (p) release(p, q->page[i], q->index[i]);
   }
+  q->next = 0;
 }
 
-static void quarantine_thread_done(void *arg) {
-  quarantine_t *q = arg;
-  q->state = Q_OFF; /* frees later in this thread's exit go straight to the core */
-  quarantine_flush(q);
-  _kite_secure_kept_flush();
+/* heap.h's retire hook: thread heap h is retired (its thread's exit, or I-H4 from the next
+ * thread with its thread pointer): its quarantine and kept runs go back to the core, from
+ * whichever thread this runs on (the core's free takes any thread's block). */
+static void secure_heap_retire(kite_heap_t *h) {
+  quarantine_flush(&h->secure.ring);
+  _kite_secure_kept_flush(h);
 }
 
-static void quarantine_flush_own(void);
+/* The calling thread's quarantine goes to the core's free now (visit.h's hook: the
+ * statistics and walks call it first; malloc_trim). */
+static void quarantine_flush_own(void) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (h != &_kite_heap_empty) secure_heap_retire(h);
+}
 
-/* Once, before the first block enters any quarantine: the statistics and walks flush the
- * caller's quarantine first (visit.h). */
-static void quarantine_key_make(void) {
+__attribute__((constructor)) static void secure_quarantine_hooks(void) {
   __atomic_store_n(&_kite_visit_flush_hook, quarantine_flush_own, __ATOMIC_RELEASE);
-  quarantine_key_ok = pthread_key_create(&quarantine_key, quarantine_thread_done) == 0;
+  __atomic_store_n(&_kite_heap_retire_hook, secure_heap_retire, __ATOMIC_RELEASE);
 }
 
-/* First quarantined free of a thread: register the flush at thread exit. setspecific may
- * allocate (through these wrappers): the quarantine is off meanwhile. A thread whose heap
- * the core retired runs its exit destructors: a key set now, maybe in the C library's last
- * round, might never be called (its blocks out of use for good), so the quarantine stays
- * off (_kite_heap_get: NULL, errno untouched; NULL + ENOMEM: the state tries again). */
-static KITE_COLD bool quarantine_start(quarantine_t *q) {
-  q->state = Q_OFF;
-  if (_kite_heap_tls == &_kite_heap_empty) { /* no heap yet, or retired */
-    int e = errno;
-    errno = 0;
-    bool none = _kite_heap_get() == NULL, failed = errno != 0;
-    errno = e;
-    if (none) {
-      if (failed) q->state = Q_NEW;
-      return false;
-    }
-  }
-  pthread_once(&quarantine_once, quarantine_key_make);
-  if (!quarantine_key_ok || pthread_setspecific(quarantine_key, q) != 0) return false;
-  q->state = Q_ON;
-  return true;
+/* The calling thread's heap, made now when it has none (its first kite call is a free):
+ * where its quarantine and kept runs live. NULL once the thread's exit retired its heap
+ * (the core makes no heap then: nothing would retire it, heap_pool.c), and when no heap can
+ * be made; errno untouched. */
+kite_heap_t *_kite_secure_heap(void) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (likely(h != &_kite_heap_empty)) return h;
+  int e = errno;
+  h = _kite_heap_get();
+  errno = e;
+  return h;
 }
 
-bool _kite_secure_thread_keeps(void) {
-  quarantine_t *q = &quarantine;
-  return q->state == Q_ON || (q->state != Q_OFF && quarantine_start(q));
-}
-
-/* The slot to fill is empty: the ring's first round or the one after a flush (the thread's
- * state is Q_ON: fill it), or a thread with no exit hook yet (Q_NEW, every slot empty:
- * register it first) or exiting (Q_OFF, its ring flushed: the core frees the block now). */
+/* The slot to fill is empty: the ring's first round (fill it), or a thread without a heap
+ * (the static empty heap's ring: its heap is made now, or, when none can be, the core frees
+ * the block now). */
 static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_t *pg, uint32_t i) {
-  if (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q))) {
-    release(p, pg, i);
-    return;
+  if (q == &_kite_heap_empty.secure.ring) {
+    kite_heap_t *h = _kite_secure_heap();
+    if (!h) {
+      release(p, pg, i);
+      return;
+    }
+    q = &h->secure.ring; /* a fresh heap: every slot empty (its making frees nothing into it) */
   }
-  uint32_t k = q->next; /* quarantine_start's own frees bypassed the ring: slot k is still empty */
+  uint32_t k = q->next;
   q->slot[k] = p;
   q->page[k] = pg;
   q->index[k] = (uint16_t)i;
@@ -222,10 +207,9 @@ static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
- * frees of this thread. The state is read only when the slot is empty (never once the
- * ring is full). */
+ * frees of this thread. */
 static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg, uint32_t i) {
-  quarantine_t *q = &quarantine;
+  quarantine_t *q = &_kite_heap_tls->secure.ring;
   uint32_t k = q->next;
   void *old = q->slot[k];
   if (unlikely(old == NULL)) {
@@ -440,14 +424,6 @@ KITE_API bool kite_owns(const void *p) {
   if (!p || !_kite_core_owns(p)) return false;
   kite_page_t *pg = small_page_of(p);
   return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
-}
-
-/* The calling thread's quarantine goes to the core's free now. */
-static void quarantine_flush_own(void) {
-  if (quarantine.state == Q_ON) {
-    quarantine_flush(&quarantine);
-    _kite_secure_kept_flush();
-  }
 }
 
 KITE_API int kite_malloc_trim(size_t pad) {

@@ -28,9 +28,10 @@
  * _kite_secure_error_hook, when set, is called instead and the operation skipped). */
 KITE_COLD KITE_NO_IPA void _kite_secure_error(const char *kind, const void *p);
 
-/* secure.c: may the calling thread keep a freed large run (its exit will give it back: the
- * thread-exit hook is registered, here if not yet; false while the thread exits)? */
-bool _kite_secure_thread_keeps(void);
+/* secure.c: the calling thread's heap (made now if it has none), which holds its quarantine
+ * and kept runs (secure_layout.h); NULL while the thread exits (no heap would be retired
+ * then) or when none can be made. errno untouched. */
+struct kite_heap_s *_kite_secure_heap(void);
 
 /* secure_large.c */
 /* Bytes the user may use of large or huge block p (the guard starts there). */
@@ -47,8 +48,8 @@ void *_kite_secure_guarded(void *p);
 void _kite_secure_unguard(void *p);
 /* free(p) that is not a small block (NULL included). */
 KITE_NOINLINE void _kite_secure_free_other(void *p);
-/* The calling thread's kept large runs go back to the core. */
-void _kite_secure_kept_flush(void);
+/* Thread heap h's kept large runs go back to the core (any thread: h's retirement). */
+void _kite_secure_kept_flush(struct kite_heap_s *h);
 /* A core "small" block no small page holds (the heap profiler's sampled block) made ready,
  * or reported; false: not handed out. */
 KITE_COLD bool _kite_secure_sampled_ready(void *p);

@@ -116,16 +116,12 @@ KITE_COLD bool _kite_secure_sampled_ready(void *p) {
  *       its guard sits right after round_up(request, 4 KiB), as a fresh run's does.
  *   K3. Only a thread's own kind of run is kept: none of a first-class heap (kite_heap_destroy
  *       frees those whole), none sampled by the heap profiler (its free is prof.h's), none
- *       while the thread is exiting; thread exit, malloc_trim and the statistics and walks
- *       (visit.h's flush) give them back to the core, guard lifted first. */
-#define KEPT_RUNS 4
+ *       while the thread is exiting; the retirement of the thread's heap (its exit, or
+ *       heap_pool.c I-H4's), malloc_trim and the statistics and walks (visit.h's flush)
+ *       give them back to the core, guard lifted first. */
+#define KEPT_RUNS KITE_SECURE_KEPT_RUNS
 #define KEPT_BYTES ((size_t)32 << 20)
-typedef struct {
-  kite_page_t *run[KEPT_RUNS]; /* oldest first */
-  size_t bytes;                /* of the runs kept */
-  uint32_t n;
-} kept_t;
-static __thread kept_t kept __attribute__((tls_model("initial-exec")));
+typedef kite_secure_kept_t kept_t; /* in the thread's heap struct (secure_layout.h) */
 
 /* Where kept run pg's guard starts (K2: it ends at the run's end). */
 static inline uint8_t *run_guard(kite_page_t *pg) {
@@ -150,8 +146,8 @@ static void kept_remove(kept_t *k, uint32_t i) {
   memmove(&k->run[i], &k->run[i + 1], (k->n - i) * sizeof k->run[0]);
 }
 
-void _kite_secure_kept_flush(void) {
-  kept_t *k = &kept;
+void _kite_secure_kept_flush(kite_heap_t *h) {
+  kept_t *k = &h->secure.kept;
   while (k->n) {
     kite_page_t *pg = k->run[0];
     kept_remove(k, 0);
@@ -161,8 +157,9 @@ void _kite_secure_kept_flush(void) {
 
 /* free(p) of live large run pg (its head): kept (K3 allowing), else as before. */
 static void large_free_run(void *p, kite_page_t *pg) {
+  kite_heap_t *h = NULL;
   if (KITE_SECURE_FLOOR || pg->owned.owner != NULL || pg->sampled || run_bytes(pg) > KEPT_BYTES ||
-      !_kite_secure_thread_keeps()) {
+      (h = _kite_secure_heap()) == NULL) {
     large_free(p);
     return;
   }
@@ -172,7 +169,7 @@ static void large_free_run(void *p, kite_page_t *pg) {
     secure_error("free(): invalid pointer or double free", p);
     return;
   }
-  kept_t *k = &kept;
+  kept_t *k = &h->secure.kept;
   while (k->n && (k->n == KEPT_RUNS || k->bytes + run_bytes(pg) > KEPT_BYTES)) {
     kite_page_t *old = k->run[0];
     kept_remove(k, 0);
@@ -187,7 +184,7 @@ static void large_free_run(void *p, kite_page_t *pg) {
  * take or the next (the core's own runs are up to twice the request; the unused tail is
  * guard, address space unless an earlier block touched it). */
 static void *kept_take(size_t m) {
-  kept_t *k = &kept;
+  kept_t *k = &_kite_heap_tls->secure.kept; /* (the static empty heap's: none) */
   if (k->n == 0 || m > KITE_LARGE_MAX) return NULL;
   unsigned order = _kite_ceil_log2((m + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
   int best = -1;

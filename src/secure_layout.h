@@ -58,6 +58,34 @@
 #define KITE_SECURE_GUARD KITE_OS_PAGE /* guard after a large run or huge block: one OS page */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
+#ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
+#define KITE_SECURE_QUARANTINE 64
+#endif
+#define KITE_SECURE_KEPT_RUNS 4       /* freed large runs a thread keeps with their guards */
+
+/* What the secure build keeps in each thread's heap struct (heap.h), not in thread-local
+ * storage: a heap lives on after its thread when the C library gives the thread no exit
+ * destructor (heap_pool.c I-H4: a heap made in the last round of key destructors), and the
+ * C library wipes a dead thread's thread-local storage when it hands its stack to a later
+ * thread; the heap's retirement (exit or I-H4) gives both back to the core (secure.c's
+ * hook, heap.h). Zero in a fresh heap, and always in the static empty heap (never written:
+ * its ring's slots read empty, which sends a heapless thread's free to the cold path). */
+typedef struct {
+  void *slot[KITE_SECURE_QUARANTINE];       /* freed blocks, oldest at next once full */
+  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
+  uint16_t index[KITE_SECURE_QUARANTINE];    /* slot[k]'s block index in that page */
+  uint32_t next;                             /* the oldest entry, replaced by the next push */
+} kite_secure_ring_t;
+typedef struct {
+  kite_page_t *run[KITE_SECURE_KEPT_RUNS]; /* oldest first (secure_large.c K1-K3) */
+  size_t bytes;                            /* of the runs kept */
+  uint32_t n;
+} kite_secure_kept_t;
+typedef struct {
+  kite_secure_ring_t ring;
+  kite_secure_kept_t kept;
+} kite_secure_heap_t;
+
 #ifndef KITE_SECURE_ZERO_MAX
 /* Zeroed on free and checked at reuse: a block's first bytes up to this many (and the 8
  * before its canary). Each more cache line costs a read at every malloc and a write at
