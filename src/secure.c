@@ -88,7 +88,7 @@ static inline kite_page_t *small_page_of(const void *p) {
  * caller's kind for a freed block), never (for a carved block never handed out), else an
  * overflow. No free list is read: an overflow may have broken them. */
 static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const char *freed, const char *never) {
-  if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  if (seen == _kite_secure_freed_mark(p)) return freed; /* quarantined or back in the core's lists */
   if (seen == _kite_secure_carved_mark(p)) return never;
   return "buffer overflow (canary overwritten)";
 }
@@ -238,13 +238,13 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
     free_refused(p, seen);
     return;
   }
-  *canary_slot(p, bs) = ~c;
+  *canary_slot(p, bs) = _kite_secure_freed_mark_of(c);
   zero_free_block(p, bs);
   _kite_core_free_small(pg, p, i);
   return;
 #endif
   /* the claim: exactly one free of a live block wins, whatever the threads do */
-  if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
+  if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, _kite_secure_freed_mark_of(c), false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
     free_refused(p, seen);
     return;
