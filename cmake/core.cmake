@@ -56,7 +56,7 @@ if(KITE_SANITIZE STREQUAL "")
   # build/libkite-secure.so: the secure build (src/secure_layout.h): guard pages, randomized
   # layout, canaries, zero on free, quarantine; secure.c wraps the core's entry points
   _kite_core_target(kite-secure SHARED 1 0)
-  target_sources(kite-secure PRIVATE ${_kc}/secure.c)
+  target_sources(kite-secure PRIVATE ${_kc}/secure.c ${_kc}/secure_large.c)
   target_compile_definitions(kite-secure PRIVATE KITE_SECURE=1)
   set_target_properties(kite-secure PROPERTIES OUTPUT_NAME kite-secure LINKER_LANGUAGE C)
   target_link_options(kite-secure PRIVATE -Wl,-z,now -Wl,--exclude-libs,ALL)

@@ -123,7 +123,7 @@ endif()
 if(DEFINED KITE_CORE_SOURCES AND EXISTS ${_kf_src}/fuzz_misuse.c)
   set(_kf_ub -fsanitize=undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   _kite_fuzz_target(fuzz_misuse_secure MAIN ${_kf_src}/fuzz_misuse.c
-                    SOURCES ${KITE_CORE_SOURCES} ${PROJECT_SOURCE_DIR}/src/secure.c
+                    SOURCES ${KITE_CORE_SOURCES} ${PROJECT_SOURCE_DIR}/src/secure.c ${PROJECT_SOURCE_DIR}/src/secure_large.c
                     INCLUDES ${_kf_inc} ${PROJECT_SOURCE_DIR}/src SAN ${_kf_ub}
                     DEFINES KITE_OVERRIDE=0 KITE_DEBUG=1 KITE_SECURE=1 KITE_TEST_HOOKS=1 FUZZ_SECURE=1)
   _kite_fuzz_target(fuzz_misuse MAIN ${_kf_src}/fuzz_misuse.c SOURCES ${KITE_CORE_SOURCES}

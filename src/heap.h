@@ -18,6 +18,7 @@
 #include "sizeclass.h"
 #include "stats.h"
 #include "options.h"
+#include "secure_layout.h"
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -61,6 +62,9 @@ typedef struct kite_heap_s {
    * it only around its own changes of those lists and never takes _kite_heap_lock while
    * holding it; heap_steal only tries it, under _kite_heap_lock. */
   uint32_t lock;
+#if KITE_SECURE
+  kite_secure_heap_t secure; /* a thread heap's quarantine and kept runs (secure_layout.h) */
+#endif
   /* First-class heaps' handle generation (heap_pool.c, I-H1): the handle kite_heap_new gives out
    * carries its low 16 bits; kite_heap_destroy adds 1 (atomic: a stale handle's check may
    * race with the struct's reuse). Kept by heap_reset. */
@@ -134,6 +138,12 @@ void _kite_heap_collect_stats(kite_gstats_t *out);
 /* Call fn for every live heap (threads' and first-class), under the heap lock: fn must not
  * create or destroy heaps. Reading another thread's queues is racy (introspection only). */
 void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
+#if KITE_SECURE
+/* Set by secure.c: called when a thread's heap is retired, once its pages are abandoned
+ * (its thread's exit, or heap_pool.c I-H4's retirement of a heap left behind), from any
+ * thread: gives back what h->secure holds. */
+extern void (*_kite_heap_retire_hook)(kite_heap_t *h);
+#endif
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);

@@ -21,8 +21,9 @@
  *
  *   I-H3 a heap struct is on exactly one of: _kite_heap_all (live), heap_pool (retired), or
  *        neither for the moment between them (obtain and retire move it in one
- *        _kite_heap_lock section each); a retired heap holds no page and no owned block
- *        (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
+ *        _kite_heap_lock section each); a retired heap holds no page and no owned block,
+ *        and in the secure build no quarantined block or kept run (heap.h's retire hook
+ *        gives them back first, whoever retires it: its thread or I-H4's) (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
  *        handle_gen).
  *   I-H4 a live heap whose key is the calling thread's key (the thread pointer, types.h) is
  *        of a thread that exited without its thread-exit destructor: thread pointers are
@@ -219,6 +220,9 @@ static void heap_release_all(kite_heap_t *h) {
   }
 }
 
+#if KITE_SECURE
+void (*_kite_heap_retire_hook)(kite_heap_t *h);
+#endif
 /* The one way out for a heap of either kind: its pages (a thread's abandoned, a first-class
  * heap's freed with its owned blocks), its page cache, then its struct back to the pool with
  * its counters merged into the globals (I-H3); its handle, if any, is stale from here (I-H1). */
@@ -232,6 +236,13 @@ static void heap_retire(kite_heap_t *h) {
     run_free(pg);
   }
   h->cache_count = 0;
+#if KITE_SECURE
+  /* its quarantine's blocks go back to their pages, abandoned now, as any exited thread's
+   * blocks do (before the pages' abandonment they would empty them, to be made again by
+   * the next thread); before the struct can reach the pool, whose next user resets it */
+  void (*hook)(kite_heap_t *) = __atomic_load_n(&_kite_heap_retire_hook, __ATOMIC_ACQUIRE);
+  if (!h->user && hook) hook(h);
+#endif
 #ifdef KITE_TEST_HOOKS
   if (_kite_test_hook_heap_abandon) _kite_test_hook_heap_abandon();
 #endif

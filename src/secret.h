@@ -29,8 +29,9 @@ void _kite_random_reseed(void);
  * words 2 and 3 (odd, so never 0 once drawn), read without the readiness check of
  * _kite_secret: a carve draws them first (_kite_canary_keys, idempotent; key 1 is stored
  * last, with release), so every carved block's canary is computed with the keys set.
- * Defined in the secure build only (secret.c). */
-extern uint64_t _kite_canary_k[2];
+ * Defined in the secure build only (secret.c). Declared hidden (the build's -fvisibility
+ * covers definitions only): the fast paths load the keys straight, not through the GOT. */
+extern uint64_t _kite_canary_k[2] KITE_HIDDEN;
 void _kite_canary_keys(void) __attribute__((cold, noinline));
 
 /* A keyed 64-bit checksum of three words: without the secret, a matching value cannot be

@@ -7,7 +7,7 @@
  *       after free). The core's pop is inlined here, so the block's page is known.
  *   malloc(larger), big alignments: a large run or huge block of round_up(n, 4 KiB) + 4 KiB,
  *       PROT_NONE from round_up(n, 4 KiB) on; a freed large run may be kept by its thread,
- *       guard in place ("large runs kept" below).
+ *       guard in place (secure_large.c).
  *   free(small): the canary claimed with one compare-and-swap (canary -> freed mark: of two
  *       racing frees one proceeds), the block's head zeroed, the block put in the thread's
  *       quarantine; the oldest one there goes to the core's free on the page and index kept
@@ -23,7 +23,7 @@
 #include <kite.h>
 #include "alloc.h"
 #include "entry.h"
-#include "secure_layout.h"
+#include "secure.h"
 #include "visit.h"
 #include "heap.h"
 #include "page.h"
@@ -33,7 +33,6 @@
 #include "message.h"
 #include "os.h"
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 /* Only the secure build compiles the rest (kite-sys builds every file of src/). */
@@ -42,37 +41,23 @@ _Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits se
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
-#ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
-#define KITE_SECURE_QUARANTINE 64
-#endif
-#define SMALL_LIMIT (KITE_SMALL_MAX - KITE_SECURE_CANARY) /* largest request with a canary */
-#define PAGE_DOWN(x) ((x) & ~(size_t)(KITE_OS_PAGE - 1))
+#define SMALL_LIMIT KITE_SECURE_SMALL_LIMIT
+#define PAGE_DOWN KITE_SECURE_PAGE_DOWN
+#define NO_IPA KITE_NO_IPA
+#define secure_error _kite_secure_error
 
 /* ---- errors ---- */
 #ifdef KITE_TEST_HOOKS
 void (*_kite_secure_error_hook)(const char *kind, const void *p);
 #endif
 
-/* secure_error never returns in a release build (it aborts), and gcc, seeing that, calls it
- * as a no-return function: never as the last jump of its caller, whose fast path then keeps a
- * stack frame for that call. Hiding that it never returns (noipa) lets the callers below
- * (free, release) end in a jump to it, with no frame. */
-#if defined(__has_attribute)
-#if __has_attribute(noipa)
-#define NO_IPA __attribute__((noipa))
-#endif
-#endif
-#ifndef NO_IPA
-#define NO_IPA
-#endif
-static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p);
 /* What the core finds (e.g. the loser of two racing frees of a large block) is a secure
  * error too: reported with its kind, then abort. */
 __attribute__((constructor)) static void secure_report_hook(void) {
-  __atomic_store_n(&_kite_report_invalid_hook, secure_error, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_report_invalid_hook, _kite_secure_error, __ATOMIC_RELEASE);
 }
 
-static KITE_COLD NO_IPA void secure_error(const char *kind, const void *p) {
+KITE_COLD NO_IPA void _kite_secure_error(const char *kind, const void *p) {
 #ifdef KITE_TEST_HOOKS
   if (_kite_secure_error_hook) { _kite_secure_error_hook(kind, p); return; }
 #endif
@@ -103,7 +88,7 @@ static inline kite_page_t *small_page_of(const void *p) {
  * caller's kind for a freed block), never (for a carved block never handed out), else an
  * overflow. No free list is read: an overflow may have broken them. */
 static KITE_COLD const char *canary_verdict(const void *p, uint64_t seen, const char *freed, const char *never) {
-  if (seen == ~canary_of(p)) return freed; /* quarantined or back in the core's lists */
+  if (seen == _kite_secure_freed_mark(p)) return freed; /* quarantined or back in the core's lists */
   if (seen == _kite_secure_carved_mark(p)) return never;
   return "buffer overflow (canary overwritten)";
 }
@@ -128,105 +113,20 @@ static inline __attribute__((always_inline)) bool block_ready(void *p, uint32_t 
 
 /* A core small block about to be handed out: check it is a carved block of a small page
  * (else the core's free list was corrupt: heap corruption, abort), then block_ready. */
-static KITE_COLD bool sampled_ready(void *p);
 static bool small_ready(void *p) {
   kite_page_t *pg = small_page_of(p);
-  if (unlikely(pg == NULL)) return sampled_ready(p); /* a block of the heap profiler, or corruption */
+  if (unlikely(pg == NULL)) return _kite_secure_sampled_ready(p); /* a block of the heap profiler, or corruption */
   return block_ready(p, pg->block_size);
 }
 
-/* ---- guard pages after large runs and huge blocks ---- */
-
-/* Bytes the user may use of large or huge block p (the guard starts there). */
-static inline size_t guarded_usable(const void *p) {
-  return PAGE_DOWN(_kite_core_malloc_usable_size(p)) - KITE_SECURE_GUARD;
-}
-
-/* Bytes of the run whose head is pg (a large run: 2^order units). */
-static inline size_t run_bytes(const kite_page_t *pg) { return KITE_UNIT_SIZE << pg->order; }
-
-/* The guard of live large or huge block p: PROT_NONE from the end of its usable bytes
- * (round_up(request, 4 KiB)) to the end of its run for a large run (the run's tail the
- * block does not use: a kept run's guard then moves with one mprotect, see "large runs
- * kept" below), one page for a huge block. */
-typedef struct { uint8_t *at; size_t len; } guard_t;
-static guard_t guard_of(void *p) {
-  kite_ptr_t c;
-  guard_t g = {(uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD};
-  if (_kite_classify(p, &c) == KITE_PTR_LARGE) g.len = (uint8_t *)p + run_bytes(c.page) - g.at;
-  return g;
-}
-
-static void *kept_take(size_t m);
-
-/* p (a large run or huge block fresh from the core, or NULL) with its guard raised; NULL +
- * ENOMEM when the kernel refuses the guard (too many mappings), p then freed. */
-static void *guarded(void *p) {
-  if (!p || KITE_SECURE_FLOOR) return p; /* the floor keeps the page, not protected */
-  guard_t g = guard_of(p);
-  if (likely(_kite_os_protect(g.at, g.len, false))) return p;
-  _kite_core_free(p);
-  errno = ENOMEM;
-  return NULL;
-}
-
-/* A large run or huge block for n bytes (aligned to align when not 0; zeroed when zero),
- * with a guard page after round_up(n, 4 KiB). NULL + ENOMEM (also when the kernel refuses
- * the guard: too many mappings). */
-static void *large_alloc(size_t n, size_t align, bool zero) {
-  if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
-  if (n == 0) n = 1; /* a usable size of 0 would read as "not a block" */
-  size_t m = PAGE_DOWN(n + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD;
-  void *p = align || zero ? NULL : kept_take(m); /* a kept run holds old bytes: not for calloc */
-  if (p) return p;
-  p = align ? _kite_core_memalign(align, m) : zero ? _kite_core_calloc(1, m) : _kite_core_malloc(m);
-  if (p && align && zero) memset(p, 0, n);
-  return guarded(p);
-}
-
-static void large_free(void *p) {
-  if (KITE_SECURE_FLOOR) { _kite_core_free(p); return; }
-  guard_t g = guard_of(p);
-  if (unlikely(!_kite_os_protect(g.at, g.len, true))) secure_error("free(): the guard page could not be lifted", p);
-  _kite_core_free(p);
-}
-
-/* Is p the start of a live large run or huge block? */
-static inline bool is_large(const void *p) {
-  kite_ptr_t c;
-  unsigned k = _kite_classify(p, &c);
-  return k == KITE_PTR_LARGE || (k == KITE_PTR_HUGE && _kite_huge_usable(p) != 0);
-}
-
-/* A core "small" block that is no small page's: the heap profiler serves a sampled small
- * request with a large run of its own, with room for a guard page (prof.h, alloc.c), which
- * gets its guard here as a large block does, and its head zeroed (calloc counts on a small
- * block's first KITE_SECURE_ZERO_MAX bytes being zero). Anything else means a free list led
- * outside kite's blocks: never handed out. False: not handed out. */
-static KITE_COLD bool sampled_ready(void *p) {
-  if (!KITE_LOAD_RELAXED(_kite_prof_enabled) || !is_large(p)) {
-    _kite_report_corruption("malloc found a free-list link outside kite's blocks", p);
-    return false;
-  }
-  memset(p, 0, KITE_SECURE_ZERO_MAX);
-  if (KITE_SECURE_FLOOR || _kite_os_protect((uint8_t *)p + guarded_usable(p), KITE_SECURE_GUARD, false)) return true;
-  _kite_core_free(p);
-  return false;
-}
-
-/* ---- the quarantine ---- */
-typedef struct {
-  void *slot[KITE_SECURE_QUARANTINE];
-  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
-  uint16_t index[KITE_SECURE_QUARANTINE];    /* slot[k]'s block index in that page */
-  uint32_t next;  /* the oldest entry, replaced by the next push */
-  uint8_t state; /* Q_NEW: no thread-exit hook yet; Q_ON; Q_OFF: the thread is exiting */
-} quarantine_t;
-enum { Q_NEW = 0, Q_ON = 1, Q_OFF = 2 };
-static __thread quarantine_t quarantine __attribute__((tls_model("initial-exec")));
-static pthread_key_t quarantine_key;
-static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
-static bool quarantine_key_ok;
+/* ---- the quarantine ----
+ * A ring of KITE_SECURE_QUARANTINE blocks in each thread's heap struct (secure_layout.h:
+ * not in thread-local storage, which the C library wipes for a later thread while a heap
+ * left behind by a thread with no exit destructor still waits, heap_pool.c I-H4). Its
+ * slots fill in order and empty only all at once (a flush), so an empty slot at next means
+ * the ring's first round since the heap was made or flushed, or the static empty heap of a
+ * thread without one (never written). */
+typedef kite_secure_ring_t quarantine_t;
 
 /* A zeroed, marked small block p of page pg leaves the quarantine (or skips it): its first
  * word (where a free list would link, and what an overflow from the block before reaches
@@ -251,58 +151,55 @@ static void quarantine_flush(quarantine_t *q) {
     q->slot[i] = NULL;
     if (p) release(p, q->page[i], q->index[i]);
   }
+  q->next = 0;
 }
 
-static void kept_flush(void);
-
-static void quarantine_thread_done(void *arg) {
-  quarantine_t *q = arg;
-  q->state = Q_OFF; /* frees later in this thread's exit go straight to the core */
-  quarantine_flush(q);
-  kept_flush();
+/* heap.h's retire hook: thread heap h is retired (its thread's exit, or I-H4 from the next
+ * thread with its thread pointer): its quarantine and kept runs go back to the core, from
+ * whichever thread this runs on (the core's free takes any thread's block). */
+static void secure_heap_retire(kite_heap_t *h) {
+  quarantine_flush(&h->secure.ring);
+  _kite_secure_kept_flush(h);
 }
 
-static void quarantine_flush_own(void);
+/* The calling thread's quarantine goes to the core's free now (visit.h's hook: the
+ * statistics and walks call it first; malloc_trim). */
+static void quarantine_flush_own(void) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (h != &_kite_heap_empty) secure_heap_retire(h);
+}
 
-/* Once, before the first block enters any quarantine: the statistics and walks flush the
- * caller's quarantine first (visit.h). */
-static void quarantine_key_make(void) {
+__attribute__((constructor)) static void secure_quarantine_hooks(void) {
   __atomic_store_n(&_kite_visit_flush_hook, quarantine_flush_own, __ATOMIC_RELEASE);
-  quarantine_key_ok = pthread_key_create(&quarantine_key, quarantine_thread_done) == 0;
+  __atomic_store_n(&_kite_heap_retire_hook, secure_heap_retire, __ATOMIC_RELEASE);
 }
 
-/* First quarantined free of a thread: register the flush at thread exit. setspecific may
- * allocate (through these wrappers): the quarantine is off meanwhile. A thread whose heap
- * the core retired runs its exit destructors: a key set now, maybe in the C library's last
- * round, might never be called (its blocks out of use for good), so the quarantine stays
- * off (_kite_heap_get: NULL, errno untouched; NULL + ENOMEM: the state tries again). */
-static KITE_COLD bool quarantine_start(quarantine_t *q) {
-  q->state = Q_OFF;
-  if (_kite_heap_tls == &_kite_heap_empty) { /* no heap yet, or retired */
-    int e = errno;
-    errno = 0;
-    bool none = _kite_heap_get() == NULL, failed = errno != 0;
-    errno = e;
-    if (none) {
-      if (failed) q->state = Q_NEW;
-      return false;
-    }
-  }
-  pthread_once(&quarantine_once, quarantine_key_make);
-  if (!quarantine_key_ok || pthread_setspecific(quarantine_key, q) != 0) return false;
-  q->state = Q_ON;
-  return true;
+/* The calling thread's heap, made now when it has none (its first kite call is a free):
+ * where its quarantine and kept runs live. NULL once the thread's exit retired its heap
+ * (the core makes no heap then: nothing would retire it, heap_pool.c), and when no heap can
+ * be made; errno untouched. */
+kite_heap_t *_kite_secure_heap(void) {
+  kite_heap_t *h = _kite_heap_tls;
+  if (likely(h != &_kite_heap_empty)) return h;
+  int e = errno;
+  h = _kite_heap_get();
+  errno = e;
+  return h;
 }
 
-/* The slot to fill is empty: the ring's first round or the one after a flush (the thread's
- * state is Q_ON: fill it), or a thread with no exit hook yet (Q_NEW, every slot empty:
- * register it first) or exiting (Q_OFF, its ring flushed: the core frees the block now). */
+/* The slot to fill is empty: the ring's first round (fill it), or a thread without a heap
+ * (the static empty heap's ring: its heap is made now, or, when none can be, the core frees
+ * the block now). */
 static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_t *pg, uint32_t i) {
-  if (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q))) {
-    release(p, pg, i);
-    return;
+  if (q == &_kite_heap_empty.secure.ring) {
+    kite_heap_t *h = _kite_secure_heap();
+    if (!h) {
+      release(p, pg, i);
+      return;
+    }
+    q = &h->secure.ring; /* a fresh heap: every slot empty (its making frees nothing into it) */
   }
-  uint32_t k = q->next; /* quarantine_start's own frees bypassed the ring: slot k is still empty */
+  uint32_t k = q->next;
   q->slot[k] = p;
   q->page[k] = pg;
   q->index[k] = (uint16_t)i;
@@ -310,10 +207,9 @@ static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_
 }
 
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
- * frees of this thread. The state is read only when the slot is empty (never once the
- * ring is full). */
+ * frees of this thread. */
 static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg, uint32_t i) {
-  quarantine_t *q = &quarantine;
+  quarantine_t *q = &_kite_heap_tls->secure.ring;
   uint32_t k = q->next;
   void *old = q->slot[k];
   if (unlikely(old == NULL)) {
@@ -342,13 +238,13 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
     free_refused(p, seen);
     return;
   }
-  *canary_slot(p, bs) = ~c;
+  *canary_slot(p, bs) = _kite_secure_freed_mark_of(c);
   zero_free_block(p, bs);
   _kite_core_free_small(pg, p, i);
   return;
 #endif
   /* the claim: exactly one free of a live block wins, whatever the threads do */
-  if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, ~c, false, __ATOMIC_ACQ_REL,
+  if (unlikely(!__atomic_compare_exchange_n(canary_slot(p, bs), &seen, _kite_secure_freed_mark_of(c), false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED))) {
     free_refused(p, seen);
     return;
@@ -358,128 +254,6 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
   /* a thread's own heap is never a first-class one: no second load on the common path */
   if (unlikely(!own && owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
   else quarantine_push(p, pg, i);
-}
-
-/* ---- large runs kept with their guards ----
- * A thread keeps up to KEPT_RUNS large runs it freed (KEPT_BYTES at most), guards in place,
- * and hands one out again for a request of the same order, bypassing the arena: with no
- * system call for the same page count, else with its guard moved (two mprotect calls).
- * Invariants:
- *   K1. A kept run was claimed as the core's free claims a large run (one compare-and-swap
- *       of its kind, LARGE -> HELD): of two frees of one block one proceeds, the other is
- *       reported; a free, realloc or malloc_usable_size of a kept run finds no block.
- *   K2. A kept run's page at large_size - KITE_SECURE_GUARD is PROT_NONE, as while it was
- *       live; handed out again, its large_size is the new request's round_up + guard, and
- *       its guard sits right after round_up(request, 4 KiB), as a fresh run's does.
- *   K3. Only a thread's own kind of run is kept: none of a first-class heap (kite_heap_destroy
- *       frees those whole), none sampled by the heap profiler (its free is prof.h's), none
- *       while the thread is exiting; thread exit, malloc_trim and the statistics and walks
- *       (visit.h's flush) give them back to the core, guard lifted first. */
-#define KEPT_RUNS 4
-#define KEPT_BYTES ((size_t)32 << 20)
-typedef struct {
-  kite_page_t *run[KEPT_RUNS]; /* oldest first */
-  size_t bytes;                /* of the runs kept */
-  uint32_t n;
-} kept_t;
-static __thread kept_t kept __attribute__((tls_model("initial-exec")));
-
-/* Where kept run pg's guard starts (K2: it ends at the run's end). */
-static inline uint8_t *run_guard(kite_page_t *pg) {
-  return (uint8_t *)_kite_page_start(pg) + pg->large_size - KITE_SECURE_GUARD;
-}
-static inline size_t run_guard_len(kite_page_t *pg) { return run_bytes(pg) - pg->large_size + KITE_SECURE_GUARD; }
-
-/* Kept run pg (HELD, K1) goes to the core: guard lifted, then freed as any large block. */
-static void kept_release(kite_page_t *pg) {
-  void *p = _kite_page_start(pg);
-  if (unlikely(!_kite_os_protect(run_guard(pg), run_guard_len(pg), true))) {
-    secure_error("free(): the guard page could not be lifted", p);
-    return; /* (test hook) kept out of use */
-  }
-  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE);
-  _kite_core_free(p);
-}
-
-static void kept_remove(kept_t *k, uint32_t i) {
-  k->bytes -= run_bytes(k->run[i]);
-  k->n--;
-  memmove(&k->run[i], &k->run[i + 1], (k->n - i) * sizeof k->run[0]);
-}
-
-static void kept_flush(void) {
-  kept_t *k = &kept;
-  while (k->n) {
-    kite_page_t *pg = k->run[0];
-    kept_remove(k, 0);
-    kept_release(pg);
-  }
-}
-
-/* free(p) of live large run pg (its head): kept (K3 allowing), else as before. */
-static void large_free_run(void *p, kite_page_t *pg) {
-  quarantine_t *q = &quarantine;
-  if (KITE_SECURE_FLOOR || pg->owned.owner != NULL || pg->sampled || run_bytes(pg) > KEPT_BYTES ||
-      (q->state != Q_ON && (q->state == Q_OFF || !quarantine_start(q)))) {
-    large_free(p);
-    return;
-  }
-  uint8_t want = KITE_KIND_LARGE; /* K1 */
-  if (!__atomic_compare_exchange_n(&pg->kind, &want, (uint8_t)KITE_KIND_HELD, false, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_RELAXED)) {
-    secure_error("free(): invalid pointer or double free", p);
-    return;
-  }
-  kept_t *k = &kept;
-  while (k->n && (k->n == KEPT_RUNS || k->bytes + run_bytes(pg) > KEPT_BYTES)) {
-    kite_page_t *old = k->run[0];
-    kept_remove(k, 0);
-    kept_release(old);
-  }
-  k->run[k->n++] = pg;
-  k->bytes += run_bytes(pg);
-}
-
-/* A kept run for a large request of m bytes (its round_up and the guard), or NULL: one of
- * exactly m bytes if kept (no system call), else the smallest of the order the core would
- * take or the next (the core's own runs are up to twice the request; the unused tail is
- * guard, address space unless an earlier block touched it). */
-static void *kept_take(size_t m) {
-  kept_t *k = &kept;
-  if (k->n == 0 || m > KITE_LARGE_MAX) return NULL;
-  unsigned order = _kite_ceil_log2((m + KITE_UNIT_SIZE - 1) >> KITE_UNIT_SHIFT);
-  int best = -1;
-  for (uint32_t i = 0; i < k->n; i++) {
-    kite_page_t *r = k->run[i];
-    if (r->order < order || r->order > order + 1) continue;
-    if (r->order == order && r->large_size == m) { best = (int)i; break; }
-    if (best < 0 || r->order < k->run[best]->order) best = (int)i;
-  }
-  if (best < 0) return NULL;
-  kite_page_t *pg = k->run[best];
-  kept_remove(k, (uint32_t)best);
-  uint8_t *p = _kite_page_start(pg);
-  /* K2: the guard's start moves to right after the new round_up, one mprotect: the pages
-   * between the old and the new start change, the rest of the run's tail stays PROT_NONE */
-  uint8_t *old = run_guard(pg), *at = p + m - KITE_SECURE_GUARD;
-  if (at != old && unlikely(!_kite_os_protect(at < old ? at : old, at < old ? (size_t)(old - at) : (size_t)(at - old), at > old))) {
-    __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE); /* the guard as it was */
-    large_free(p); /* back to the core; the caller asks it for a fresh run */
-    return NULL;
-  }
-  pg->large_size = m;
-  __atomic_store_n(&pg->kind, KITE_KIND_LARGE, __ATOMIC_RELEASE); /* a block again (K1) */
-  return p;
-}
-
-/* free(p) that is not a small block. */
-static KITE_NOINLINE void free_other(void *p) {
-  if (p == NULL) return;
-  kite_ptr_t c;
-  unsigned k = _kite_classify(p, &c);
-  if (k == KITE_PTR_LARGE) large_free_run(p, c.page);
-  else if (k == KITE_PTR_HUGE && _kite_huge_usable(p) != 0) large_free(p);
-  else secure_error("free(): invalid pointer or double free", p);
 }
 
 /* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
@@ -505,7 +279,7 @@ KITE_API void kite_free(void *p) {
   }
   kite_ptr_t c;
   if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
-  else free_other(p);
+  else _kite_secure_free_other(p);
 }
 
 KITE_API void kite_free_sized(void *p, size_t size) { (void)size; kite_free(p); }
@@ -545,7 +319,7 @@ static KITE_NOINLINE void *malloc_generic(size_t n) {
     }
     SMALL_FROM(_kite_core_malloc(n + KITE_SECURE_CANARY));
   }
-  return large_alloc(n, 0, false);
+  return _kite_secure_large_alloc(n, 0, false);
 }
 
 /* Block b, just popped for malloc(n), changed while free: reported (take_refused), kept out of
@@ -581,7 +355,7 @@ KITE_API void *kite_malloc(size_t n) {
 KITE_API void *kite_calloc(size_t count, size_t size) {
   size_t n;
   if (unlikely(__builtin_mul_overflow(count, size, &n))) { errno = ENOMEM; return NULL; }
-  if (n > SMALL_LIMIT) return large_alloc(n, 0, true);
+  if (n > SMALL_LIMIT) return _kite_secure_large_alloc(n, 0, true);
   void *p = kite_malloc(n); /* the inlined pop up to 1016 bytes */
   /* block_ready checked the first KITE_SECURE_ZERO_MAX bytes zero; the rest may hold old data */
   if (p && n > KITE_SECURE_ZERO_MAX) memset((uint8_t *)p + KITE_SECURE_ZERO_MAX, 0, n - KITE_SECURE_ZERO_MAX);
@@ -591,7 +365,7 @@ KITE_API void *kite_calloc(size_t count, size_t size) {
 static void *aligned(size_t align, size_t n) {
   if (align <= 16) return kite_malloc(n);
   if (n <= SMALL_LIMIT && align <= KITE_UNIT_SIZE) { SMALL_FROM(_kite_core_memalign(align, n + KITE_SECURE_CANARY)); }
-  return large_alloc(n, align, false);
+  return _kite_secure_large_alloc(n, align, false);
 }
 
 KITE_API int kite_posix_memalign(void **out, size_t align, size_t n) { return _kite_posix_memalign_via(aligned, out, align, n); }
@@ -611,7 +385,7 @@ static size_t usable(const void *p, const char *what, const char *never, const c
     if (unlikely(seen != canary_of(p))) { secure_error(canary_verdict(p, seen, what, never), p); return 0; }
     return pg->block_size - KITE_SECURE_CANARY;
   }
-  if (is_large(p)) return guarded_usable(p);
+  if (_kite_secure_is_large(p)) return _kite_secure_guarded_usable(p);
   if (foreign) secure_error(foreign, p);
   return 0;
 }
@@ -652,14 +426,6 @@ KITE_API bool kite_owns(const void *p) {
   return !pg || __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED) == canary_of(p);
 }
 
-/* The calling thread's quarantine goes to the core's free now. */
-static void quarantine_flush_own(void) {
-  if (quarantine.state == Q_ON) {
-    quarantine_flush(&quarantine);
-    kept_flush();
-  }
-}
-
 KITE_API int kite_malloc_trim(size_t pad) {
   quarantine_flush_own();
   return _kite_core_malloc_trim(pad);
@@ -673,17 +439,14 @@ KITE_API void kite_heap_destroy(kite_heap_t *handle) {
   kite_heap_t *h = _kite_heap_of_handle(handle, "kite_heap_destroy(): invalid or stale heap");
   if (!h) return;
   /* its large and huge blocks lose their guards before the core frees them whole */
-  for (kite_owned_t *o = h->owned; o; o = o->next) {
-    guard_t g = guard_of(o->block);
-    _kite_os_protect(g.at, g.len, true);
-  }
+  for (kite_owned_t *o = h->owned; o; o = o->next) _kite_secure_unguard(o->block);
   _kite_core_heap_destroy(handle);
 }
 
 KITE_API void *kite_heap_malloc(kite_heap_t *h, size_t n) {
   if (n <= SMALL_LIMIT) { SMALL_FROM(_kite_core_heap_malloc(h, n + KITE_SECURE_CANARY)); }
   if (n > KITE_MAX_REQUEST - 2 * KITE_SECURE_GUARD) { errno = ENOMEM; return NULL; }
-  return guarded(_kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD));
+  return _kite_secure_guarded(_kite_core_heap_malloc(h, PAGE_DOWN((n ? n : 1) + KITE_OS_PAGE - 1) + KITE_SECURE_GUARD));
 }
 
 KITE_API void *kite_heap_calloc(kite_heap_t *handle, size_t count, size_t size) {

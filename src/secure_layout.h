@@ -26,8 +26,8 @@
  *
  * Invariants (secure build): every small block that is not handed out is zero in the bytes
  * _kite_secure_zero_head names (all but its last 8 bytes up to 80-byte blocks), and its last
- * 8 bytes hold the freed mark ~canary(block) (written at free), or the carved mark
- * ~canary(block) ^ 1 when it was never handed out (written at carve; the core keeps its
+ * 8 bytes hold the freed mark canary(block) + 2 (written at free), or the carved mark
+ * (canary(block) + 2) ^ 1 when it was never handed out (written at carve; the core keeps its
  * free lists outside the blocks); a handed-out small block has canary(block) in its last
  * 8 bytes; a block in a quarantine is like a freed one.
  */
@@ -58,6 +58,34 @@
 #define KITE_SECURE_GUARD KITE_OS_PAGE /* guard after a large run or huge block: one OS page */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
 #define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
+#ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
+#define KITE_SECURE_QUARANTINE 64
+#endif
+#define KITE_SECURE_KEPT_RUNS 4       /* freed large runs a thread keeps with their guards */
+
+/* What the secure build keeps in each thread's heap struct (heap.h), not in thread-local
+ * storage: a heap lives on after its thread when the C library gives the thread no exit
+ * destructor (heap_pool.c I-H4: a heap made in the last round of key destructors), and the
+ * C library wipes a dead thread's thread-local storage when it hands its stack to a later
+ * thread; the heap's retirement (exit or I-H4) gives both back to the core (secure.c's
+ * hook, heap.h). Zero in a fresh heap, and always in the static empty heap (never written:
+ * its ring's slots read empty, which sends a heapless thread's free to the cold path). */
+typedef struct {
+  void *slot[KITE_SECURE_QUARANTINE];       /* freed blocks, oldest at next once full */
+  kite_page_t *page[KITE_SECURE_QUARANTINE]; /* slot[k]'s small page (head descriptor) */
+  uint16_t index[KITE_SECURE_QUARANTINE];    /* slot[k]'s block index in that page */
+  uint32_t next;                             /* the oldest entry, replaced by the next push */
+} kite_secure_ring_t;
+typedef struct {
+  kite_page_t *run[KITE_SECURE_KEPT_RUNS]; /* oldest first (secure_large.c K1-K3) */
+  size_t bytes;                            /* of the runs kept */
+  uint32_t n;
+} kite_secure_kept_t;
+typedef struct {
+  kite_secure_ring_t ring;
+  kite_secure_kept_t kept;
+} kite_secure_heap_t;
+
 #ifndef KITE_SECURE_ZERO_MAX
 /* Zeroed on free and checked at reuse: a block's first bytes up to this many (and the 8
  * before its canary). Each more cache line costs a read at every malloc and a write at
@@ -77,10 +105,12 @@ static inline uint32_t _kite_secure_zero_head(uint32_t bs) {
  * would make one, or a `rep stos`, of a variable size: both slower at these sizes). At free
  * (secure.c) and at carve (a reused run may hold old bytes). */
 typedef uint64_t kite_secure_v2_t __attribute__((vector_size(16), may_alias));
+typedef uint32_t kite_secure_v4_t __attribute__((vector_size(16), may_alias));
 /* With the zeroed head at 64 bytes, a block of 32 <= bs < 80 bytes keeps [0, bs - 16) zero
  * as three 16-byte lanes at 0, this offset and bs - 32 (the middle one is needed at bs = 64
- * only: 16; 0 below), so the zeroing and the check are straight-line code. */
-static inline uint32_t _kite_secure_mid_lane(uint32_t bs) { return ((bs - 32) >> 1) & ~15u; }
+ * only: 16; 0 at 32 and 48, the only other sizes here), so the zeroing and the check are
+ * straight-line code. */
+static inline uint32_t _kite_secure_mid_lane(uint32_t bs) { return (bs >> 2) & 16; }
 static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *p, uint32_t bs) {
   kite_secure_v2_t z = {0, 0};
   if (__builtin_expect(bs - 16 >= KITE_SECURE_ZERO_MAX, 1)) {
@@ -130,12 +160,17 @@ static inline __attribute__((always_inline)) bool _kite_secure_free_block_ok(con
   const uint64_t *end = (const uint64_t *)((const uint8_t *)w + bs);
   uint64_t t = end[-2] | ((end[-1] ^ freed) >> 1); /* 0 for either mark */
   a |= b;
-  return (a[0] | a[1] | t) == 0;
+  /* the lanes' halves folded in the vector unit (a shuffle and an or), then one move out */
+  kite_secure_v4_t a4 = (kite_secure_v4_t)a;
+  a |= (kite_secure_v2_t)__builtin_shufflevector(a4, a4, 2, 3, 0, 1); /* (x86-64: one pshufd) */
+  return (a[0] | t) == 0;
 }
 
 /* Canaries: keyed by the block's address (one block's canary says nothing of another's);
  * the first byte (the one an off-by-one write hits) is never zero, so a stray string
- * terminator is always caught. The freed mark is the canary's complement; a carved block
+ * terminator is always caught. The freed mark is the canary + 2 (one lea from the canary
+ * where the claim needs both; it differs from the canary in bit 1 or above, so neither
+ * mark is ever the canary, nor is the canary accepted as either); a carved block
  * that was never handed out holds the carved mark, the freed mark with its lowest bit
  * flipped (the carve writes it), so a free of it is told from a double free, and a free
  * block is checked with one compare and a shift (either mark). The keys (secret.h's
@@ -151,7 +186,9 @@ static inline uint64_t _kite_secure_canary(const void *p) {
   return _kite_secure_canary_keyed(p, __atomic_load_n(&_kite_canary_k[0], __ATOMIC_RELAXED),
                                    __atomic_load_n(&_kite_canary_k[1], __ATOMIC_RELAXED));
 }
-static inline uint64_t _kite_secure_carved_mark(const void *p) { return ~_kite_secure_canary(p) ^ 1; }
+static inline uint64_t _kite_secure_freed_mark_of(uint64_t canary) { return canary + 2; }
+static inline uint64_t _kite_secure_freed_mark(const void *p) { return _kite_secure_freed_mark_of(_kite_secure_canary(p)); }
+static inline uint64_t _kite_secure_carved_mark(const void *p) { return _kite_secure_freed_mark(p) ^ 1; }
 /* Where small block p of size bs keeps its canary or mark: its last 8 bytes. */
 static inline uint64_t *_kite_secure_mark_slot(const void *p, uint32_t bs) {
   return (uint64_t *)((uint8_t *)p + bs - KITE_SECURE_CANARY);
@@ -162,7 +199,7 @@ static inline uint64_t *_kite_secure_mark_slot(const void *p, uint32_t bs) {
  * nothing written. */
 static inline __attribute__((always_inline)) bool _kite_secure_block_take(void *p, uint32_t bs) {
   uint64_t c = _kite_secure_canary(p);
-  if (unlikely(!_kite_secure_free_block_ok(p, bs, ~c))) return false;
+  if (unlikely(!_kite_secure_free_block_ok(p, bs, _kite_secure_freed_mark_of(c)))) return false;
   __atomic_store_n(_kite_secure_mark_slot(p, bs), c, __ATOMIC_RELAXED);
   return true;
 }
@@ -171,8 +208,7 @@ static inline __attribute__((always_inline)) bool _kite_secure_block_take(void *
  * (it holds its freed mark: it waits in a thread's quarantine; a LIVE block never holds
  * the carved mark)? Any thread, a snapshot. */
 static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
-  return __atomic_load_n(_kite_secure_mark_slot(b, bs), __ATOMIC_RELAXED) ==
-         ~_kite_secure_canary(b);
+  return __atomic_load_n(_kite_secure_mark_slot(b, bs), __ATOMIC_RELAXED) == _kite_secure_freed_mark(b);
 }
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
  * zero what secure.c checks of each (a reused run may hold old bytes) and write its carved
@@ -192,17 +228,17 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
    * zeroed, and no block of it was ever handed out), only the marks */
   uint8_t *b = start, *end = start + (size_t)n * bs;
   if (pg->zero_tail && !KITE_SECURE_CARVE_ZERO_ALWAYS) {
-    for (; b < end; b += bs) *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary_keyed(b, k0, k1) ^ 1;
+    for (; b < end; b += bs) *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = (_kite_secure_freed_mark_of(_kite_secure_canary_keyed(b, k0, k1)) ^ 1);
   } else if (bs - 16 >= KITE_SECURE_ZERO_MAX) {
     for (; b < end; b += bs) {
       memset(b, 0, KITE_SECURE_ZERO_MAX);
       *(uint64_t *)(b + bs - 16) = 0;
-      *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary_keyed(b, k0, k1) ^ 1; /* the carved mark */
+      *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = (_kite_secure_freed_mark_of(_kite_secure_canary_keyed(b, k0, k1)) ^ 1); /* the carved mark */
     }
   } else {
     for (; b < end; b += bs) {
       _kite_secure_zero_block(b, bs);
-      *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = ~_kite_secure_canary_keyed(b, k0, k1) ^ 1;
+      *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = (_kite_secure_freed_mark_of(_kite_secure_canary_keyed(b, k0, k1)) ^ 1);
     }
   }
   uint16_t order[KITE_SECURE_CARVE_MAX];

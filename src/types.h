@@ -60,7 +60,8 @@
  *   tool.h, valgrind.c    memory-checker hooks: ASan build, libkite-valgrind.so (memcheck)
  *   init                  start-up, exit and fork (calls each layer's fork hooks); in the
  *                         entry layer: the runtime calls it, and so does kite_heap_new
- *   secure.c              the secure build's entry points (libkite-secure.so)
+ *   secure.c              the secure build's entry points (libkite-secure.so); its large
+ *                         runs and huge blocks (guard pages, kept runs) in secure_large.c
  *
  * Build variants (compile definitions)
  *   KITE_OVERRIDE  1: malloc/free/... and C++ operators are defined (kite, kite-static)

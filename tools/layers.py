@@ -77,7 +77,7 @@ LAYERS = [
         "version": ["version.c", "<kite/version.h>"],
         "valgrind": ["valgrind.c"],
         "visit": ["visit.h", "visit.c"],
-        "secure": ["secure.c"],  # the secure build's entry points (declared in <kite.h>)
+        "secure": ["secure.h", "secure.c", "secure_large.c"],  # the secure build's entry points (declared in <kite.h>)
         "init": ["init.c"],
     }),
 ]
@@ -88,9 +88,9 @@ LAYERS = [
 # level that runs every validator, the test hooks); then libkite-secure.so and
 # libkite-valgrind.so.
 BUILDS = [
-    ("default", ["-DKITE_OVERRIDE=1", "-DKITE_DEBUG=3", "-DKITE_TEST_HOOKS=1"], {"secure.c", "valgrind.c"}),
+    ("default", ["-DKITE_OVERRIDE=1", "-DKITE_DEBUG=3", "-DKITE_TEST_HOOKS=1"], {"secure.c", "secure_large.c", "valgrind.c"}),
     ("secure", ["-DKITE_OVERRIDE=1", "-DKITE_DEBUG=3", "-DKITE_TEST_HOOKS=1", "-DKITE_SECURE=1"], {"valgrind.c"}),
-    ("valgrind", ["-DKITE_OVERRIDE=0", "-DKITE_DEBUG=0", "-DKITE_VALGRIND=1"], {"secure.c", "override_cxx.cpp"}),
+    ("valgrind", ["-DKITE_OVERRIDE=0", "-DKITE_DEBUG=0", "-DKITE_VALGRIND=1"], {"secure.c", "secure_large.c", "override_cxx.cpp"}),
 ]
 # Headers the compile needs that the source tree does not have: CMake generates
 # <kite/version.h>; <valgrind/memcheck.h> may not be installed, and its client requests are
@@ -376,9 +376,10 @@ def picture(graph, cgraph):
         return sorted(mods, key=lambda m: (-layer_of[m], m))
 
     def only_in(mod, target):
-        # secure.c and valgrind.c are compiled only outside the first build: no mark there
+        # secure.c, secure_large.c and valgrind.c are compiled only outside the first build: no mark there
         builds = cgraph[mod][target]
-        if first in builds or all(os.path.basename(f) in BUILDS[0][2] for f in LAYERS[layer_of[mod]][1][mod]):
+        srcs = [f for f in LAYERS[layer_of[mod]][1][mod] if not f.endswith(".h")]  # (headers make no objects)
+        if first in builds or (srcs and all(os.path.basename(f) in BUILDS[0][2] for f in srcs)):
             return target
         return "%s(%s)" % (target, ",".join(b for b, _, _ in BUILDS if b in builds))
 

@@ -9,7 +9,12 @@
  *     between the statistics and the walk is exactly the blocks that thread holds;
  *   - a thread whose first frees come in the last round of its thread-specific destructors
  *     (a key destructor that sets its value again each round, PTHREAD_DESTRUCTOR_ITERATIONS
- *     rounds) leaves none behind: a quarantine registered that late would never be emptied.
+ *     rounds) leaves none behind: a quarantine registered that late would never be emptied;
+ *   - a thread whose first call of all is a free in that last round (so its heap is made
+ *     there, and no exit destructor will retire it) fills its quarantine (64 blocks held, 6
+ *     more freed through it): its blocks stay held until the next thread on its stack (the
+ *     same thread pointer) retires the heap left behind, and are released then, though the
+ *     C library wiped the dead thread's thread-local storage for that thread.
  * usage: LD_PRELOAD=build/libkite-secure.so build/secure-quarantine */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -90,6 +95,35 @@ static void *late_freer(void *arg) {
   return NULL;
 }
 
+/* The first-call-is-a-free case: blocks main allocated, freed by a thread that made no
+ * kite call before its key destructor's last round. */
+enum { FIRST_N = 70, HELD = 64 };
+static pthread_key_t first_key;
+static void *first_blocks[FIRST_N];
+static int first_round;
+static pthread_t first_self;
+static void first_destructor(void *v) {
+  if (++first_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(first_key, v);
+    return;
+  }
+  for (int i = 0; i < FIRST_N; i++) free(first_blocks[i]);
+}
+static void *first_freer(void *arg) {
+  (void)arg;
+  first_self = pthread_self();
+  pthread_setspecific(first_key, (void *)1); /* no kite call before its exit */
+  return NULL;
+}
+/* The next thread: on the first one's stack (the same pthread_self, the thread pointer),
+ * its first malloc retires the heap left behind; on another, no kite call. */
+static void *next_on_stack(void *arg) {
+  if (!pthread_equal(pthread_self(), first_self)) return NULL;
+  *(int *)arg = 1;
+  free(malloc(SIZE));
+  return NULL;
+}
+
 static void expect(const char *what, long got, long want) {
   if (got == want) printf("ok   %s: %ld\n", what, got);
   else { printf("FAIL %s: %ld, want %ld\n", what, got, want); failures++; }
@@ -136,6 +170,23 @@ int main(void) {
   pthread_join(t, NULL);
   expect("destructor rounds run", late_round, PTHREAD_DESTRUCTOR_ITERATIONS);
   expect("statistics minus walk after frees in the last destructor round", stats_live() - walk_live() - base, 0);
+
+  /* a thread whose first call is a free, in the last destructor round */
+  for (int i = 0; i < FIRST_N; i++) first_blocks[i] = malloc(SIZE);
+  if (pthread_key_create(&first_key, first_destructor) != 0 || pthread_create(&t, NULL, first_freer, NULL) != 0) {
+    perror("pthread_key_create/pthread_create");
+    return 2;
+  }
+  pthread_join(t, NULL);
+  expect("destructor rounds run (first call a free)", first_round, PTHREAD_DESTRUCTOR_ITERATIONS);
+  expect("blocks held by the heap left behind by a last-round first free", stats_live() - walk_live() - base, HELD);
+  int on_stack = 0;
+  for (int tries = 0; tries < 8 && !on_stack; tries++) {
+    if (pthread_create(&t, NULL, next_on_stack, &on_stack) != 0) { perror("pthread_create"); return 2; }
+    pthread_join(t, NULL);
+  }
+  expect("a later thread got the dead thread's stack", on_stack, 1);
+  expect("blocks held after the next thread on that stack retired the heap", stats_live() - walk_live() - base, 0);
   if (failures) printf("FAIL: %d check(s) failed\n", failures);
   else printf("PASS\n");
   return failures ? 1 : 0;
