@@ -129,11 +129,6 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_remote.c)
             LIBS kite-noover-debug LABELS core unit)
   target_include_directories(core_remote PRIVATE ${_kc})
 endif()
-if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_remote_batch.c)
-  kite_test(core_remote_batch SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_remote_batch.c
-            LIBS kite-noover-debug LABELS core unit)
-  target_include_directories(core_remote_batch PRIVATE ${_kc})
-endif()
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).
 if(KITE_SANITIZE STREQUAL "" AND EXISTS ${PROJECT_SOURCE_DIR}/bench/fastpath.c)

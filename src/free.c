@@ -17,7 +17,6 @@
  * claims LIVE -> REMOTE with one CAS (remote.c R1, R3: when both free one block at once,
  * one of them reports). Uncarved blocks' entries read 0.
  */
-#include <errno.h>
 #include <kite.h>
 #include "alloc.h"
 #include "entry.h"
@@ -33,9 +32,6 @@
 #include "prof.h"
 
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
-static KITE_NOINLINE void free_remote_start(void *p, kite_page_t *pg, size_t i, kite_heap_t *h);
-static KITE_NOINLINE void free_remote_flush_first(void *p, kite_page_t *pg, size_t i);
-static KITE_COLD void free_remote_heapless(void *p, kite_page_t *pg, size_t i);
 static KITE_NOINLINE void free_generic(void *p);
 /* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
@@ -68,72 +64,13 @@ KITE_API void kite_free(void *p) {
   if (unlikely(--pg->used == 0)) free_local_slow(pg); /* emptied, or on the full list (page.h) */
 }
 
-/* Another thread's block i at p of small page pg (head), or an abandoned page's: into this
- * thread's batch when the batch is pg's (remote.c R8: one CAS, the claim), else
- * free_remote_start. */
-static inline __attribute__((always_inline)) void free_remote(void *p, kite_page_t *pg, size_t i) {
-  kite_heap_t *h = _kite_heap_tls;
-  if (likely(h->rbatch.page == pg)) {
-    _kite_remote_batch_add(p, pg, i, &h->rbatch, _kite_heap_settle_abandoned);
-    return;
-  }
-  free_remote_start(p, pg, i, h);
-}
-
-/* A remote free into a page other than the batch's (R8; h: the calling thread's heap): push the batch, then push the
- * block alone, or, when the thread's last remote free was into the same page, begin a
- * batch with it. Pushed alone always: a first-class heap's block (kite_heap_destroy
- * releases its pages whatever their used count), the owner's own (a block the fast path
- * refused: its claim fails and is reported, R1), and any when the thread has no heap.
- * Every call it makes is a tail call (the flush and a heapless thread's first remote free
- * go through the two functions below), so it needs no stack frame. */
-static KITE_NOINLINE void free_remote_start(void *p, kite_page_t *pg, size_t i, kite_heap_t *h) {
-  if (unlikely(h->rbatch.page != NULL)) {
-    free_remote_flush_first(p, pg, i);
-    return;
-  }
-  if (likely(h->rbatch.last != pg)) { /* (never pg on _kite_heap_empty: its last is NULL) */
-    if (unlikely(h == &_kite_heap_empty)) {
-      free_remote_heapless(p, pg, i);
-      return;
-    }
-    h->rbatch.last = pg;
-    _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
-    return;
-  }
-  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-  if (owner == h || (owner != NULL && owner->user)) {
-    _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
-    return;
-  }
-  _kite_remote_batch_start(p, pg, i, &h->rbatch);
-}
-
-static KITE_NOINLINE void free_remote_flush_first(void *p, kite_page_t *pg, size_t i) {
-  kite_heap_t *h = _kite_heap_tls;
-  _kite_heap_flush_remote(h);
-  free_remote_start(p, pg, i, h);
-}
-
-/* A thread without a heap (_kite_heap_empty is shared: it holds no batch) gets its heap at
- * its first remote free, so that a consumer that never allocates batches too and pushes
- * its batch at its exit (heap_retire); errno is kept (free does not set it). Without one
- * (after the thread's exit teardown, or no memory) the block is pushed alone. */
-static KITE_COLD void free_remote_heapless(void *p, kite_page_t *pg, size_t i) {
-  int e = errno;
-  kite_heap_t *h = _kite_heap_get();
-  errno = e;
-  if (h) h->rbatch.last = pg;
-  _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
-}
-
 static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): invalid pointer or double free", p); }
 
 /* Free block i (<= reserved, C1) at p of small page pg (head) from any thread. */
 static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   if (owner != _kite_heap_tls) { /* another thread's, or abandoned (remote.c R5) */
-    free_remote(p, pg, i);
+    _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
     return;
   }
   if (pg->links[i] != KITE_LINK_LIVE) {
@@ -158,7 +95,7 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   uint64_t i;
   if (likely(__atomic_load_n(&d->heap, __ATOMIC_ACQUIRE) != NULL && _kite_block_index(d, (uint16_t)(uintptr_t)p, &i))) {
-    free_remote(p, d, i);
+    _kite_remote_free(p, d, i, _kite_heap_settle_abandoned);
     return;
   }
   free_generic(p);
@@ -167,9 +104,7 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
 static KITE_NOINLINE void free_generic(void *p) {
   if (p == NULL) return;
   kite_ptr_t c;
-  unsigned kind = _kite_classify(p, &c);
-  if (kind != KITE_PTR_SMALL) _kite_heap_flush_remote(_kite_heap_tls); /* a slow path (remote.c R8) */
-  switch (kind) {
+  switch (_kite_classify(p, &c)) {
   case KITE_PTR_SMALL:
     free_small(c.page, p, c.index);
     return;

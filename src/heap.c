@@ -150,7 +150,6 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
       return b;
     }
   }
-  _kite_heap_flush_remote(h); /* a slow path (remote.c R8) */
   kite_pageq_t *q = &h->queue[cls];
   kite_page_t *pg = q->first;
   while (pg) {
@@ -211,7 +210,6 @@ void *_kite_malloc_class(unsigned cls) {
 /* ---- generic free ---- */
 
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) {
-  _kite_heap_flush_remote(h); /* a slow path (remote.c R8) */
   /* a page of a heap its thread left behind, which carries the calling thread's key
    * (heap_pool.c I-H4): its lists are that heap's, retired now (the count the fast path
    * left is what that retire reads), not at this thread's first malloc, which may never

@@ -18,7 +18,6 @@
 #include "sizeclass.h"
 #include "stats.h"
 #include "options.h"
-#include "remote.h"
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -35,9 +34,6 @@ typedef struct kite_heap_s {
   uint32_t scan_credit[KITE_CLASSES];  /* full-list pages full_scan may still visit */
   uint64_t issued[KITE_CLASSES];    /* stats: blocks handed to allocation lists */
   uint64_t remote_frees;             /* stats: blocks of its pages freed by other threads */
-  /* its thread's remote frees into one page, not yet pushed (remote.c R8); always empty on
-   * _kite_heap_empty and on first-class heaps */
-  kite_remote_batch_t rbatch;
   kite_page_t *cache;               /* empty small pages kept for reuse (I-C1, heap.c) */
   uint32_t cache_count;             /* units of those pages */
   struct kite_heap_s *next_all, *prev_all;
@@ -112,10 +108,6 @@ void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
  * R5: its push set KITE_TF_EMPTIED): under _kite_heap_lock, its frees merged, the page kept
  * empty for the next thread or given back to the arena. */
 void _kite_heap_settle_abandoned(kite_page_t *pg);
-/* Push the calling thread's remote batch (remote.c R8), if it has one. Holding no lock. */
-static inline void _kite_heap_flush_remote(kite_heap_t *h) {
-  if (h->rbatch.page) _kite_remote_flush(&h->rbatch, _kite_heap_settle_abandoned);
-}
 
 /* First-class heaps (kite_heap_new / kite_heap_destroy). The public kite_heap_t pointer is
  * a handle, not the struct (heap_pool.c, I-H1): _kite_heap_new_user returns a handle (NULL +
@@ -137,8 +129,6 @@ void _kite_heap_collect_stats(kite_gstats_t *out);
  * create or destroy heaps. Reading another thread's queues is racy (introspection only). */
 void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
 void _kite_heap_fork_prepare(void);
-/* Before a fork, holding no lock yet: push the forking thread's batch (remote.c R8). */
-void _kite_heap_fork_flush(void);
 void _kite_heap_fork_parent(void);
 void _kite_heap_fork_child(void);
 #ifdef KITE_TEST_HOOKS

@@ -215,7 +215,6 @@ void _kite_heap_abandon_pages(kite_heap_t *h) {
 size_t _kite_heap_trim(void) {
   size_t released = 0;
   kite_heap_t *h = _kite_heap_tls;
-  _kite_heap_flush_remote(h); /* remote.c R8 (before any lock: its push may settle a page) */
   /* the calling thread's empty pages, the current ones included */
   for (unsigned c = 0; h != &_kite_heap_empty && c < KITE_CLASSES; c++) {
     if (h->pinned[c]) { h->pinned[c]->used--; h->pinned[c] = NULL; }

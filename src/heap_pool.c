@@ -220,9 +220,6 @@ static void heap_release_all(kite_heap_t *h) {
  * heap's freed with its owned blocks), its page cache, then its struct back to the pool with
  * its counters merged into the globals (I-H3); its handle, if any, is stale from here (I-H1). */
 static void heap_retire(kite_heap_t *h) {
-  /* remote.c R8: its batch lands before its own pages are given up, holding no lock (the
-   * push may settle an abandoned page) */
-  _kite_heap_flush_remote(h);
   if (h->user) heap_release_all(h);
   else _kite_heap_abandon_pages(h);
   while (h->cache) {
@@ -353,9 +350,6 @@ void _kite_heap_collect_stats(kite_gstats_t *out) {
    * written by its owner only, read here with relaxed loads (heap_count). */
   const uint64_t *src = (const uint64_t *)&_kite_stats;
   uint64_t *dst = (uint64_t *)out;
-  /* remote.c R8: a batched block counts live until pushed; the reading thread's batch goes
-   * now (before the lock: its push may settle a page) */
-  _kite_heap_flush_remote(_kite_heap_tls);
   _kite_lock(&_kite_heap_lock);
   for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
   for (kite_heap_t *h = _kite_heap_all; h; h = h->next_all) {
@@ -372,7 +366,6 @@ void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg) {
 }
 
 void _kite_heap_fork_prepare(void) { _kite_lock(&_kite_heap_lock); }
-void _kite_heap_fork_flush(void) { _kite_heap_flush_remote(_kite_heap_tls); }
 void _kite_heap_fork_parent(void) { _kite_unlock(&_kite_heap_lock); }
 /* The child has one thread: the other threads' heaps stay (their pages' frees go the remote
  * way, as to any heap nobody collects), but their keys go, pages first: a thread the child
@@ -381,11 +374,7 @@ void _kite_heap_fork_child(void) {
   _kite_lock_fork_child(&_kite_heap_lock);
   _kite_heap_fork_settle(); /* the settles due in parent threads (heap_abandon.c I-A4) */
   for (kite_heap_t *h = _kite_heap_all; h; h = h->next_all) {
-    if (h == _kite_heap_tls) continue;
-    /* remote.c R8: a parent thread's batch is dropped (that thread may have been between a
-     * claim and its batch's update, or in a flush): its blocks stay claimed */
-    h->rbatch.page = NULL;
-    if (!h->key) continue;
+    if (h == _kite_heap_tls || !h->key) continue;
     for (unsigned c = 0; c < KITE_CLASSES; c++)
       for (int k = 0; k < 2; k++)
         for (kite_page_t *pg = (k ? h->full[c] : h->queue[c]).first; pg; pg = pg->next) KITE_STORE_RELAXED(pg->owner_key, 0);

@@ -28,7 +28,6 @@
 static int process_init_done;
 
 static void fork_prepare(void) {
-  _kite_heap_fork_flush(); /* before any lock: its push may settle a page (remote.c R8) */
   _kite_prof_fork_prepare(); /* leaf locks, taken before the heap lock */
   _kite_guarded_fork_prepare();
   _kite_heap_fork_prepare();

@@ -28,7 +28,7 @@
  *     that the free fast path's decrement reaches 0 on a full page as on an emptied one
  *     (one test): the generic path moves it back.
  *   - thread_free holds the blocks other threads freed (head, count, and the ABANDONED
- *     bit): remote.c's protocol (R1-R8) pushes them, with the claim that detects a double
+ *     bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
  *     free; the owner takes them back in _kite_page_collect.
  *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
  *     every free to it is generic.

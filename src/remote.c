@@ -5,11 +5,9 @@
  * next, or REMOTE|next) and the page's thread_free (64 bits: REMOTE|head in bits 0..15,
  * the link the next block pushed stores (types.h), the number of blocks on the list in
  * bits 16..31; for an abandoned page KITE_TF_ABANDONED in bit 63, the target in bits
- * 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free by a thread with a heap
- * is one compare-and-swap when nothing races it, the claim on the entry: the thread keeps
- * the blocks it frees into one page in a batch and pushes the batch on thread_free with one
- * more CAS when it frees into another page (R8). A thread without a heap (or a free into a
- * first-class heap's page) claims and pushes each block: two CASes.
+ * 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
+ * is two compare-and-swaps when nothing races it, whether the page has an owner or not:
+ * the claim on the entry, the push on thread_free.
  *
  * Invariants:
  *   R1. A thread that does not own the page takes a block only with one CAS of its entry
@@ -59,27 +57,6 @@
  *   R7. The ABANDONED bit changes only under heap_lock (abandon, adopt); the take keeps it,
  *       and clears the target and KITE_TF_EMPTIED (only a settle, heap_lock held, takes an
  *       abandoned page's list).
- *   R8. Batches. A thread's heap holds at most one batch (remote.h kite_remote_batch_t): up
- *       to KITE_REMOTE_BATCH_MAX blocks of one page that it claimed (R1: the claim and its
- *       read-back as for any remote free, so a double free of a batched block is reported
- *       at once) and chained, each claim's CAS writing REMOTE|(the batch's head), the
- *       first one's REMOTE|(thread_free's head as read then). They are not on thread_free:
- *       by R6 they count in used, so the page is not released, reused, stolen (its count
- *       stays below capacity) or settled (an abandoned page's target counts them) while a
- *       batch holds any. The flush pushes the chain whole with one CAS: head the batch's,
- *       count + k; when thread_free's head moved since the batch began, the tail is first
- *       re-linked with a CAS (R2; it fails on the owner's store, R3: reported, and the
- *       batch's other blocks stay claimed, as R4's blocks after a broken link do). The
- *       flush that reaches an abandoned page's target empties it (R5). The batch's thread
- *       flushes it when it frees into another page, when it fills, on its slow paths
- *       (malloc's page refill, free's local slow end, large and huge frees), in
- *       malloc_trim, at its exit (before its own pages are abandoned) and before a fork.
- *       A forked child drops the batches of the parent's other threads (their blocks stay
- *       claimed there: they were freed, and the child has no thread to push them). A
- *       thread that frees remotely once and then idles keeps at most one batch (at most
- *       KITE_REMOTE_BATCH_MAX blocks of one page, which stays in use) until its next slow
- *       path, malloc_trim on it, or its exit. First-class heaps' pages are never batched:
- *       kite_heap_destroy releases them whatever their used count.
  * The claim and the push are inline in remote.h (the remote free's path, out of line in
  * free.c); the rest of the protocol is here.
  * Memory order: the claim acquires (the block's last user's writes happen before its
@@ -153,46 +130,6 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
     nw = (old & ~KITE_TF_STATE) | KITE_TF_ABANDONED | ((uint64_t)used << KITE_TF_TARGET_SHIFT) | (emptied ? KITE_TF_EMPTIED : 0);
   } while (!__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
   return emptied;
-}
-
-void _kite_remote_batch_start(void *b, kite_page_t *pg, size_t i, kite_remote_batch_t *rb) {
-  uint16_t link = (uint16_t)__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED); /* REMOTE|head */
-  if (!_kite_remote_claim(b, pg, &pg->links[i], i, link)) return;
-  rb->page = pg;
-  rb->head = rb->tail = (uint32_t)i;
-  rb->left = KITE_REMOTE_BATCH_MAX - 1;
-  rb->link = link;
-}
-
-void _kite_remote_flush(kite_remote_batch_t *rb, kite_remote_emptied_fn emptied) {
-  kite_page_t *pg = rb->page;
-  if (!pg) return;
-  uint32_t head = rb->head, tail = rb->tail, k = KITE_REMOTE_BATCH_MAX - rb->left;
-  uint16_t mine = rb->link, *e = &pg->links[tail];
-  rb->page = NULL; /* (before the push: a batch is never pushed twice) */
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED), nw;
-  bool emptied_now;
-  for (;;) {
-    uint16_t link = (uint16_t)old; /* REMOTE|head (types.h) */
-    /* R2: the tail links to the head the push replaces; R3: fails on the owner's store */
-    if (link != mine) {
-      if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-        _kite_remote_invalid(pg, tail); /* R8: the batch's other blocks stay claimed */
-        return;
-      }
-      mine = link;
-    }
-    nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)k << 16) + KITE_LINK_REMOTE + head; /* count + k */
-    /* R5: on an abandoned page, the push whose count reaches the target empties it */
-    emptied_now = (old & KITE_TF_ABANDONED) && (uint32_t)KITE_TF_COUNT(nw) == KITE_TF_TARGET(old);
-    if (emptied_now) nw |= KITE_TF_EMPTIED;
-#ifdef KITE_TEST_HOOKS
-    void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_retry, __ATOMIC_ACQUIRE);
-    if (hook) hook(_kite_page_block(pg, head));
-#endif
-    if (__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) break;
-  }
-  if (emptied_now) emptied(pg);
 }
 
 /* R4. Walk the list taken from thread_free (head i, n blocks) onto the allocation list.

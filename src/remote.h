@@ -1,5 +1,5 @@
 /* src/remote.h -- frees of a small page's blocks by threads that do not own the page. The
- * protocol and its invariants R1-R8 are at the top of remote.c; its claim and push are
+ * protocol and its invariants R1-R7 are at the top of remote.c; its claim and push are
  * inline here, for free.c's remote path (out of line there), the rest is in remote.c.
  * Layer: part of the page module (page.c takes the remote frees through it).
  */
@@ -68,44 +68,29 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
  * that the remote free's path stays straight and needs no stack frame, and from (pg, i)
  * alone, so that the path keeps no value for it. */
 void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) KITE_NOINLINE;
-/* A thread's batch of remote frees into one page (R8): blocks it claimed, chained from head
- * (the block claimed last) to tail (the first) by their entries, REMOTE|next, not yet on
- * thread_free. The tail's entry holds `link`, thread_free's REMOTE|head as read when the
- * batch began. Touched by its thread alone (kite_heap_t holds it: heap.h). */
-typedef struct kite_remote_batch_s {
-  kite_page_t *page; /* NULL: no batch */
-  /* the page of the thread's last remote free pushed alone: the second free in a row into
-   * one page begins a batch, so that frees spread over many pages pay no batch's start and
-   * flush each (a hint: compared, never read through) */
-  kite_page_t *last;
-  uint32_t head, tail;
-  uint32_t left; /* KITE_REMOTE_BATCH_MAX less the blocks held: 0 flushes */
-  uint16_t link;
-} kite_remote_batch_t;
-/* The most blocks a batch holds: the free that reaches it flushes (R8). */
-#ifndef KITE_REMOTE_BATCH_MAX
-#define KITE_REMOTE_BATCH_MAX 64
-#endif
-
-/* The claim of block i at b (R1): its entry e from LIVE to link with one CAS, then the
- * read-back of R3. false: reported (an invalid or double free, or the owner's store landed
- * since the claim), nothing to push. */
-static inline __attribute__((always_inline)) bool _kite_remote_claim(void *b, kite_page_t *pg, uint16_t *e, size_t i, uint16_t link) {
-  uint16_t seen = KITE_LINK_LIVE; /* the claim's read (R1): the value its CAS expects */
+/* Free block i (<= reserved, classify.h C1) at b of small page pg (head) from a thread that
+ * does not own it, owned or abandoned: claim it and push it on thread_free, or report an
+ * invalid or double free (R1, R3); the push that empties an abandoned page calls
+ * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep. */
+static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
+  uint16_t *e = &pg->links[i];
+  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
+  /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
+  uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)old; /* REMOTE|head (types.h) */
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_read, __ATOMIC_ACQUIRE);
   if (hook) { /* the claim's read, then the hook, then its write (the CAS from what it read) */
     seen = __atomic_load_n(e, __ATOMIC_RELAXED);
     if (seen != KITE_LINK_LIVE) {
-      _kite_remote_invalid(pg, (uint32_t)i);
-      return false;
+      _kite_remote_invalid(pg, i);
+      return;
     }
     hook(b);
   }
 #endif
   if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
-    _kite_remote_invalid(pg, (uint32_t)i);
-    return false;
+    _kite_remote_invalid(pg, i);
+    return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
   KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it */
@@ -116,22 +101,11 @@ static inline __attribute__((always_inline)) bool _kite_remote_claim(void *b, ki
   /* R3: an owner's store that landed since the claim is seen here, before the push (a
    * plain read: the store may still land later, and then the take reports it) */
   if (unlikely(__atomic_load_n(e, __ATOMIC_RELAXED) != link)) {
-    _kite_remote_invalid(pg, (uint32_t)i);
-    return false;
+    _kite_remote_invalid(pg, i);
+    return;
   }
-  return true;
-}
-
-/* Free block i (<= reserved, classify.h C1) at b of small page pg (head) from a thread that
- * does not own it, owned or abandoned: claim it and push it on thread_free, or report an
- * invalid or double free (R1, R3); the push that empties an abandoned page calls
- * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep. */
-static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
-  uint16_t *e = &pg->links[i];
-  uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
-  if (!_kite_remote_claim(b, pg, e, i, (uint16_t)old)) return; /* link: REMOTE|head (types.h) */
 #ifdef KITE_TEST_HOOKS
-  void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
+  hook = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
   if (hook) hook(b);
 #endif
   /* the push, first try (R2); a moved head or an abandoned page (R5): out of line */
@@ -140,22 +114,6 @@ static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kit
       likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
     return;
   _kite_remote_push_again(pg, i, emptied);
-}
-
-/* Push rb's batch on its page's thread_free with one CAS (R8; the tail re-linked first when
- * the list's head moved since the batch began, R2, R3), and leave rb empty; the push that
- * empties an abandoned page calls emptied(pg) (R5). Nothing when rb is empty. Its thread
- * only, holding no lock (emptied takes _kite_heap_lock). */
-void _kite_remote_flush(kite_remote_batch_t *rb, kite_remote_emptied_fn emptied) KITE_NOINLINE;
-/* Begin a batch with block i at b of page pg (rb empty): claim it, linked to thread_free's
- * head as read now (R8). */
-void _kite_remote_batch_start(void *b, kite_page_t *pg, size_t i, kite_remote_batch_t *rb) KITE_NOINLINE;
-/* Free block i at b of rb's page: claim it, linked to the batch's head (R8); no atomic but
- * the claim. The free that fills the batch flushes it. */
-static inline __attribute__((always_inline)) void _kite_remote_batch_add(void *b, kite_page_t *pg, size_t i, kite_remote_batch_t *rb, kite_remote_emptied_fn emptied) {
-  if (!_kite_remote_claim(b, pg, &pg->links[i], i, (uint16_t)(KITE_LINK_REMOTE + rb->head))) return;
-  rb->head = (uint32_t)i;
-  if (unlikely(--rb->left == 0)) _kite_remote_flush(rb, emptied);
 }
 
 /* Take thread_free whole and put its blocks on the allocation list. Returns the blocks

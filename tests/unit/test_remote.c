@@ -1,7 +1,6 @@
-/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R7;
- * R8's batches: test_remote_batch.c) and the owner's take of the cross-thread list
- * (_kite_page_collect), through the internals build (kite-noover-debug: KITE_TEST_HOOKS,
- * validators on).
+/* tests/unit/test_remote.c -- the remote-free protocol (src/remote.c, invariants R1-R7)
+ * and the owner's take of the cross-thread list (_kite_page_collect), through the internals
+ * build (kite-noover-debug: KITE_TEST_HOOKS, validators on).
  *
  * Each test uses a size class of its own, so its blocks share one page that no other test
  * touches. Threads are parked at the protocol's test hooks (remote.h) to make a race happen
@@ -162,9 +161,6 @@ static pthread_t spawn(void *(*fn)(void *), void *arg) {
   return t;
 }
 static void free_on_thread(void *p) { pthread_join(spawn(free_body, p), NULL); }
-/* The main thread has a heap: its frees into pages it does not own wait in its batch
- * (remote.c R8) until this pushes them (tests/unit/test_remote_batch.c tests the batch). */
-static void flush_mine(void) { _kite_heap_flush_remote(_kite_heap_tls); }
 
 static kite_page_t *page_of(const void *p) { return _kite_page_head(_kite_unit_of((uintptr_t)p)); }
 static uint32_t index_of(const kite_page_t *pg, const void *p) {
@@ -536,14 +532,9 @@ static kite_page_t *make_abandoned(size_t size, size_t k) {
     if (page_of(abandoned_blocks[j]) != pg) return NULL;
   return pg;
 }
-static int frees_done, freer_ready, freer_go;
+static int frees_done;
 static void *free_all_but_last(void *arg) {
   (void)arg;
-  /* a thread's first remote free gets it a heap (remote.c R8), which takes _kite_heap_lock
-   * once, as its first malloc does: made before the lock is held */
-  kite_free(kite_malloc(16));
-  __atomic_store_n(&freer_ready, 1, __ATOMIC_SEQ_CST);
-  while (!__atomic_load_n(&freer_go, __ATOMIC_SEQ_CST)) sched_yield();
   for (size_t k = 0; k + 1 < abandoned_k; k++) kite_free(abandoned_blocks[k]);
   __atomic_store_n(&frees_done, 1, __ATOMIC_SEQ_CST);
   return NULL;
@@ -555,13 +546,11 @@ TEST(abandoned_free_takes_no_heap_lock) {
   assert_true(pg != NULL);
   expect_true(__atomic_load_n(&pg->heap, __ATOMIC_ACQUIRE) == NULL);
   expect_int_eq(pg->used, K);
-  /* every free but the page's last is a push or joins the thread's batch (R8): it completes
-   * while another thread holds _kite_heap_lock (this one, as a fork would) */
+  /* every free but the page's last is a push: it completes while another thread holds
+   * _kite_heap_lock (this one, as a fork would) */
   __atomic_store_n(&frees_done, 0, __ATOMIC_SEQ_CST);
-  pthread_t t = spawn(free_all_but_last, NULL);
-  expect_true(wait_flag(&freer_ready, "the freeing thread's heap"));
   _kite_heap_fork_prepare();
-  __atomic_store_n(&freer_go, 1, __ATOMIC_SEQ_CST);
+  pthread_t t = spawn(free_all_but_last, NULL);
   bool done = wait_flag(&frees_done, "K - 1 frees into an abandoned page while _kite_heap_lock was held");
   _kite_heap_fork_parent();
   pthread_join(t, NULL);
@@ -572,7 +561,6 @@ TEST(abandoned_free_takes_no_heap_lock) {
   expect_int_eq((kite_check)(), 1);
   /* the last free empties it: settled, kept empty for the next thread or given back */
   kite_free(abandoned_blocks[K - 1]);
-  flush_mine();
   expect_int_eq(reports_now(), 0);
   expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
 }
@@ -597,7 +585,6 @@ static bool park_the_settle(kite_page_t **pgp, pthread_t *freer, size_t size, si
   expect_true(pg != NULL);
   if (pg == NULL) return false;
   for (size_t j = 0; j + 1 < k; j++) kite_free(abandoned_blocks[j]);
-  flush_mine();
   __atomic_store_n(&_kite_test_hook_remote_emptied, park, __ATOMIC_RELEASE);
   *freer = spawn(free_last_parked, abandoned_blocks[k - 1]);
   bool parked_ok = wait_parked();
@@ -779,7 +766,6 @@ TEST(fork_after_settle_unlock_keeps_the_run) {
   kite_page_t *pg = make_abandoned(SIZE, K);
   assert_true(pg != NULL);
   for (size_t j = 0; j + 1 < K; j++) kite_free(abandoned_blocks[j]);
-  flush_mine();
   uint32_t keep = _kite_test_abandoned_empty_max;
   _kite_test_abandoned_empty_max = 0; /* the settle gives the page back */
   __atomic_store_n(&_kite_test_hook_settle_unlocked, park, __ATOMIC_RELEASE);
