@@ -243,6 +243,35 @@ TEST(fork_mid_huge_read) {
     fprintf(stderr, "  child status 0x%x (SIGALRM %d: it hung)\n", status, SIGALRM);
   expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
+/* A fork while a thread of the parent is drawing the process's secrets (secret.c: it has
+ * claimed the draw and is inside its getrandom call): the child, where that thread does not
+ * exist, must still seal a huge block's header with secrets (it spun for good waiting for
+ * the draw; seen under qemu-user, whose slow system calls widen the window, in
+ * fork_while_allocating's first round). Run first, before anything draws the secrets. */
+_Bool _kite_test_secret_claim(void);
+void _kite_test_secret_finish(void);
+TEST(fork_mid_secret_draw) {
+  assert_true(_kite_test_secret_claim()); /* as a parent thread inside the draw */
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30); /* a hang ends as SIGALRM, not as a stuck test */
+    unsigned char *p = A_malloc(200u << 20); /* huge: its header is sealed with the secrets */
+    if (!p || !kite_owns(p)) _exit(2);
+    p[0] = 1;
+    A_free(p);
+    _exit(0);
+  }
+  _kite_test_secret_finish();
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  child status 0x%x (SIGALRM %d: it hung)\n", status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  unsigned char *p = A_malloc(200u << 20); /* the parent's own draw, finished */
+  expect_true(p != NULL && kite_owns(p));
+  A_free(p);
+}
 #endif
 
 int main(void) {
@@ -263,6 +292,9 @@ int main(void) {
     expect_int_eq(kite_option_set(KITE_OPTION_HUGEPAGES, 0), 0);
     expect_int_eq(kite_option_set(KITE_OPTION_BACKGROUND, 0), 0);
   }
+#ifdef KITE_TEST_HOOKS
+  RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
+#endif
   RUN(fork_while_allocating);
 #ifdef KITE_TEST_HOOKS
   RUN(fork_mid_huge_read);
