@@ -178,6 +178,10 @@ void _kite_thp_fork_child(kite_arena_t *a) {
     if (a->advised[c] == THP_LOOKING) a->advised[c] = THP_UNDECIDED;
 }
 
+#ifdef KITE_TEST_HOOKS
+uint64_t _kite_test_collapse_taken; /* tests: granules the collapse passes took (atomic) */
+#endif
+
 size_t _kite_arena_collapse_run(void) {
   if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
   size_t done = 0;
@@ -195,6 +199,9 @@ size_t _kite_arena_collapse_run(void) {
     _kite_unlock(&s->lock);
     for (uint32_t k = 0; k < n; k++) dense_collapse(s, a, marked[k]);
     done += n;
+#ifdef KITE_TEST_HOOKS
+    __atomic_fetch_add(&_kite_test_collapse_taken, n, __ATOMIC_RELAXED);
+#endif
   }
   return done;
 }
