@@ -44,6 +44,7 @@ static void fork_parent(void) {
   _kite_prof_fork_parent();
 }
 static void fork_child(void) {
+  _kite_secret_fork_child(); /* first: the reseed below reads the secrets */
 #if defined(KITE_SECURE) && KITE_SECURE
   _kite_random_reseed(); /* secret.h: the child draws its own layout */
 #endif

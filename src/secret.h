@@ -1,6 +1,7 @@
 /* src/secret.h -- per-process secrets for hardening (keyed checksums, encoded links),
  * drawn from the kernel's random source once, on first use. A forked child keeps its
- * parent's secrets (its heap is a copy of the parent's, encoded with them).
+ * parent's secrets (its heap is a copy of the parent's, encoded with them), or draws its
+ * own when a thread of the parent was drawing them at the fork (none were in use yet).
  * Layer: bottom.
  */
 #ifndef KITE_SECRET_H
@@ -10,6 +11,10 @@
 extern uint64_t _kite_secret_[4];
 extern int _kite_secret_ready_;
 void _kite_secret_init(void) __attribute__((cold, noinline));
+/* A forked child's handler (init.c, before anything that reads a secret): a draw a thread
+ * of the parent had begun and not finished at the fork is begun again at the child's next
+ * use (secret.c). */
+void _kite_secret_fork_child(void);
 
 /* Secret word i (0..3). */
 static inline uint64_t _kite_secret(unsigned i) {

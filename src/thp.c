@@ -185,7 +185,9 @@ void _kite_thp_fork_child(kite_arena_t *a) {
 
 #ifdef KITE_TEST_HOOKS
 void (*_kite_test_hook_collapse_taken)(void);
+uint64_t _kite_test_collapse_taken; /* tests: granules the collapse passes took (atomic) */
 #endif
+
 size_t _kite_arena_collapse_run(void) {
   if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
 #ifdef KITE_TEST_HOOKS
@@ -206,6 +208,9 @@ size_t _kite_arena_collapse_run(void) {
     _kite_unlock(&s->lock);
     for (uint32_t k = 0; k < n; k++) dense_collapse(s, a, marked[k]);
     done += n;
+#ifdef KITE_TEST_HOOKS
+    __atomic_fetch_add(&_kite_test_collapse_taken, n, __ATOMIC_RELAXED);
+#endif
   }
   return done;
 }

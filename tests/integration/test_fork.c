@@ -243,6 +243,97 @@ TEST(fork_mid_huge_read) {
     fprintf(stderr, "  child status 0x%x (SIGALRM %d: it hung)\n", status, SIGALRM);
   expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
+/* A fork while a thread of the parent is drawing the process's secrets (secret.c: it has
+ * claimed the draw and is inside its getrandom call): the child, where that thread does not
+ * exist, must still seal a huge block's header with secrets (it spun for good waiting for
+ * the draw; seen under qemu-user, whose slow system calls widen the window, in
+ * fork_while_allocating's first round). Run first, before anything draws the secrets. */
+_Bool _kite_test_secret_claim(void);
+void _kite_test_secret_finish(void);
+TEST(fork_mid_secret_draw) {
+  assert_true(_kite_test_secret_claim()); /* as a parent thread inside the draw */
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30); /* a hang ends as SIGALRM, not as a stuck test */
+    unsigned char *p = A_malloc(200u << 20); /* huge: its header is sealed with the secrets */
+    if (!p || !kite_owns(p)) _exit(2);
+    p[0] = 1;
+    A_free(p);
+    _exit(0);
+  }
+  _kite_test_secret_finish();
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  child status 0x%x (SIGALRM %d: it hung)\n", status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  unsigned char *p = A_malloc(200u << 20); /* the parent's own draw, finished */
+  expect_true(p != NULL && kite_owns(p));
+  A_free(p);
+}
+
+/* A child that allocates densely starts dense mode's collapse thread in itself (thp.c: its
+ * claim marks a granule, purger.c starts the thread, which the child did not inherit), the
+ * thread's pass takes the granule, and the child exits with the thread perhaps still
+ * running: exit status 0, contents intact. The parent is single-threaded at the fork (a
+ * child of a multi-threaded one is fork_while_allocating's), so it also runs under TSan. */
+extern uint64_t _kite_test_thp_min_committed, _kite_test_collapse_taken;
+#define DENSE_N ((24u << 20) / 1000u)
+static unsigned char *dense_parent[DENSE_N];
+/* DENSE_N blocks of 1000 bytes, every byte written (the granules are resident); 0 if out of
+ * memory */
+static int dense_fill(unsigned char **b) {
+  for (unsigned i = 0; i < DENSE_N; i++) {
+    if (!(b[i] = A_malloc(1000))) return 0;
+    memset(b[i], (int)(i % 251), 1000);
+  }
+  return 1;
+}
+static int dense_child(void) {
+  static unsigned char *b[DENSE_N];
+  uint64_t taken = __atomic_load_n(&_kite_test_collapse_taken, __ATOMIC_RELAXED);
+  if (!dense_fill(b)) return 2;
+  /* the pass runs a purge delay / 8 after the thread starts: up to 10 s on a loaded machine */
+  for (int t = 0; t < 1000 && __atomic_load_n(&_kite_test_collapse_taken, __ATOMIC_RELAXED) == taken; t++)
+    usleep(10000);
+  if (__atomic_load_n(&_kite_test_collapse_taken, __ATOMIC_RELAXED) == taken) return 4;
+  for (unsigned i = 0; i < DENSE_N; i++) {
+    for (unsigned j = 0; j < 1000; j++)
+      if (b[i][j] != (unsigned char)(i % 251)) return 3;
+    A_free(b[i]);
+  }
+  return 0;
+}
+TEST(fork_child_starts_collapse_thread) {
+  if (test_emulator_lacks("a collapse thread started in a fork child", TEST_EMU_THREAD_AFTER_FORK)) return;
+  long mode = kite_option_get(KITE_OPTION_HUGEPAGES), delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  if (mode != 3 || delay <= 0) { /* the environment chose another mode: dense needs a delay */
+    printf("  fork_child_starts_collapse_thread: not run (KITE_HUGEPAGES=%ld, KITE_PURGE_DELAY_MS=%ld)\n", mode, delay);
+    return;
+  }
+  uint64_t floor = _kite_test_thp_min_committed;
+  _kite_test_thp_min_committed = 0; /* a small test process counts as big */
+  /* the parent's own collapse thread is usually running at the fork (in its first sleep, a
+   * delay / 8 = 50 ms): the child inherits its state as running, which the child's
+   * handler (purger.c) must clear, or no thread would ever start in the child */
+  expect_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 400), 0);
+  assert_true(dense_fill(dense_parent));
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(60); /* a hang ends as SIGALRM, not as a stuck test */
+    exit(dense_child()); /* exit, not _exit: atexit and kite's destructor run beside the thread */
+  }
+  _kite_test_thp_min_committed = floor;
+  expect_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay), 0);
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  child status 0x%x (exit 2: no memory, 3: contents, 4: no collapse pass; SIGALRM %d: hung)\n",
+            status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  for (unsigned i = 0; i < DENSE_N; i++) A_free(dense_parent[i]);
+}
 #endif
 
 int main(void) {
@@ -263,6 +354,10 @@ int main(void) {
     expect_int_eq(kite_option_set(KITE_OPTION_HUGEPAGES, 0), 0);
     expect_int_eq(kite_option_set(KITE_OPTION_BACKGROUND, 0), 0);
   }
+#ifdef KITE_TEST_HOOKS
+  RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
+  RUN(fork_child_starts_collapse_thread);
+#endif
   RUN(fork_while_allocating);
 #ifdef KITE_TEST_HOOKS
   RUN(fork_mid_huge_read);
