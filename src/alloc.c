@@ -85,22 +85,22 @@ static KITE_NOINLINE void *malloc_large(size_t n) {
   return alloc_large(n, 0, &zero);
 }
 
-/* Past the small route: a sampled small request, or a large or huge one. Out of line, so
- * that malloc_generic_quiet stays a compare and a tail call (no frame of its own). */
+/* Past the small route: a small request above guarded.h's largest while that sampler is on
+ * (KITE_GUARDED_SAMPLE), or a large or huge one. Out of line, so that malloc_generic_quiet
+ * stays compares and tail calls (no frame of its own). */
 static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
-  if (n <= KITE_SMALL_MAX) {
-    if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n, n); /* prof.h: the heap profiler */
-    /* guarded.h: sampled guarded allocations (KITE_GUARDED_SAMPLE) */
-    return n <= KITE_GUARDED_MAX ? _kite_guarded_malloc(h, n) : _kite_malloc_small_generic(h, n);
-  }
+  if (n <= KITE_SMALL_MAX) return _kite_malloc_small_generic(h, n);
   return malloc_large(n);
 }
 
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
   if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
     return _kite_malloc_small_generic(h, n);
-  /* guarded.h's sampler straight from here: its requests come by every list refill */
-  if (n <= KITE_GUARDED_MAX && !KITE_LOAD_RELAXED(_kite_prof_enabled)) return _kite_guarded_malloc(h, n);
+  if (n <= KITE_SMALL_MAX) {
+    /* the samplers straight from here: their requests come by every list refill */
+    if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n, n); /* prof.h: the heap profiler */
+    if (n <= KITE_GUARDED_MAX) return _kite_guarded_malloc(h, n);
+  }
   return malloc_unrouted(n, h);
 }
 

@@ -37,23 +37,38 @@ static inline double _kite_ln(double x) {
   return e * 0.6931471805599453 + 2 * t;
 }
 
-/* 1 - e^-x for x >= 0, without libm, accurate for small x too (the series, where the
- * subtraction would cancel): the chance that a byte-sampling gap of mean 1 ends inside x. */
+/* 1 - e^-x for x >= 0, without libm, accurate for small x too (no subtraction that cancels):
+ * the chance that a byte-sampling gap of mean 1 ends inside x, one per sample (the profiler's
+ * weight, prof.h). x = k ln 2 + r with r in [0, ln 2); 1 - e^-r = r (1 - r/2! + r^2/3! - ...)
+ * by Horner's rule to its 17th term (the next one is below 2^-60 of the sum over that range),
+ * a fixed chain of multiply-adds with no loop and no division; then 1 - 2^-k e^-r, which for
+ * k >= 1 is at least 1/2, so the subtraction loses nothing. */
 static inline double _kite_one_minus_exp_neg(double x) {
   if (x > 700) return 1;
-  double sum = 0, t = 1;
-  if (x < 0.5) { /* x - x^2/2! + x^3/3! - ...: at most 16 terms, |term| < 2^-60; a sample's x is
-                    * mostly far below 0.5, where the terms fall below sum's last bit sooner */
-    t = x;
-    sum = x;
-    for (int i = 2; i <= 16 && t * t > sum * sum * 0x1p-108; i++) { t *= -x / i; sum += t; }
-    return sum;
-  }
-  int k = (int)(x / 0.6931471805599453);
-  double r = x - k * 0.6931471805599453; /* [0, ln 2): e^-r by its series, then times 2^-k */
-  sum = 1;
-  for (int i = 1; i <= 18; i++) { t *= -r / i; sum += t; }
-  union { double d; uint64_t u; } v = {sum}; /* sum in (1/2, 1]: the exponent stays normal */
+  int k = (int)(x * 1.4426950408889634); /* 1 / ln 2 */
+  double r = k ? x - k * 0.6931471805599453 : x;
+  if (r < 0) { k--; r += 0.6931471805599453; } /* the product's rounding */
+  double y = -r; /* coefficients 1/(i+1)! */
+  double q = 1.0 / 355687428096000.0;            /* 1/17! */
+  q = q * y + 1.0 / 20922789888000.0;            /* 1/16! */
+  q = q * y + 1.0 / 1307674368000.0;
+  q = q * y + 1.0 / 87178291200.0;
+  q = q * y + 1.0 / 6227020800.0;
+  q = q * y + 1.0 / 479001600.0;
+  q = q * y + 1.0 / 39916800.0;
+  q = q * y + 1.0 / 3628800.0;
+  q = q * y + 1.0 / 362880.0;
+  q = q * y + 1.0 / 40320.0;
+  q = q * y + 1.0 / 5040.0;
+  q = q * y + 1.0 / 720.0;
+  q = q * y + 1.0 / 120.0;
+  q = q * y + 1.0 / 24.0;
+  q = q * y + 1.0 / 6.0;
+  q = q * y + 0.5;
+  q = q * y + 1.0;
+  q *= r; /* 1 - e^-r */
+  if (k == 0) return q;
+  union { double d; uint64_t u; } v = {1 - q}; /* e^-r in (1/2, 1]: the exponent stays normal */
   v.u -= (uint64_t)k << 52;
   return 1 - v.d;
 }

@@ -1,20 +1,20 @@
 /* src/prof.c -- the sampled heap profiler: the sampling, the records, dumps (contract and
  * invariants P1-P3 in prof.h; the file format in prof_write.c).
  *
- * The small count follows guarded.c's method, in bytes, one count per size class (each
- * class's bytes a sampling process of its own, so a gap that ends in one class's list is
- * never served by another class, whose blocks have other sizes and other call sites): a
- * request reaches the sampler only when its page's allocation list is empty (sizes up to
- * KITE_DIRECT_MAX; larger ones come every time and are popped at once while their page has
- * a block), so the list the slow path hands to the fast path is counted whole, class size
- * times blocks. When the gap ends inside it, the list is cut after the blocks that fit (the
- * rest goes to the page's local free list, where the next refill finds it and counts it
- * then), and the class is marked cut: its next visit here is the sampled allocation. A list
- * that cannot be cut (its page has local frees) samples the class's next visit, after the
- * whole list. heap_reclaim leaves current pages alone while profiling (heap.c), so no list
- * grows behind the count. A class's first visit in a thread is counted on a count the
- * thread's classes share (P8), so that a short thread, which visits most classes once,
- * does not draw a gap for each.
+ * The small count follows guarded.c's method, in bytes, one count a thread for every size
+ * class: a request reaches the sampler only when its page's allocation list is empty (sizes
+ * up to KITE_DIRECT_MAX; larger ones come every time and are popped at once while their page
+ * has a block), so the list the slow path hands to the fast path is counted whole, class size
+ * times blocks, with one subtract and compare. When the gap ends inside it, the list is cut
+ * after the blocks that fit (the rest goes to the page's local free list, where the next
+ * refill finds it and counts it then), and the class is marked cut: its next visit here is
+ * the sampled allocation, so a gap that ends in one class's list is never served by another
+ * class, whose blocks have other sizes and other call sites. The next gap starts at the cut
+ * (the sampled block's place in the count's order), so the other classes' lists go on being
+ * counted meanwhile. A list that cannot be cut (its page has local frees) samples the
+ * class's next visit, after the whole list. heap_reclaim leaves current pages alone while
+ * profiling (heap.c), so no list grows behind the count. A thread's first visit of a class
+ * is a refill like any other: nothing is drawn per class.
  */
 #define _GNU_SOURCE
 #include "prof.h"
@@ -87,38 +87,31 @@ static void thread_start(void) {
   _kite_os_random(&pt.rng, sizeof pt.rng);
   pt.rng |= 1;
   pt.left_large = draw();
-  pt.left_fresh = draw();
+  pt.left_small = draw();
 }
 
 /* ---- the small count ---- */
 
-/* The list just put on the current page of class c of h (after the pop that served this
- * allocation) goes to the fast path: count it, and cut it where the gap ends. Owner only. */
-static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k);
+static bool is_cut(unsigned c) { return (pt.cut[c / 64] >> (c % 64)) & 1; }
 
-static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned c, int64_t s) {
-  kite_page_t *pg = h->queue[c].first;
-  if (!pg || pg->free == KITE_LINK_END) return;
-  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
-  if (likely(pt.left_small[c] >= k * s)) {
-    pt.left_small[c] -= k * s;
-    return;
-  }
-  cut_list(pg, c, s, k);
-}
-
-/* account_list's rare part: the gap of class c ends inside pg's list of k blocks of s
- * bytes: cut the list there. */
+/* account_list's rare part: the gap ends inside the list pg just handed out for class c, k
+ * blocks of s bytes, of which the count covers m (0 <= m < k): block m is the sampled one.
+ * The list is cut after m blocks (the rest, block m first, goes to the page's local free
+ * list, where a later refill finds it and counts it then), and c is marked cut, so its next
+ * visit is the sampled allocation (P7). The next gap starts behind block m, now: by
+ * memorylessness, an exponential gap from there is the law of the next sample, whatever
+ * other classes allocate before c's next visit. A list that cannot be cut (its page has local
+ * frees too) is handed out whole and c's visit after it is the sampled one; the blocks behind
+ * block m are then counted on the new gap. Owner only. */
 static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64_t k) {
-  int64_t *left = &pt.left_small[c];
+  int64_t left = pt.left_small;
+  int64_t m = left < 0 ? 0 : left / s;
   pt.cut[c / 64] |= (uint64_t)1 << (c % 64);
   if (pg->local_free != KITE_LINK_END) { /* no room for the rest: sampled after the list */
-    *left -= k * s;
+    pt.left_small = draw() - (k - m - 1) * s;
     return;
   }
-  int64_t m = *left < 0 ? 0 : *left / s; /* blocks before the sampled one: m < k */
-  *left = 0; /* the rest is counted when the refill hands it out */
+  pt.left_small = draw();
   uint16_t *l = pg->links;
   if (m == 0) {
     pg->local_free = pg->free;
@@ -132,63 +125,34 @@ static KITE_NOINLINE void cut_list(kite_page_t *pg, unsigned c, int64_t s, int64
   pg->local_free = (uint16_t)rest;
 }
 
-/* Class c's count (blocks of s bytes) is spent, or cut, or not drawn yet (the class's
- * second visit: P8): is this allocation the sampled one? Not while the thread captures. */
-static inline __attribute__((always_inline)) bool sample_due(unsigned c, int64_t s) {
-  uint64_t bit = (uint64_t)1 << (c % 64);
-  bool is_cut = (pt.cut[c / 64] & bit) != 0;
-  if (!(pt.drawn[c / 64] & bit)) { /* its own first gap (never cut before it is drawn) */
-    pt.drawn[c / 64] |= bit;
-    pt.left_small[c] = draw();
-    if (pt.left_small[c] >= s) return false;
+/* The list on the current page of class c of h (after the pop that served this allocation)
+ * goes to the fast path: count it (P6), and cut it where the gap ends. Owner only. */
+static inline __attribute__((always_inline)) void account_list(kite_heap_t *h, unsigned c, int64_t s) {
+  kite_page_t *pg = h->queue[c].first;
+  if (!pg || pg->free == KITE_LINK_END) return;
+  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included) */
+  int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
+  if (likely(pt.left_small >= k * s)) {
+    pt.left_small -= k * s;
+    return;
   }
-  if (_kite_stack_busy()) return false;
-  /* the next gap starts after this block (cut: behind the rest of its list) */
-  pt.left_small[c] = is_cut ? pt.left_small[c] + draw() : draw();
-  pt.cut[c / 64] &= ~bit;
-  return true;
+  cut_list(pg, c, s, k);
 }
 
-/* The allocation of n bytes (class c of s bytes) from h counted, and the list its refill
- * hands out counted too (the common end of both paths below). */
-static inline __attribute__((always_inline)) void *counted(kite_heap_t *h, size_t n, unsigned c, int64_t s) {
-  pt.left_small[c] -= s;
-  void *p = _kite_malloc_small_generic(h, n);
+/* The allocation of class c (blocks of s bytes) from h, counted, and the list its refill
+ * hands out counted too. */
+static inline __attribute__((always_inline)) void *counted(kite_heap_t *h, unsigned c, int64_t s) {
+  pt.left_small -= s;
+  void *p = _kite_malloc_small_cls(h, c);
   if (likely(p != NULL)) account_list(h, c, s);
   return p;
 }
 
-/* The first visit of class c (blocks of s bytes) in this thread, counted on the shared count
- * (P8): the class's count is left_fresh while the allocation and its list are counted, as
- * for a drawn class; then what is left goes back to left_fresh, unless the shared gap ended
- * here (the block sampled, or its list cut), where the class keeps its count, drawn from
- * then on, and left_fresh starts a new gap. Memorylessness makes either an exponential gap
- * of the mean for what follows, in the class and in the shared count. */
-static KITE_NOINLINE void *first_visit(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
-  uint64_t bit = (uint64_t)1 << (c % 64);
-  pt.seen[c / 64] |= bit;
-  int64_t *left = &pt.left_small[c];
-  *left = pt.left_fresh;
-  if (*left < s && !_kite_stack_busy()) { /* sampled: the next gaps start after this block */
-    *left = 0;
-    pt.left_fresh = draw();
-    *weigh = (size_t)s;
-    return NULL;
-  }
-  void *p = counted(h, n, c, s);
-  if (pt.cut[c / 64] & bit) { /* the gap ended in its list: the class goes on alone */
-    pt.drawn[c / 64] |= bit;
-    pt.left_fresh = draw();
-  } else {
-    pt.left_fresh = *left;
-    *left = 0;
-  }
-  return p;
-}
-
-/* _kite_prof_malloc_small's rare paths, out of line so that its common one keeps few
- * registers across its call: the thread's first visit (no heap or no seed yet), a class's
- * first visit (P8), and a class whose count is spent, cut or not drawn (P7). */
+/* _kite_prof_malloc_small's rare part, out of line so that its common one keeps few
+ * registers across its call: the thread's first visit (no heap or no seed yet: its count
+ * is 0 until then, below every class's size), and the sampled allocation: class c is cut
+ * (its next visit was due), or the gap ends inside this block. Not while the thread
+ * captures (the count stays spent, or the class cut, for its next visit). */
 static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *weigh, unsigned c, int64_t s) {
   if (pt.rng == 0 || h == &_kite_heap_empty) {
     kite_heap_t *made = h == &_kite_heap_empty ? _kite_heap_get() : h;
@@ -196,20 +160,23 @@ static KITE_NOINLINE void *malloc_small_rare(kite_heap_t *h, size_t n, size_t *w
     h = made;
     if (pt.rng == 0) thread_start();
   }
-  if (!(pt.seen[c / 64] & ((uint64_t)1 << (c % 64)))) return first_visit(h, n, weigh, c, s);
-  if (pt.left_small[c] < s && sample_due(c, s)) {
-    *weigh = (size_t)s;
-    return NULL;
-  }
-  return counted(h, n, c, s);
+  bool cut = is_cut(c);
+  if (!cut && pt.left_small >= s) return counted(h, c, s);
+  if (_kite_stack_busy()) return counted(h, c, s);
+  if (cut) /* the gap was restarted when the list was cut */
+    pt.cut[c / 64] &= ~((uint64_t)1 << (c % 64));
+  else /* the next gap starts behind this block */
+    pt.left_small = draw();
+  *weigh = (size_t)s;
+  return NULL;
 }
 
 void *_kite_prof_malloc_small(kite_heap_t *h, size_t n, unsigned c, size_t *weigh) {
   *weigh = 0;
   int64_t s = (int64_t)_kite_class_size_[c];
-  if (unlikely(pt.rng == 0 || h == &_kite_heap_empty || pt.left_small[c] < s)) /* (cut or undrawn too: P7) */
+  if (unlikely(pt.left_small < s || is_cut(c) || h == &_kite_heap_empty)) /* (the thread's first visit too: P7) */
     return malloc_small_rare(h, n, weigh, c, s);
-  return counted(h, n, c, s);
+  return counted(h, c, s);
 }
 
 bool _kite_prof_large_due(size_t n) {

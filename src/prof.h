@@ -7,8 +7,8 @@
  * zero in is sampled: its stack (stack.h), its size and its weight 1 / P(sampled) =
  * 1 / (1 - e^(-s/mean)) are recorded, so weighted sums estimate the true totals without
  * bias (s: the block's class size for small requests, the request for larger ones). Two
- * counts a thread, independent gaps of the same law: small requests (counted by whole
- * allocation lists, guarded.c's method, in bytes), and the rest.
+ * counts a thread, independent gaps of the same law: small requests of every class (counted
+ * by whole allocation lists, guarded.c's method, in bytes), and the rest.
  *
  * Where the sampled blocks live: each in a large run of its own (one 64 KiB unit for a
  * small request, of which only the pages it spans are ever touched), marked by its
@@ -46,15 +46,11 @@
  *   P5 A stack's live figures are the sums over its records in the live table (live_k of
  *      them, the figures exactly 0 when there is none): kept as records come and go, so a
  *      dump or the leak line reads them without walking the table.
- *   P7 A thread's count of a small class that is cut, or not drawn yet, is below the
- *      class's size (cut_list leaves it at 0 or below, and only sample_due, which the
- *      class's next visit then calls, changes it; an undrawn one is 0), so one compare
- *      sends its next visit to the rare path.
- *   P8 A class not drawn yet is counted on the thread's shared count, left_fresh: its first
- *      visit borrows it (the class's count is left_fresh for the time of that visit) and
- *      gives back what is left, the class's count 0 again; its second visit draws the
- *      class's own gap. When the shared gap ends in a first visit (the block sampled, or
- *      its list cut), the class is drawn from then on and the shared count draws anew.
+ *   P7 A class whose last list was cut (the gap ended inside it, at the block its next visit
+ *      takes) has its bit in the thread's `cut`, which sends that visit to the rare path
+ *      (the quick refill of _kite_prof_counted_page and _kite_prof_malloc_small test it);
+ *      only that visit clears it. The thread's count is below every class's size until the
+ *      thread is seeded, so its first visit takes the rare path too.
  *   P6 The blocks on the current list of a class of thread heap h, while profiling, are
  *      counted (a list is counted whole, up to where it was cut, before the fast path or
  *      prof_small may take from it): taking one needs no count.
@@ -73,34 +69,29 @@
 struct kite_heap_s;
 
 /* A thread's sampling state (prof.c), one block: one thread-pointer offset for all of it.
- * left_small: bytes to the next sample per small class; a class's count may be negative
- * while it is cut (the bytes after the sampled block in its last list). left_large: the same
- * for every larger request. left_fresh: the count the classes not drawn yet share (P8).
- * cut: classes whose last list was cut (P7). seen: classes whose first visit was counted
- * on left_fresh. drawn: classes with a gap of their own, drawn at their second visit (or
- * when the shared gap ended in their first), so a thread draws only for the classes it
- * uses more than once (short threads visit most classes once). rng: 0 until the thread is
- * seeded. */
+ * left_small: bytes to the next sample of the thread's small requests, every class on one
+ * count (the lists are counted as the slow path hands them out, P6); negative only for the
+ * blocks behind a sample that a list which could not be cut handed out after it. left_large:
+ * the same for every larger request. cut: classes whose next visit is the sampled
+ * allocation (P7). rng: 0 until the thread is seeded (left_small is 0 until then too). */
 typedef struct {
-  int64_t left_small[KITE_CLASSES];
-  int64_t left_large, left_fresh;
+  int64_t left_small, left_large;
   uint64_t cut[(KITE_CLASSES + 63) / 64];
-  uint64_t seen[(KITE_CLASSES + 63) / 64];
-  uint64_t drawn[(KITE_CLASSES + 63) / 64];
   uint64_t rng;
 } kite_prof_thread_t;
 extern __thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("initial-exec")));
 
 /* malloc(n), n <= KITE_SMALL_MAX, while profiling, the common case of the slow path: the
  * page of thread heap h whose current list of n's class c has a block to pop, counted; or NULL
- * (_kite_prof_malloc_small's work: a list to refill otherwise, a count spent, cut or not
- * drawn, the thread's first visit). Two cases, both what the slow path would do itself:
+ * (_kite_prof_malloc_small's work: a list to refill otherwise, a gap that ends inside the
+ * list, a cut class, the thread's first visit). Two cases, both what the slow path would do
+ * itself:
  *  - the current list has a block (sizes above the direct range come here every time): it
  *    was counted whole when it was handed out (P6), so the pop needs no count;
  *  - the list is empty and the page's local frees refill it (_kite_heap_current_page's
- *    quick refill): the new list is counted whole here, this block included, when it fits
- *    in the class's count (then exactly what _kite_prof_malloc_small counts for it); when it
- *    does not, nothing is changed and _kite_prof_malloc_small samples or cuts it. */
+ *    quick refill): the new list's bytes, this block included, are taken from the thread's
+ *    count with one subtract and compare when the gap does not end inside them (and the
+ *    class is not cut); else nothing is changed and _kite_prof_malloc_small samples or cuts. */
 static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, unsigned c) {
   kite_page_t *pg = h->queue[c].first;
   if (unlikely(pg == NULL)) return NULL;
@@ -108,9 +99,9 @@ static inline kite_page_t *_kite_prof_counted_page(struct kite_heap_s *h, unsign
   if (pg->local_free == KITE_LINK_END || _kite_opt(KITE_OPT_SHOW_STATS)) return NULL;
   /* |local_free| by page.h's invariant on used (the pin's +1 included) */
   int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)_kite_page_used(pg);
-  int64_t s = (int64_t)_kite_class_size_[c], *left = &_kite_prof_thread.left_small[c];
-  if (*left < k * s) return NULL; /* (also a cut or undrawn class: P7) */
-  *left -= k * s;
+  int64_t left = _kite_prof_thread.left_small - k * (int64_t)_kite_class_size_[c];
+  if (left < 0 || ((_kite_prof_thread.cut[c / 64] >> (c % 64)) & 1)) return NULL; /* P7 */
+  _kite_prof_thread.left_small = left;
   pg->free = pg->local_free;
   pg->local_free = KITE_LINK_END;
   return pg;

@@ -178,16 +178,14 @@ TEST(heap_and_aligned_blocks_sampled) {
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
 }
 
-/* The small count's arithmetic (prof.h P6, P8, _kite_prof_counted_page, account_list): a
- * list is counted whole when the slow path hands it out. A class's first visit counts its
- * block and its list on the thread's shared count (left_fresh), and leaves the class's own
- * count at 0 (P7); its second visit draws the class's own gap, after which the class's
- * count plus its class size times (the blocks allocated since, and the blocks left on its
- * current list) stays what was drawn, until its next sample, while the shared count does
- * not move. Local frees go to the page's other list, counted only when a refill hands it
+/* The small count's arithmetic (prof.h P6, P7, _kite_prof_counted_page, account_list): a
+ * list is counted whole when the slow path hands it out, on the one count the thread's
+ * classes share, so that the count plus, over the classes, the class size times (the blocks
+ * allocated since, and the blocks left on its current list) stays what was drawn, until the
+ * next sample. Local frees go to the page's other list, counted only when a refill hands it
  * out (the quick refill of prof_small, or the generic one). With a gap far beyond what is
  * allocated here, nothing is sampled or cut. One size in the direct range, one above it
- * (which reaches the slow path every time). */
+ * (which reaches the slow path every time), allocated in turn. */
 static int64_t listed_of(unsigned c) {
   const kite_page_t *pg = _kite_heap_tls->queue[c].first;
   int64_t listed = 0;
@@ -195,75 +193,136 @@ static int64_t listed_of(unsigned c) {
     listed++;
   return listed;
 }
-static int64_t counted_drift(unsigned c, int64_t s, int64_t allocated, int64_t drawn) {
-  return _kite_prof_thread.left_small[c] + s * (allocated + listed_of(c)) - drawn;
-}
 static bool has_bit(const uint64_t *set, unsigned c) { return (set[c / 64] >> (c % 64)) & 1; }
 
-typedef struct { unsigned long drift, refills, first_wrong, shared_moved; } count_seen_t;
+enum { SIZES = 2 };
+static const size_t count_sizes_n[SIZES] = {48, 3000};
+
+/* drawn - (the count plus the classes' allocated and listed bytes): 0 between samples */
+static int64_t counted_drift(const int64_t *allocated, int64_t drawn) {
+  int64_t sum = _kite_prof_thread.left_small;
+  for (int z = 0; z < SIZES; z++) {
+    unsigned c = _kite_class_of(count_sizes_n[z]);
+    sum += (int64_t)_kite_class_size_[c] * (allocated[z] + listed_of(c));
+  }
+  return sum - drawn;
+}
+
+typedef struct { unsigned long drift, refills, cut; } count_seen_t;
 
 static void *count_sizes(void *arg) {
   count_seen_t *seen = arg; /* (test.h's counters belong to the main thread) */
-  static const size_t sizes[] = {48, 3000};
   enum { N = 4000 };
-  static void *b[N];
-  unsigned long drift = 0, refills = 0, first_wrong = 0, shared_moved = 0;
-  for (int z = 0; z < 2; z++) {
-    size_t n = sizes[z];
-    unsigned c = _kite_class_of(n);
-    int64_t s = (int64_t)_kite_class_size_[c];
-    int64_t fresh_before = _kite_prof_thread.left_fresh; /* (z 0: the thread not started yet) */
-    b[0] = kite_malloc(n); /* the class's first visit: on the shared count (P8) */
-    int64_t fresh = _kite_prof_thread.left_fresh;
-    if (z == 1 && fresh_before - fresh != s * (1 + listed_of(c))) first_wrong++; /* the list counted whole */
-    if (_kite_prof_thread.left_small[c] != 0 || !has_bit(_kite_prof_thread.seen, c) || has_bit(_kite_prof_thread.drawn, c))
-      first_wrong++;
-    int64_t drawn = 0, allocated = 1;
-    bool own = false;
-    for (int round = 0; round < 6; round++) {
-      for (int k = 1; k < N; k++) {
-        if (b[k]) continue;
+  static void *b[SIZES][N];
+  unsigned long drift = 0, refills = 0, cut = 0;
+  int64_t allocated[SIZES] = {1, 0};
+  b[0][0] = kite_malloc(count_sizes_n[0]); /* the thread's first visit: its gap drawn */
+  int64_t drawn = counted_drift(allocated, 0);
+  for (int round = 0; round < 6; round++) {
+    for (int k = 1; k < N; k++) {
+      for (int z = 0; z < SIZES; z++) {
+        if (b[z][k]) continue;
+        unsigned c = _kite_class_of(count_sizes_n[z]);
         uint16_t before = _kite_heap_tls->queue[c].first ? _kite_heap_tls->queue[c].first->free : KITE_LINK_END;
-        b[k] = kite_malloc(n);
-        allocated++;
+        b[z][k] = kite_malloc(count_sizes_n[z]);
+        allocated[z]++;
         refills += before == KITE_LINK_END;
-        if (!own && before == KITE_LINK_END) { /* the second visit: the class's own gap */
-          own = true;
-          if (!has_bit(_kite_prof_thread.drawn, c)) first_wrong++;
-          drawn = counted_drift(c, s, allocated, 0);
-        }
-        if (own) drift += counted_drift(c, s, allocated, drawn) != 0;
-        else drift += _kite_prof_thread.left_small[c] != 0;
-        shared_moved += _kite_prof_thread.left_fresh != fresh;
-      }
-      for (int k = 1 + round % 3; k < N; k += 3) { /* local frees: refilled from later */
-        kite_free(b[k]);
-        b[k] = NULL;
+        drift += counted_drift(allocated, drawn) != 0;
+        cut += has_bit(_kite_prof_thread.cut, c);
       }
     }
-    for (int k = 0; k < N; k++) {
-      kite_free(b[k]);
-      b[k] = NULL;
-    }
+    for (int k = 1 + round % 3; k < N; k += 3) /* local frees: refilled from later */
+      for (int z = 0; z < SIZES; z++) {
+        kite_free(b[z][k]);
+        b[z][k] = NULL;
+      }
   }
+  for (int z = 0; z < SIZES; z++)
+    for (int k = 0; k < N; k++) {
+      kite_free(b[z][k]);
+      b[z][k] = NULL;
+    }
   seen->drift = drift;
   seen->refills = refills;
-  seen->first_wrong = first_wrong;
-  seen->shared_moved = shared_moved;
+  seen->cut = cut;
   return NULL;
 }
 
 TEST(small_count_is_exact_between_samples) {
   int64_t gap = kite_option_get(KITE_OPTION_PROF_SAMPLE);
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, (int64_t)1 << 40), 0);
-  pthread_t t; /* a fresh thread: its classes not visited yet */
-  count_seen_t seen = {1, 0, 1, 1};
+  pthread_t t; /* a fresh thread: its count not drawn yet */
+  count_seen_t seen = {1, 0, 1};
   assert_int_eq(pthread_create(&t, NULL, count_sizes, &seen), 0);
   pthread_join(t, NULL);
   expect_uint_eq(seen.drift, 0);
-  expect_uint_eq(seen.first_wrong, 0);
-  expect_uint_eq(seen.shared_moved, 0);
+  expect_uint_eq(seen.cut, 0);
   expect_true(seen.refills > 20);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
+}
+
+/* A list the count ends inside is sampled at the right block (prof.c cut_list, P7): the
+ * count set, just before a refill of 48-byte blocks, so that it ends inside block j of what
+ * the refill hands out (the refill's own block first), the j blocks before it are plain
+ * ones, the next 48-byte request is the sampled one (served by a run of its own, whose
+ * usable size is a page), and the next gap starts there; 3000-byte requests in between, on
+ * the same count, are not sampled. Both refills: the page's local frees (the quick refill),
+ * and a new list. */
+typedef struct { int wrong_block, sampled, other_sampled, not_restarted; } straddle_seen_t;
+
+static void straddle(bool quick, int64_t j, straddle_seen_t *seen) {
+  enum { N = 3000 };
+  static void *b[N];
+  void *other[64] = {0};
+  size_t n = 48;
+  unsigned c = _kite_class_of(n);
+  int64_t s = (int64_t)_kite_class_size_[c];
+  int k = 0;
+  b[k++] = kite_malloc(n);
+  while (_kite_heap_tls->queue[c].first->free != KITE_LINK_END && k < N) b[k++] = kite_malloc(n); /* list emptied */
+  if (quick)
+    for (int i = k - 20; i < k; i++) { /* local frees: the next refill is the quick one */
+      kite_free(b[i]);
+      b[i] = NULL;
+    }
+  _kite_prof_thread.left_small = s + j * s + s / 2; /* the refill's block, j more, then half of one */
+  int64_t served = 0;
+  for (int i = 0; i < 40; i++) {
+    void *p = kite_malloc(n);
+    other[i] = kite_malloc(3000);
+    bool sampled = kite_malloc_usable_size(p) >= 4096;
+    if (kite_malloc_usable_size(other[i]) >= 4096) seen->other_sampled++;
+    if (sampled) {
+      seen->sampled++;
+      if (served != j + 1) seen->wrong_block++;
+      if (_kite_prof_thread.left_small < ((int64_t)1 << 30) || has_bit(_kite_prof_thread.cut, c)) seen->not_restarted++;
+    }
+    served++;
+    kite_free(p);
+  }
+  for (int i = 0; i < 40; i++) kite_free(other[i]);
+  for (int i = 0; i < k; i++) kite_free(b[i]);
+}
+
+static void *straddle_thread(void *arg) {
+  straddle_seen_t *seen = arg;
+  kite_free(kite_malloc(16)); /* the thread's count drawn (far beyond what is allocated here) */
+  straddle(true, 4, seen);
+  straddle(false, 7, seen);
+  return NULL;
+}
+
+TEST(list_straddling_the_count_is_sampled_at_its_block) {
+  int64_t gap = kite_option_get(KITE_OPTION_PROF_SAMPLE);
+  assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, (int64_t)1 << 40), 0);
+  pthread_t t;
+  straddle_seen_t seen = {0};
+  assert_int_eq(pthread_create(&t, NULL, straddle_thread, &seen), 0);
+  pthread_join(t, NULL);
+  expect_int_eq(seen.sampled, 2);
+  expect_int_eq(seen.wrong_block, 0);
+  expect_int_eq(seen.other_sampled, 0);
+  expect_int_eq(seen.not_restarted, 0);
   assert_int_eq(kite_option_set(KITE_OPTION_PROF_SAMPLE, gap), 0);
 }
 
@@ -295,6 +354,7 @@ int main(void) {
   RUN(threads_sample_free_and_dump);
   RUN(heap_and_aligned_blocks_sampled);
   RUN(small_count_is_exact_between_samples);
+  RUN(list_straddling_the_count_is_sampled_at_its_block);
   RUN(sample_weight_is_exact);
   RUN(dump_to_a_bad_path_fails_with_errno);
   return test_main_end();
