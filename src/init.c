@@ -53,6 +53,7 @@ static void fork_child(void) {
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();
+  _kite_os_faults_fork_child(); /* before anything can make the guarded region again */
   _kite_guarded_fork_child();
   _kite_prof_fork_child();
 }
