@@ -115,12 +115,8 @@ static int64_t draw(int64_t n) {
 
 static bool on_fault(void *addr);
 
-static KITE_COLD bool region_make(void) {
-  int st = 0;
-  if (!__atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    while (st == 1) { _kite_os_yield(); st = __atomic_load_n(&region_state, __ATOMIC_ACQUIRE); }
-    return st == 2;
-  }
+/* Makes the region for the thread that moved region_state from 0 to 1. */
+static KITE_COLD bool region_build(void) {
   size_t meta = ((size_t)SLOTS * sizeof(slot_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
   uint8_t *r = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, NULL);
   slot_t *m = r ? _kite_os_map_aligned(meta, KITE_OS_PAGE, NULL) : NULL;
@@ -142,6 +138,13 @@ static KITE_COLD bool region_make(void) {
   _kite_pagemap_set((uintptr_t)r, KITE_ARENA_SIZE, KITE_PM_GUARDED);
   __atomic_store_n(&region_state, 2, __ATOMIC_RELEASE);
   return true;
+}
+
+static KITE_COLD bool region_make(void) {
+  int st = 0;
+  if (__atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return region_build();
+  while (st == 1) { _kite_os_yield(); st = __atomic_load_n(&region_state, __ATOMIC_ACQUIRE); } /* another thread makes it */
+  return st == 2;
 }
 
 static KITE_NOINLINE void *guarded_alloc(size_t n) {
@@ -474,4 +477,27 @@ bool _kite_guarded_check(void) {
 
 void _kite_guarded_fork_prepare(void) { _kite_lock(&slot_lock); }
 void _kite_guarded_fork_parent(void) { _kite_unlock(&slot_lock); }
-void _kite_guarded_fork_child(void) { _kite_lock_fork_child(&slot_lock); }
+/* Being made in a forked child: the parent's thread that was making the region (inside its
+ * mappings, the window a fork can hit) does not exist here, and every sampled allocation
+ * would wait for it for good. Nothing can hold a block of it or have read its slots (every
+ * reader checks for 2 first, the fault handler for a region pointer, cleared here), so the
+ * child's next sampled allocation makes its own. What the parent's thread had mapped stays
+ * reserved in the child, untouched: no block was ever handed out there. */
+void _kite_guarded_fork_child(void) {
+  _kite_lock_fork_child(&slot_lock);
+  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) == 1) {
+    region = NULL;
+    slots = NULL;
+    __atomic_store_n(&region_state, 0, __ATOMIC_RELEASE);
+  }
+}
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: act as a thread that claimed the region and is making it (false, doing nothing,
+ * when it is made or being made already), then finish making it. */
+bool _kite_test_guarded_claim(void) {
+  int st = 0;
+  return __atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+bool _kite_test_guarded_finish(void) { return region_build(); }
+#endif

@@ -53,6 +53,7 @@ static void fork_child(void) {
   _kite_arena_fork_child();
   _kite_huge_fork_child();
   _kite_heap_fork_child();
+  _kite_os_faults_fork_child(); /* before anything can make the guarded region again */
   _kite_guarded_fork_child();
   _kite_prof_fork_child();
 }
@@ -60,6 +61,10 @@ static void fork_child(void) {
 void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
+  /* Registered only once the options are read (_kite_options_state 2) and, within that,
+   * the start-up stderr recorded (message.c): neither once-initialisation can be half done
+   * in a child these handlers run in, unlike the secrets, the guarded region and the fault
+   * handler, made on first use at any time (their child hooks above). */
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
   _kite_purger_enable(_kite_opt(KITE_OPT_BACKGROUND) != 0); /* (and the collapse hook, purger.h) */
 }

@@ -101,6 +101,10 @@ void _kite_os_abort(void) __attribute__((noreturn));
  * installed before (or, if that was the default, kills the process as it would have). A
  * fault fn owns does not return from fn. false if the kernel refused the handler. */
 bool _kite_os_catch_faults(bool (*fn)(void *addr));
+/* A forked child's handler (init.c): an installation a thread of the parent had begun and
+ * not finished at the fork is finished (the handler is in place) or begun again at the
+ * child's next call. */
+void _kite_os_faults_fork_child(void);
 /* The calling thread's kernel id (gettid). */
 uint32_t _kite_os_thread_id(void);
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */

@@ -556,4 +556,22 @@ bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
   return ok;
 }
 
+/* Being installed in a forked child: the parent's thread that was installing does not exist
+ * here, and the child's next call would wait for it for good. The handler in place means
+ * its sigaction call was made (fault_fn was set before it): installed; else the child's
+ * next call installs it. */
+void _kite_os_faults_fork_child(void) {
+  if (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) != 1) return;
+  int saved = errno;
+  struct sigaction cur;
+  bool in = sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler;
+  errno = saved;
+  __atomic_store_n(&fault_state, in ? 2 : 0, __ATOMIC_RELEASE);
+}
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: set the installation's state (1: as a thread inside it), return the one before. */
+int _kite_test_faults_stage(int st) { return __atomic_exchange_n(&fault_state, st, __ATOMIC_ACQ_REL); }
+#endif
+
 uint32_t _kite_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }

@@ -273,6 +273,55 @@ TEST(fork_mid_secret_draw) {
   A_free(p);
 }
 
+/* A fork while a thread of the parent is making the guarded region (guarded.c, under
+ * KITE_GUARDED_SAMPLE: it has claimed the region and is inside its mappings, or inside the
+ * installation of the fault handler, os.h): the child, where that thread does not exist,
+ * must still hand out guarded blocks (it spun for good waiting for the region, or for the
+ * handler). Run before anything makes the region. */
+_Bool _kite_test_guarded_claim(void);
+_Bool _kite_test_guarded_finish(void);
+int _kite_test_faults_stage(int st);
+void _kite_guarded_counts(uint64_t *allocs, uint64_t *frees);
+static pid_t fork_guarded_child(void) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30); /* a hang ends as SIGALRM, not as a stuck test */
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  unsigned char *p = A_malloc(100);
+  _kite_guarded_counts(&a1, &f1);
+  if (!p || a1 != a0 + 1 || A_usable(p) != 112) _exit(2);
+  memset(p, 0x5a, 100);
+  if (p[99] != 0x5a) _exit(3);
+  A_free(p);
+  _kite_guarded_counts(&a1, &f1);
+  _exit(f1 == f0 + 1 ? 0 : 4);
+}
+TEST(fork_mid_guarded_region) {
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1), 0); /* every small request */
+  assert_true(_kite_test_guarded_claim()); /* as a parent thread making the region */
+  pid_t pid[2];
+  pid[0] = fork_guarded_child();
+  assert_true(_kite_test_faults_stage(1) == 0); /* as that thread installing the handler */
+  pid[1] = fork_guarded_child();
+  _kite_test_faults_stage(0);
+  expect_true(_kite_test_guarded_finish());
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    expect_true(pid[i] > 0 && waitpid(pid[i], &status, 0) == pid[i]);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      fprintf(stderr, "  child %d status 0x%x (SIGALRM %d: it hung)\n", i, status, SIGALRM);
+    expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  void *p = A_malloc(100); /* the parent's own region, finished */
+  _kite_guarded_counts(&a1, &f1);
+  expect_true(p != NULL && a1 == a0 + 1);
+  A_free(p);
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
+}
+
 /* A child that allocates densely starts dense mode's collapse thread in itself (thp.c: its
  * claim marks a granule, purger.c starts the thread, which the child did not inherit), the
  * thread's pass takes the granule, and the child exits with the thread perhaps still
@@ -356,6 +405,7 @@ int main(void) {
   }
 #ifdef KITE_TEST_HOOKS
   RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
+  RUN(fork_mid_guarded_region); /* before anything makes the guarded region */
   RUN(fork_child_starts_collapse_thread);
 #endif
   RUN(fork_while_allocating);
