@@ -272,7 +272,9 @@ KITE_API void kite_free(void *p) {
       small_free(pg, p, (uint32_t)i, true);
       return;
     }
-    if (likely(_kite_owned_block(pg, u, &i))) { /* another thread's block, as free.c's free_arena_generic finds it */
+    /* another thread's block, as free.c's free_arena_generic finds it, with the capacity
+     * checked too */
+    if (likely(_kite_owned_block(pg, u, &i))) {
       small_free(pg, p, (uint32_t)i, false);
       return;
     }
