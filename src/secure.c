@@ -12,8 +12,9 @@
  *       racing frees one proceeds), the block's head zeroed, the block put in the thread's
  *       quarantine; the oldest one there goes to the core's free on the page and index kept
  *       beside it (no second lookup). Blocks of first-class heaps skip the quarantine.
- *   realloc: malloc + copy + free (a shrink within the class stays), so the core never
- *       resizes a guarded run in place.
+ *   realloc: malloc + copy + free (a shrink within the class stays; a small block that
+ *       grows gets 25% headroom, as the core's), so the core never resizes a guarded run
+ *       in place.
  * docs/security.md's "Secure mode" states each protection, its test and what it misses.
  * Errors are reported as "kite: secure: KIND: 0x..." and the process aborts (test builds
  * may install _kite_secure_error_hook instead, then the operation is skipped).
@@ -75,13 +76,23 @@ KITE_COLD NO_IPA void _kite_secure_error(const char *kind, const void *p) {
 #define block_take _kite_secure_block_take
 #define zero_free_block _kite_secure_zero_block
 
-/* The small page of p if p is a carved block of it (first as free finds a page's first unit). */
-static inline kite_page_t *small_page_of(const void *p) {
+/* The small page of p if p is a carved block of it (first as free finds a page's first
+ * unit), its index in *idx. */
+static inline kite_page_t *small_block_of(const void *p, uint32_t *idx) {
   uintptr_t u = (uintptr_t)p;
   uint64_t i;
-  if ((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE && _kite_owned_block(_kite_pagemap_unit(u), u, &i)) return _kite_pagemap_unit(u);
+  if ((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE && _kite_owned_block(_kite_pagemap_unit(u), u, &i)) {
+    *idx = (uint32_t)i;
+    return _kite_pagemap_unit(u);
+  }
   kite_ptr_t c;
-  return _kite_classify(p, &c) == KITE_PTR_SMALL ? c.page : NULL;
+  if (_kite_classify(p, &c) != KITE_PTR_SMALL) return NULL;
+  *idx = c.index;
+  return c.page;
+}
+static inline kite_page_t *small_page_of(const void *p) {
+  uint32_t i;
+  return small_block_of(p, &i);
 }
 
 /* Why the canary of small block p is not its live value (seen): freed (the
@@ -392,16 +403,49 @@ static size_t usable(const void *p, const char *what, const char *never, const c
   return 0;
 }
 
+/* realloc of small block p, block i of page pg, found live (its canary intact), n > 0: in
+ * place within the class; else a new block (one that grows gets the core's 25% headroom,
+ * alloc.c's realloc_small_move: a vector growing by small steps moves every ~2 classes,
+ * not every one), the copy, and p's free on the page found here (small_free: the claim,
+ * so a racing free of p is still caught; no second lookup). */
+static void *realloc_small(void *p, kite_page_t *pg, uint32_t i, size_t n) {
+  size_t old = pg->block_size - KITE_SECURE_CANARY;
+  if (n <= old && n > old / 2) return p; /* same class: in place */
+  size_t want = n;
+  if (n > old && n <= SMALL_LIMIT) {
+    size_t grown = old + old / 4;
+    if (grown > n) want = grown < SMALL_LIMIT ? grown : SMALL_LIMIT;
+  }
+  void *q = kite_malloc(want);
+  if (unlikely(!q) && want != n) q = kite_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  /* own as kite_free tells it (this thread's page: never a first-class heap's) */
+  small_free(pg, p, i, KITE_LOAD_RELAXED(pg->owner_key) == _kite_this_key());
+  return q;
+}
+
 KITE_API void *kite_realloc(void *p, size_t n) {
   if (p == NULL) return kite_malloc(n);
   if (n == 0) { kite_free(p); return NULL; }
-  size_t old = usable(p, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)", NULL);
+  uint32_t i;
+  kite_page_t *pg = small_block_of(p, &i);
+  size_t old;
+  if (pg) {
+    uint64_t seen = __atomic_load_n(canary_slot(p, pg->block_size), __ATOMIC_RELAXED);
+    if (likely(seen == canary_of(p))) return realloc_small(p, pg, i, n);
+    /* as usable() reports it, then refused below */
+    secure_error(canary_verdict(p, seen, "realloc(): use after free", "realloc(): invalid pointer (a block never handed out)"), p);
+    old = 0;
+  } else {
+    old = _kite_secure_is_large(p) ? _kite_secure_guarded_usable(p) : 0;
+  }
   if (old == 0) {
     secure_error("realloc(): invalid pointer", p);
     errno = EINVAL;
     return NULL;
   }
-  if (n <= old && n > old / 2) return p; /* same class, or the same large run: in place */
+  if (n <= old && n > old / 2) return p; /* the same large run: in place */
   void *q = kite_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
