@@ -49,6 +49,11 @@
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# The generator flag for build directory $(1): none where the directory was configured before
+# (cmake then keeps the generator its CMakeCache.txt names, and it refuses a different one, so
+# a tree made by a plain `cmake -B build`, or before ninja was installed, still builds), GEN
+# for a new one (tests/tools/test_make_generator.sh)
+gen = $(if $(wildcard $(1)/CMakeCache.txt),,$(GEN))
 PY_VENV := .venv
 PY := $(PY_VENV)/bin/python
 
@@ -57,7 +62,7 @@ PY := $(PY_VENV)/bin/python
 all: build
 
 build/.configured: CMakeLists.txt
-	$(CMAKE) -S . -B build $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	$(CMAKE) -S . -B build $(call gen,build) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
 	@touch $@
 
 build: build/.configured
@@ -77,12 +82,12 @@ test-main: build venv pprof
 	cd build && PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test-asan:
-	$(CMAKE) -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=address -DKITE_WERROR=ON
+	$(CMAKE) -S . -B build-asan $(call gen,build-asan) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=address -DKITE_WERROR=ON
 	$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
 
 test-tsan:
-	$(CMAKE) -S . -B build-tsan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=thread -DKITE_WERROR=ON
+	$(CMAKE) -S . -B build-tsan $(call gen,build-tsan) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_SANITIZE=thread -DKITE_WERROR=ON
 	$(CMAKE) --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1" ctest --output-on-failure -j $(JOBS) --timeout 600
 
@@ -94,7 +99,7 @@ CLANG_QUICK_LABELS := ^(core-tests|unit|buddy|lab|introspect|security|secure)$$
 # the C test programs outside those labels
 CLANG_QUICK_MORE := ^(prof_threads|bench-workloads|test_trace_io|api_beside)$$
 clang-build: venv
-	$(CMAKE) -S . -B $(CLANG_BUILD) $(GEN) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON -DKITE_FUZZ=OFF
+	$(CMAKE) -S . -B $(CLANG_BUILD) $(call gen,$(CLANG_BUILD)) -DCMAKE_C_COMPILER=$(CLANG) -DCMAKE_CXX_COMPILER=$(CLANG)++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON -DKITE_FUZZ=OFF
 	$(CMAKE) --build $(CLANG_BUILD) -j $(JOBS)
 # CC and CXX: cargo's cc crate builds the Rust crates' copy of the core with clang, and
 # tools/layers.py compiles src/ with it
@@ -154,13 +159,13 @@ cross-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
 
 build-aarch64/.configured: CMakeLists.txt cmake/toolchains/aarch64-linux-gnu.cmake cmake/toolchains/qemu-aarch64-run
-	$(CMAKE) -S . -B build-aarch64 $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	$(CMAKE) -S . -B build-aarch64 $(call gen,build-aarch64) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
 	@touch $@
 cross-aarch64: build-aarch64/.configured
 	$(CMAKE) --build build-aarch64 -j $(JOBS) --target kite kite-static
 
 build-musl/.configured: CMakeLists.txt cmake/toolchains/musl.cmake
-	$(CMAKE) -S . -B build-musl $(GEN) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/musl.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
+	$(CMAKE) -S . -B build-musl $(call gen,build-musl) -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/musl.cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKITE_WERROR=ON
 	@touch $@
 musl: build-musl/.configured
 	$(CMAKE) --build build-musl -j $(JOBS) --target kite-static

@@ -19,7 +19,8 @@
 #   share/man/man3/kite.3, man1/kite-replay.1, kite-trace.1, kite-lab.1, kite-stats.1
 # Directories follow GNUInstallDirs (lib/<triplet> under /usr on Debian).
 #
-# Tests (normal build): help (every tool's -h and bad option), man (groff warnings),
+# Tests (normal build): help (every tool's -h and bad option), make_generator (the
+# Makefile keeps an existing build directory's generator), man (groff warnings),
 # install (install into a temp prefix, build and run tests/install three ways), deb (the
 # Debian packages: tests/install/test_deb.sh).
 include(GNUInstallDirs)
@@ -128,6 +129,10 @@ find_program(KITE_PYTHON3 python3)
 add_test(NAME help COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_help.sh
          ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(help PROPERTIES LABELS "tools;package" TIMEOUT 120)
+# the Makefile keeps the generator of a build directory configured before (any of its six)
+add_test(NAME make_generator COMMAND bash ${PROJECT_SOURCE_DIR}/tests/tools/test_make_generator.sh
+         ${PROJECT_SOURCE_DIR})
+set_tests_properties(make_generator PROPERTIES LABELS tools TIMEOUT 120 SKIP_RETURN_CODE 77)
 # libkite-api: the kite_* API beside the C library's malloc (tests/install/api_beside.c)
 if(TARGET kite-api)
   kite_test(api_beside SOURCES ${PROJECT_SOURCE_DIR}/tests/install/api_beside.c LIBS kite-api ${CMAKE_DL_LIBS}

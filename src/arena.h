@@ -65,7 +65,7 @@ size_t _kite_arena_dirty_bytes(void);
 size_t _kite_arena_count(void);
 /* When set, called (with no lock held) after a free left committed free memory behind;
  * the background purger (purger.c, a layer above) installs it. */
-extern void (*_kite_arena_dirty_hook)(void);
+extern void (*_kite_arena_dirty_hook)(void) KITE_HIDDEN;
 /* KITE_HUGEPAGES=dense (thp.c): whether granules wait for a collapse pass; the pass itself
  * (collapses each granule still dense; takes purge_lock, then slot locks; the caller holds
  * no arena lock), returning the granules looked at. The background thread runs it. */
@@ -73,7 +73,7 @@ bool _kite_arena_collapse_pending(void);
 size_t _kite_arena_collapse_run(void);
 /* When set, called (with no lock held) after a claim marked a granule for the collapse
  * pass; purger.c installs it. */
-extern void (*_kite_arena_collapse_hook)(void);
+extern void (*_kite_arena_collapse_hook)(void) KITE_HIDDEN;
 /* Call fn for the head descriptor of every run in use as a small page or a large block
  * (introspection: statistics, kite_visit_all). Holds purge_lock throughout (no arena is
  * unmapped) and each arena's slot lock while its runs are visited, so fn must not allocate
@@ -105,24 +105,24 @@ void _kite_test_arena_free_run_at(kite_page_t *head, uint64_t now);
 bool _kite_test_arena_unit_dirty(kite_page_t *d);
 /* Called by arena_grow while it maps more of an arena (`growing` set, no lock held); and
  * whether any arena is marked growing. */
-extern void (*_kite_test_hook_arena_growing)(void);
+extern void (*_kite_test_hook_arena_growing)(void) KITE_HIDDEN;
 /* Called by arena_new once the new arena is in the table, before its maker claims there. */
-extern void (*_kite_test_hook_arena_new)(void);
+extern void (*_kite_test_hook_arena_new)(void) KITE_HIDDEN;
 bool _kite_test_arena_any_growing(void);
 /* Whether some thread holds the arenas mapped (_kite_arena_hold_unmap). */
 bool _kite_test_arena_unmap_held(void);
 /* thp.c's floor of committed bytes below which nothing is advised (THP_MIN_COMMITTED). */
-extern uint64_t _kite_test_thp_min_committed;
+extern uint64_t _kite_test_thp_min_committed KITE_HIDDEN;
 /* Whether arena.c's record says huge-page advice is in force on unit d. */
 bool _kite_test_arena_unit_huge(kite_page_t *d);
 /* Called by the dense mode's claim (thp.c) once it has marked a granule THP_LOOKING, before
  * its residency check (no lock held), with the granule's first byte; and whether any
  * granule is marked THP_LOOKING. */
-extern void (*_kite_test_hook_thp_looking)(void *granule);
+extern void (*_kite_test_hook_thp_looking)(void *granule) KITE_HIDDEN;
 bool _kite_test_thp_any_looking(void);
 /* Called by the collapse pass once it has taken the count of marked granules to 0, before
  * it looks for them (no lock held); and whether any granule is marked THP_PENDING. */
-extern void (*_kite_test_hook_collapse_taken)(void);
+extern void (*_kite_test_hook_collapse_taken)(void) KITE_HIDDEN;
 bool _kite_test_thp_any_pending(void);
 #endif
 #endif

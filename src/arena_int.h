@@ -55,13 +55,13 @@ typedef struct {
 } __attribute__((aligned(64))) kite_arena_slot_t;
 
 /* The slot table (arena.c). A slot's lock outlives the arena it guards. */
-extern kite_arena_slot_t _kite_arena_slots[KITE_ARENA_MAX];
-extern uint32_t _kite_arena_slots_hi;    /* 1 + highest slot ever used (atomic) */
-extern uint32_t _kite_arenas_mapped;     /* arenas in the table (atomic) */
+extern kite_arena_slot_t _kite_arena_slots[KITE_ARENA_MAX] KITE_HIDDEN;
+extern uint32_t _kite_arena_slots_hi KITE_HIDDEN;    /* 1 + highest slot ever used (atomic) */
+extern uint32_t _kite_arenas_mapped KITE_HIDDEN;     /* arenas in the table (atomic) */
 /* Serializes purge steps and unmapping; whoever holds it sees no arena vanish. */
-extern kite_lock_t _kite_arena_purge_lock;
-extern kite_lock_t _kite_arena_table_lock; /* slot assignment (taken after purge_lock) */
-extern size_t _kite_arena_dirty_units;   /* atomic: sum of every arena's dirty_free */
+extern kite_lock_t _kite_arena_purge_lock KITE_HIDDEN;
+extern kite_lock_t _kite_arena_table_lock KITE_HIDDEN; /* slot assignment (taken after purge_lock) */
+extern size_t _kite_arena_dirty_units KITE_HIDDEN;   /* atomic: sum of every arena's dirty_free */
 
 static inline kite_arena_t *arena_of_page(kite_page_t *pg) {
   return (kite_arena_t *)(((uintptr_t)pg & ~(uintptr_t)KITE_ARENA_MASK) + ARENA_HDR_OFF);
@@ -100,8 +100,8 @@ bool _kite_arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool i
 /* The longest delay the stretch reaches (a longer option delay is used as it is). */
 #define DECAY_MAX_MS 1000
 #endif
-extern uint64_t _kite_decay_demand; /* atomic: units claimed, ever */
-extern uint64_t _kite_decay_back;   /* atomic: purged units claimed again soon, ever */
+extern uint64_t _kite_decay_demand KITE_HIDDEN; /* atomic: units claimed, ever */
+extern uint64_t _kite_decay_back KITE_HIDDEN;   /* atomic: purged units claimed again soon, ever */
 /* Whether a unit a decay step purged at purged_ms (0: none did) and claimed at `now` came
  * back: claimed within DECAY_BACK_MS of its purge. A stamp later than now (the claim read
  * the clock before the step that purged it) is of age 0: it came back. */

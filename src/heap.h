@@ -72,8 +72,8 @@ typedef struct kite_heap_s {
 } kite_heap_t;
 
 extern __thread kite_heap_t *_kite_heap_tls __attribute__((tls_model("initial-exec")));
-extern kite_heap_t _kite_heap_empty;
-extern kite_page_t _kite_page_empty;
+extern kite_heap_t _kite_heap_empty KITE_HIDDEN;
+extern kite_page_t _kite_page_empty KITE_HIDDEN;
 
 /* The calling thread's key, what owner_key holds on its pages (types.h KITE_THREAD_KEY: the
  * thread pointer, or else the heap's address). */
@@ -142,7 +142,7 @@ void _kite_heap_foreach(void (*fn)(kite_heap_t *h, void *arg), void *arg);
 /* Set by secure.c: called when a thread's heap is retired, once its pages are abandoned
  * (its thread's exit, or heap_pool.c I-H4's retirement of a heap left behind), from any
  * thread: gives back what h->secure holds. */
-extern void (*_kite_heap_retire_hook)(kite_heap_t *h);
+extern void (*_kite_heap_retire_hook)(kite_heap_t *h) KITE_HIDDEN;
 #endif
 void _kite_heap_fork_prepare(void);
 void _kite_heap_fork_parent(void);
@@ -151,16 +151,16 @@ void _kite_heap_fork_child(void);
 /* Test builds (heap_pool.c): a thread's heap creation acts as if pthread_setspecific failed
  * while this is set; the hook runs in every heap_retire (a thread's exit, kite_heap_destroy)
  * right before the heap leaves the live list (its pages already given up). */
-extern bool _kite_test_fail_setspecific;
+extern bool _kite_test_fail_setspecific KITE_HIDDEN;
 /* _kite_heap_lock sections taken to abandon exiting heaps' pages (under that lock). */
-extern uint64_t _kite_test_abandon_lock_sections;
+extern uint64_t _kite_test_abandon_lock_sections KITE_HIDDEN;
 /* _kite_heap_lock sections taken to obtain heap structs (heap_pool.c, under that lock). */
-extern uint64_t _kite_test_obtain_lock_sections;
-extern void (*_kite_test_hook_heap_abandon)(void);
+extern uint64_t _kite_test_obtain_lock_sections KITE_HIDDEN;
+extern void (*_kite_test_hook_heap_abandon)(void) KITE_HIDDEN;
 /* heap_abandon.c: empty abandoned pages kept (beyond, a settle gives the page back); the
  * hook runs in a settle right after it lets _kite_heap_lock go (pg: the page settled). */
-extern uint32_t _kite_test_abandoned_empty_max;
-extern void (*_kite_test_hook_settle_unlocked)(void *pg);
+extern uint32_t _kite_test_abandoned_empty_max KITE_HIDDEN;
+extern void (*_kite_test_hook_settle_unlocked)(void *pg) KITE_HIDDEN;
 #endif
 
 /* ---- validators (KITE_DEBUG >= 2 after slow-path operations; kite_check) ----

@@ -48,7 +48,7 @@ void _kite_huge_fork_child(void);
 bool _kite_huge_check(void);
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by huge_trim right after it unmapped the tail [gone, gone+len). */
-extern void (*_kite_test_hook_huge_trimmed)(void *gone, size_t len);
+extern void (*_kite_test_hook_huge_trimmed)(void *gone, size_t len) KITE_HIDDEN;
 /* Test builds: expire the huge cache (not forced) as if the clock read `now`. */
 size_t _kite_test_huge_cache_expire_at(uint64_t now);
 #endif

@@ -45,7 +45,7 @@ void _kite_report_corruption(const char *what, const void *p) __attribute__((nor
 void _kite_report_invalid(const char *what, const void *p);
 /* When set (the secure build sets it), _kite_report_invalid counts the misuse and hands it
  * to this function instead of printing it. */
-extern void (*_kite_report_invalid_hook)(const char *what, const void *p);
+extern void (*_kite_report_invalid_hook)(const char *what, const void *p) KITE_HIDDEN;
 /* (report.c) With KITE_VERBOSE: say that a request of count x size bytes (count 1: one
  * block; calloc and reallocarray pass their two arguments) failed: NULL, errno ENOMEM. */
 void _kite_report_oom(size_t count, size_t size);

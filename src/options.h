@@ -105,8 +105,8 @@ typedef struct kite_opt_desc_s {
   const char *doc;              /* one line (markdown: `code` spans) for the docs' tables */
 } kite_opt_desc_t;
 
-extern const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT];
-extern int64_t _kite_opt_value[KITE_OPT_COUNT];
+extern const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] KITE_HIDDEN;
+extern int64_t _kite_opt_value[KITE_OPT_COUNT] KITE_HIDDEN;
 
 /* The current value of option o (O2). */
 static inline int64_t _kite_opt(kite_opt_t o) { return __atomic_load_n(&_kite_opt_value[o], __ATOMIC_RELAXED); }
@@ -118,13 +118,13 @@ int64_t _kite_option_initial(kite_opt_t o);
 /* Environment names outside the option table that kite's own tools, tests and modules read
  * (NULL-terminated; a name ending in '_' is a prefix): the start-up check of unknown KITE_*
  * names leaves them alone. */
-extern const char *const _kite_env_other[];
+extern const char *const _kite_env_other[] KITE_HIDDEN;
 
 /* The heap profiler (prof.h) samples: KITE_PROF is set (its value, up to 255 bytes, is the
  * prefix of the profile written at exit; empty: none), or KITE_PROF_LEAKS or KITE_PROF_PEAK
  * is on. Read with the other options, once (in the secure build too). */
-extern int _kite_prof_enabled;
-extern char _kite_prof_prefix[256];
+extern int _kite_prof_enabled KITE_HIDDEN;
+extern char _kite_prof_prefix[256] KITE_HIDDEN;
 
 /* Requests below this go by malloc's slow path to the plain small path: KITE_SMALL_MAX + 1,
  * or 0 while KITE_GUARDED_SAMPLE or the heap profiler is on, and before the options are read (then every small
@@ -143,7 +143,7 @@ static inline size_t _kite_small_route_for(int64_t guarded_sample) {
 }
 
 /* 0: not read yet, 1: being read by one thread, 2: read. */
-extern int _kite_options_state;
+extern int _kite_options_state KITE_HIDDEN;
 void _kite_options_read(void) __attribute__((cold, noinline));
 static inline void _kite_options_ensure(void) {
   if (unlikely(__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2)) _kite_options_read();

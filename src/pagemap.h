@@ -17,7 +17,7 @@
 #define KITE_PAGEMAP_SIZE ((size_t)1 << (KITE_ADDR_BITS - KITE_ARENA_SHIFT))
 enum { KITE_PM_NONE = 0, KITE_PM_ARENA = 1, KITE_PM_HUGE = 2, KITE_PM_GUARDED = 3 /* guarded.c's region */ };
 
-extern uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE];
+extern uint8_t _kite_pagemap[KITE_PAGEMAP_SIZE] KITE_HIDDEN;
 
 /* The descriptor tables by slot, for the free fast path: the descriptor of the unit holding
  * u (< 2^KITE_ADDR_BITS) is one load and one add away, with no test of the slot's kind.

@@ -128,7 +128,7 @@ bool _kite_prof_free_run(void *p, kite_page_t *pg) KITE_NOINLINE;
  * or NULL. Counted in the statistics as the block it was (one allocation, one free). */
 kite_page_t *_kite_prof_cached_run(void);
 /* Sampled huge blocks live (free_generic asks _kite_prof_free only while this is not 0). */
-extern uint64_t _kite_prof_huge_live;
+extern uint64_t _kite_prof_huge_live KITE_HIDDEN;
 /* Is huge block p a sampled one? (realloc: never resized in place) */
 bool _kite_prof_sampled_huge(const void *p);
 /* Write the profile to path: 0, or an errno value (nothing is allocated). */

@@ -8,8 +8,8 @@
 #define KITE_SECRET_H
 #include "types.h"
 
-extern uint64_t _kite_secret_[4];
-extern int _kite_secret_ready_;
+extern uint64_t _kite_secret_[4] KITE_HIDDEN;
+extern int _kite_secret_ready_ KITE_HIDDEN;
 void _kite_secret_init(void) __attribute__((cold, noinline));
 /* A forked child's handler (init.c, before anything that reads a secret): a draw a thread
  * of the parent had begun and not finished at the fork is begun again at the child's next

@@ -21,8 +21,8 @@
 /* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
 #define KITE_SINGLE_UNIT_MAX ((size_t)8192)
 
-extern const uint32_t _kite_class_size_[KITE_CLASSES]; /* block size per class */
-extern const uint8_t _kite_class_order_[KITE_CLASSES]; /* page order (log2 units) per class */
+extern const uint32_t _kite_class_size_[KITE_CLASSES] KITE_HIDDEN; /* block size per class */
+extern const uint8_t _kite_class_order_[KITE_CLASSES] KITE_HIDDEN; /* page order (log2 units) per class */
 /* direct[] slots of class c (c < KITE_DIRECT_CLASSES): the sizes it serves */
 static inline unsigned _kite_class_direct_lo(unsigned c) { return c ? _kite_class_size_[c - 1] + 1 : 0; }
 static inline unsigned _kite_class_direct_hi(unsigned c) { return _kite_class_size_[c]; }

@@ -68,10 +68,10 @@ uint32_t _kite_stack_capture_caller(kite_stack_t *st);
  * Async-signal-safe (S3). */
 void _kite_stack_print(kite_out_t *o, const kite_stack_t *st);
 /* Captures that re-entered malloc (S1): 0 unless the unwinder allocates. */
-extern uint64_t _kite_stack_reentered;
+extern uint64_t _kite_stack_reentered KITE_HIDDEN;
 /* Captures handed whole to libgcc's unwinder (S4: a frame the walk cannot follow, or a
  * stack whose bounds are not known). */
-extern uint64_t _kite_stack_by_libgcc;
+extern uint64_t _kite_stack_by_libgcc KITE_HIDDEN;
 /* Is the calling thread inside a capture? (an allocation it makes must not capture) */
 bool _kite_stack_busy(void);
 #ifdef KITE_TEST_HOOKS

@@ -17,7 +17,7 @@ typedef struct kite_gstats_s {
   uint64_t arenas, pages_abandoned, pages_adopted;
   uint64_t huge_live_blocks, huge_live_bytes; /* huge blocks in use now (huge.c) */
 } kite_gstats_t;
-extern kite_gstats_t _kite_stats;
+extern kite_gstats_t _kite_stats KITE_HIDDEN;
 
 /* Committed bytes changed by delta (peak_committed follows). */
 void _kite_stat_commit(int64_t delta);

@@ -113,6 +113,10 @@ __attribute__((visibility("default"))) void AnnotateIgnoreReadsEnd(const char *f
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define KITE_NOINLINE __attribute__((noinline))
 #define KITE_COLD __attribute__((cold, noinline))
+/* Every extern declaration of kite's internal data carries KITE_HIDDEN: -fvisibility=hidden
+ * covers definitions only, so without it a file that reads another file's global goes
+ * through the GOT (the linker relaxes that load to an extra lea, still one more instruction
+ * per access). The public API is KITE_API (include/kite.h's functions); no data is exported. */
 #define KITE_HIDDEN __attribute__((visibility("hidden")))
 #define KITE_API __attribute__((visibility("default")))
 
@@ -149,7 +153,7 @@ __attribute__((visibility("default"))) void AnnotateIgnoreReadsEnd(const char *f
 /* The OS page size in force (a power of two, 4 KiB .. KITE_OS_PAGE_MAX), set once at
  * start-up by the os layer (_kite_os_init, before the first mapping) and constant after:
  * guard pages, decommit granules, mincore and page-rounded sizes follow it. */
-extern size_t _kite_os_page_size;
+extern size_t _kite_os_page_size KITE_HIDDEN;
 #define KITE_OS_PAGE _kite_os_page_size
 /* An arena's first OS page is PROT_NONE: the arena below it in the address space ends
  * with user blocks, and no overflow out of them may reach this arena's descriptors. */

@@ -41,7 +41,7 @@ typedef struct kite_heap_live_s { uint64_t live_blocks, pages, remote_frees; } k
 void _kite_heap_live(kite_heap_t *h, kite_heap_live_t *out);
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called for each page _kite_heap_live reaches. */
-extern void (*_kite_test_hook_heap_live_page)(void);
+extern void (*_kite_test_hook_heap_live_page)(void) KITE_HIDDEN;
 #endif
 
 /* ---- the statistics field table (visit.c): one entry per figure, behind the text and
@@ -78,7 +78,7 @@ typedef struct kite_stat_field_s {
   const char *mallinfo2;   /* docs: the mallinfo2 fields it goes into, or NULL */
   const char *malloc_info; /* docs: where malloc_info's XML has it, or NULL */
 } kite_stat_field_t;
-extern const kite_stat_field_t _kite_stat_fields[KITE_STAT_COUNT];
+extern const kite_stat_field_t _kite_stat_fields[KITE_STAT_COUNT] KITE_HIDDEN;
 
 /* Every figure at once: the counters merged (_kite_heap_lock), the live ones walked (arena lock),
  * then v[] computed from them by the table. */
@@ -96,5 +96,5 @@ uint32_t _kite_page_live(const kite_page_t *pg);
  * its flush of the calling thread's quarantine, and the statistics and the walks above call
  * it first, so the caller's own frees never count as live. A callback rather than a call:
  * secure.c wraps the entry points that reach this file, so a call would close a circle. */
-extern void (*_kite_visit_flush_hook)(void);
+extern void (*_kite_visit_flush_hook)(void) KITE_HIDDEN;
 #endif

@@ -181,8 +181,8 @@ static void double_free_overwritten(void) {
   unsigned char *p = A_malloc(48);
   void *keep = A_malloc(48);
   A_free_opaque(p);
-  memset(p, 0, 48);
-  A_free_opaque(announce(p));
+  memset(announce(p), 0, 48);
+  A_free_opaque(p);
   A_free(keep);
 }
 #ifdef KITE_TEST_HOOKS
@@ -221,7 +221,7 @@ static void double_free_overwritten_remote(void) {
   unsigned char *p = A_malloc(48);
   void *keep = A_malloc(48);
   A_free_opaque(p);
-  memset(p, 0xff, 48);
+  memset(announce(p), 0xff, 48);
   pthread_t t;
   pthread_create(&t, NULL, remote_free_body, p);
   pthread_join(t, NULL);
@@ -505,6 +505,22 @@ static void check_case(size_t idx, int abort_on_error) {
   char ptr[64] = "", line[256];
   const char *a = strstr(out, "misuse pointer ");
   if (a) sscanf(a + 15, "%63s", ptr);
+#if defined(__SANITIZE_ADDRESS__)
+  /* The cases that write into a freed small block before kite sees the misuse: the ASan
+   * build poisons a freed small block (src/tool.h), so that write is ASan's report
+   * (use-after-poison at the announced pointer) and the process ends there, before kite's
+   * own report. */
+  if (c->fn == double_free_overwritten || c->fn == double_free_overwritten_remote) {
+    snprintf(line, sizeof line, "ERROR: AddressSanitizer: use-after-poison on address %s ", ptr);
+    if (!ptr[0] || !strstr(out, line))
+      TEST_FAIL_("%s: no \"%s\" on stderr; got: %s", c->name, line, out);
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+      TEST_FAIL_("%s: ASan reported the write, and the process exited 0", c->name);
+    else
+      TEST_PASS_();
+    return;
+  }
+#endif
   snprintf(line, sizeof line, "kite: %s", c->expect);
   const char *rep = strstr(out, line);
   const char *eol = rep ? strchr(rep, '\n') : NULL;
