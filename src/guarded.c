@@ -51,6 +51,7 @@
 #include "stack.h"
 #include "message.h"
 #include "os.h"
+#include "once.h"
 #include <errno.h>
 #include <string.h>
 
@@ -70,9 +71,9 @@ typedef struct {
   kite_stack_t alloc, freed;
 } slot_t;
 
-static uint8_t *region;  /* set once, before region_state reads 2 */
+static uint8_t *region;  /* set once, before region_once is done */
 static slot_t *slots;    /* SLOTS entries, mapped with the region */
-static int region_state; /* 0: not made, 1: being made, 2: ready, 3: failed */
+static kite_once_t region_once; /* once.h: the region's making (FAILED: no region, for good) */
 static kite_lock_t slot_lock = KITE_LOCK_INIT;
 static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT;
 static uint64_t n_allocs, n_frees;
@@ -87,7 +88,7 @@ static inline uintptr_t page_down(uintptr_t u) { return u & ~(uintptr_t)(KITE_OS
 /* The slot whose data area holds u (not a guard page); false when there is none. */
 static bool slot_of(uintptr_t u, uint32_t *s) {
   uintptr_t r = (uintptr_t)region;
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 || u < r) return false;
+  if (!_kite_once_done(&region_once) || u < r) return false;
   uint64_t off = u - r;
   if (off / STRIDE >= SLOTS || off % STRIDE < KITE_OS_PAGE) return false;
   *s = (uint32_t)(off / STRIDE);
@@ -115,7 +116,7 @@ static int64_t draw(int64_t n) {
 
 static bool on_fault(void *addr);
 
-/* Makes the region for the thread that moved region_state from 0 to 1. */
+/* Makes the region for the thread that claimed region_once. */
 static KITE_COLD bool region_build(void) {
   size_t meta = ((size_t)SLOTS * sizeof(slot_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
   uint8_t *r = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, NULL);
@@ -132,23 +133,21 @@ static KITE_COLD bool region_build(void) {
     slots = NULL;
     if (m) _kite_os_unmap(m, meta);
     if (r) _kite_os_unmap(r, KITE_ARENA_SIZE);
-    __atomic_store_n(&region_state, 3, __ATOMIC_RELEASE);
+    _kite_once_end(&region_once, false);
     return false;
   }
   _kite_pagemap_set((uintptr_t)r, KITE_ARENA_SIZE, KITE_PM_GUARDED);
-  __atomic_store_n(&region_state, 2, __ATOMIC_RELEASE);
+  _kite_once_end(&region_once, true);
   return true;
 }
 
 static KITE_COLD bool region_make(void) {
-  int st = 0;
-  if (__atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return region_build();
-  while (st == 1) { _kite_os_yield(); st = __atomic_load_n(&region_state, __ATOMIC_ACQUIRE); } /* another thread makes it */
-  return st == 2;
+  if (_kite_once_claim(&region_once, _kite_os_yield)) return region_build();
+  return _kite_once_done(&region_once); /* another thread made it, or failed to */
 }
 
 static KITE_NOINLINE void *guarded_alloc(size_t n) {
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 && !region_make()) return NULL;
+  if (!_kite_once_done(&region_once) && !region_make()) return NULL;
   kite_stack_t st;
   _kite_stack_capture(&st, 0);
   size_t usable = usable_of(n);
@@ -442,7 +441,7 @@ static bool on_fault(void *addr) {
 /* ---- validators and fork ---- */
 
 bool _kite_guarded_check(void) {
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2) return true;
+  if (!_kite_once_done(&region_once)) return true;
   if (_kite_pagemap_kind((uintptr_t)region) != KITE_PM_GUARDED) return _kite_check_failed("guarded: page-map entry of the region", (uintptr_t)region);
   uint64_t seen[(SLOTS_MAX + 63) / 64] = {0};
   bool ok = true;
@@ -479,25 +478,22 @@ void _kite_guarded_fork_prepare(void) { _kite_lock(&slot_lock); }
 void _kite_guarded_fork_parent(void) { _kite_unlock(&slot_lock); }
 /* Being made in a forked child: the parent's thread that was making the region (inside its
  * mappings, the window a fork can hit) does not exist here, and every sampled allocation
- * would wait for it for good. Nothing can hold a block of it or have read its slots (every
- * reader checks for 2 first, the fault handler for a region pointer, cleared here), so the
- * child's next sampled allocation makes its own. What the parent's thread had mapped stays
- * reserved in the child, untouched: no block was ever handed out there. */
+ * would wait for it for good (once.h O5). Nothing can hold a block of it or have read its
+ * slots (every reader checks that the region is done first, O3; the fault handler for a
+ * region pointer, cleared here), so the child's next sampled allocation makes its own.
+ * What the parent's thread had mapped stays reserved in the child, untouched: no block was
+ * ever handed out there. */
 void _kite_guarded_fork_child(void) {
   _kite_lock_fork_child(&slot_lock);
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) == 1) {
+  if (_kite_once_fork_child(&region_once, NULL)) {
     region = NULL;
     slots = NULL;
-    __atomic_store_n(&region_state, 0, __ATOMIC_RELEASE);
   }
 }
 
 #ifdef KITE_TEST_HOOKS
 /* Tests: act as a thread that claimed the region and is making it (false, doing nothing,
  * when it is made or being made already), then finish making it. */
-bool _kite_test_guarded_claim(void) {
-  int st = 0;
-  return __atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
+bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once); }
 bool _kite_test_guarded_finish(void) { return region_build(); }
 #endif
