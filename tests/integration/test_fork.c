@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -322,6 +323,87 @@ TEST(fork_mid_guarded_region) {
   expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
 }
 
+/* A child forked after the fault handler was installed, and one forked while a thread of
+ * the parent was between its sigaction call and marking the handler installed (os/linux.c:
+ * the child's handler finds the handler in place and takes it as installed): in both,
+ * kite's handler is in place, it is installed once (a second request, as a child's own
+ * guarded region would make, changes nothing: installed twice, kite's handler would keep
+ * itself as the one before and call itself for good on a fault that is not kite's), a
+ * fault that is not kite's reaches the handler that was there before kite's exactly once,
+ * and the child's guarded allocations work. Run after fork_mid_guarded_region has made the
+ * region (and so installed the handler, over probe_handler: main). */
+_Bool _kite_os_catch_faults(_Bool (*fn)(void *addr));
+static unsigned char *probe;
+static size_t probe_len;
+static volatile sig_atomic_t probe_faults;
+static struct sigaction before_probe;
+/* The program's own SIGSEGV handler, there before kite's: a fault on the probe page is
+ * counted and the page made writable (the write runs again); any other gives the signal
+ * back to the handler before this one. */
+static void probe_handler(int sig, siginfo_t *si, void *ctx) {
+  (void)sig;
+  (void)ctx;
+  unsigned char *a = si->si_addr;
+  if (probe && a >= probe && a < probe + probe_len) {
+    probe_faults++;
+    mprotect(probe, probe_len, PROT_READ | PROT_WRITE);
+    return;
+  }
+  sigaction(SIGSEGV, &before_probe, NULL);
+}
+static void probe_install(void) {
+  probe_len = test_os_page();
+  probe = mmap(NULL, probe_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) probe = NULL;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sa.sa_sigaction = probe_handler;
+  sigaction(SIGSEGV, &sa, &before_probe);
+}
+static _Bool not_kites(void *addr) { (void)addr; return 0; }
+static pid_t fork_fault_child(void) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  struct sigaction cur, after;
+  if (!probe || sigaction(SIGSEGV, NULL, &cur) != 0) _exit(2);
+  if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction == probe_handler) _exit(3); /* kite's is in place */
+  if (!_kite_os_catch_faults(not_kites)) _exit(4); /* installed already: nothing changes */
+  if (sigaction(SIGSEGV, NULL, &after) != 0 || after.sa_sigaction != cur.sa_sigaction) _exit(5);
+  probe_faults = 0;
+  ((volatile unsigned char *)probe)[1] = 7; /* not kite's: to probe_handler, once */
+  if (probe_faults != 1 || probe[1] != 7) _exit(6);
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  unsigned char *p = A_malloc(100); /* sampled: the inherited region */
+  _kite_guarded_counts(&a1, &f1);
+  if (!p || a1 != a0 + 1) _exit(7);
+  A_free(p);
+  _exit(0);
+}
+TEST(fork_child_keeps_the_installed_fault_handler) {
+  if (!probe) { printf("  fork_child_keeps_the_installed_fault_handler: no probe page\n"); return; }
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1), 0); /* every small request */
+  assert_int_eq(_kite_test_faults_stage(2), 2); /* installed (fork_mid_guarded_region) */
+  mprotect(probe, probe_len, PROT_NONE);
+  pid_t pid[2];
+  pid[0] = fork_fault_child(); /* after the installation */
+  _kite_test_faults_stage(1); /* as a thread whose sigaction call is made, not yet marked */
+  pid[1] = fork_fault_child();
+  _kite_test_faults_stage(2);
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    expect_true(pid[i] > 0 && waitpid(pid[i], &status, 0) == pid[i]);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      fprintf(stderr, "  child %d status 0x%x (SIGALRM %d: it hung; SIGSEGV %d: a fault went round)\n", i, status,
+              SIGALRM, SIGSEGV);
+    expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
+}
+
 /* A child that allocates densely starts dense mode's collapse thread in itself (thp.c: its
  * claim marks a granule, purger.c starts the thread, which the child did not inherit), the
  * thread's pass takes the granule, and the child exits with the thread perhaps still
@@ -404,8 +486,10 @@ int main(void) {
     expect_int_eq(kite_option_set(KITE_OPTION_BACKGROUND, 0), 0);
   }
 #ifdef KITE_TEST_HOOKS
+  probe_install(); /* before kite's fault handler, which keeps it as the one before */
   RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
   RUN(fork_mid_guarded_region); /* before anything makes the guarded region */
+  RUN(fork_child_keeps_the_installed_fault_handler); /* after it: the handler is installed */
   RUN(fork_child_starts_collapse_thread);
 #endif
   RUN(fork_while_allocating);
