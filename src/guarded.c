@@ -142,7 +142,7 @@ static KITE_COLD bool region_build(void) {
 }
 
 static KITE_COLD bool region_make(void) {
-  if (_kite_once_claim(&region_once, _kite_os_yield)) return region_build();
+  if (_kite_once_claim(&region_once, _kite_os_getpid(), _kite_os_yield)) return region_build();
   return _kite_once_done(&region_once); /* another thread made it, or failed to */
 }
 
@@ -494,6 +494,6 @@ void _kite_guarded_fork_child(void) {
 #ifdef KITE_TEST_HOOKS
 /* Tests: act as a thread that claimed the region and is making it (false, doing nothing,
  * when it is made or being made already), then finish making it. */
-bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once); }
+bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once, _kite_os_getpid()); }
 bool _kite_test_guarded_finish(void) { return region_build(); }
 #endif

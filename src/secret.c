@@ -14,7 +14,7 @@ static void draw(void) {
 }
 
 void _kite_secret_init(void) {
-  if (_kite_once_claim(&_kite_secret_once, NULL)) draw(); /* (else another thread drew them) */
+  if (_kite_once_claim(&_kite_secret_once, _kite_os_getpid(), NULL)) draw(); /* (else another thread drew them) */
 }
 
 /* Claimed and not drawn in a forked child: the parent's thread that was drawing (inside
@@ -26,7 +26,7 @@ void _kite_secret_fork_child(void) { _kite_once_fork_child(&_kite_secret_once, N
 #ifdef KITE_TEST_HOOKS
 /* Tests: act as a thread that claimed the draw and is drawing (false, doing nothing, when
  * the secrets are drawn already), then finish that draw. */
-bool _kite_test_secret_claim(void) { return _kite_once_try(&_kite_secret_once); }
+bool _kite_test_secret_claim(void) { return _kite_once_try(&_kite_secret_once, _kite_os_getpid()); }
 void _kite_test_secret_finish(void) { draw(); }
 #endif
 

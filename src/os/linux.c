@@ -539,8 +539,14 @@ static void fault_handler(int sig, siginfo_t *si, void *ctx) {
   sigaction(SIGSEGV, &dfl, NULL);
 }
 
+static bool fault_handler_in_place(void);
+
 bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
-  if (!_kite_once_claim(&fault_once, NULL)) return _kite_once_done(&fault_once); /* installed, or refused */
+  if (!_kite_once_claim(&fault_once, _kite_os_getpid(), NULL)) return _kite_once_done(&fault_once); /* installed, or refused */
+  if (fault_handler_in_place()) { /* taken over from an ancestor's claimer that installed it (once.h O6) */
+    _kite_once_end(&fault_once, true);
+    return true;
+  }
   int saved = errno;
   fault_fn = fn;
   struct sigaction sa;
@@ -571,8 +577,11 @@ static bool fault_handler_in_place(void) {
 void _kite_os_faults_fork_child(void) { _kite_once_fork_child(&fault_once, fault_handler_in_place); }
 
 #ifdef KITE_TEST_HOOKS
-/* Tests: set the installation's state (1: as a thread inside it), return the one before. */
-int _kite_test_faults_stage(int st) { return __atomic_exchange_n(&fault_once.state, st, __ATOMIC_ACQ_REL); }
+/* Tests: set the installation's state (1: as a thread of this process inside it), return
+ * the word before. */
+int _kite_test_faults_stage(int st) {
+  return __atomic_exchange_n(&fault_once.state, st == KITE_ONCE_BUSY ? _kite_once_busy_word(_kite_os_getpid()) : st, __ATOMIC_ACQ_REL);
+}
 #endif
 
 uint32_t _kite_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }
