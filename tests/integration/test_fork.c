@@ -323,6 +323,91 @@ TEST(fork_mid_guarded_region) {
   expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
 }
 
+/* A fork while a thread of the parent is making the guarded region, its mappings made and
+ * not yet published (guarded.c G5): the child never keeps a half-made region. The fork
+ * waits for the making, so the child finds the region made, and its first sampled
+ * allocation maps no second region: its address space (VmSize) grows by less than a
+ * region's 64 MiB. Before G5 the child took the claim back and made a region of its own
+ * beside the parent's half-made one, kept reserved. The thread waits inside the making
+ * (a test hook) until the forking thread is in fork; the child, where it does not exist,
+ * and the process that makes the region are both forked off this one, whose region is
+ * made once (run first, before anything makes it). */
+extern void (*_kite_test_hook_region_mapped)(void);
+static int mapped_flag, forking_flag;
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+static void region_mapped_pause(void) {
+  __atomic_store_n(&mapped_flag, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&forking_flag, __ATOMIC_ACQUIRE)) nap_ms(1);
+  nap_ms(300); /* the forking thread is inside fork: it waits for this making, or forks now */
+}
+static void *region_maker(void *arg) {
+  (void)arg;
+  void *p = A_malloc(100); /* sampled: makes the region */
+  A_free(p);
+  return p;
+}
+static long vm_size_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+static int region_child(void) {
+  _kite_test_hook_region_mapped = NULL;
+  long before = vm_size_kb();
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  unsigned char *p = A_malloc(100);
+  _kite_guarded_counts(&a1, &f1);
+  if (!p || a1 != a0 + 1) return 2;
+  A_free(p);
+  long after = vm_size_kb();
+  if (before < 0 || after < 0) return 3;
+  if (after - before >= 64 * 1024) {
+    fprintf(stderr, "  the child's VmSize grew by %ld kB: a second region\n", after - before);
+    return 4;
+  }
+  return 0;
+}
+static void *region_forker(void *arg) {
+  while (!__atomic_load_n(&mapped_flag, __ATOMIC_ACQUIRE)) nap_ms(1);
+  __atomic_store_n(&forking_flag, 1, __ATOMIC_RELEASE);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    _exit(region_child());
+  }
+  int st = 0;
+  *(int *)arg = pid > 0 && waitpid(pid, &st, 0) == pid ? (WIFEXITED(st) ? WEXITSTATUS(st) : 100) : 101;
+  return NULL;
+}
+TEST(fork_mid_region_making) {
+  pid_t pid = fork();
+  if (pid == 0) { /* the process that makes the region */
+    alarm(60);
+    if (kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1) != 0) _exit(5);
+    _kite_test_hook_region_mapped = region_mapped_pause;
+    int child = -1;
+    pthread_t m, f;
+    if (pthread_create(&m, NULL, region_maker, NULL) != 0 || pthread_create(&f, NULL, region_forker, &child) != 0) _exit(6);
+    void *made = NULL;
+    pthread_join(m, &made);
+    pthread_join(f, NULL);
+    _exit(made ? child : 7);
+  }
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  status 0x%x (exit 4: the child made a second region; SIGALRM %d: hung)\n", status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A child forked after the fault handler was installed, and one forked while a thread of
  * the parent was between its sigaction call and marking the handler installed (os/linux.c:
  * the child's handler finds the handler in place and takes it as installed): in both,
@@ -487,6 +572,7 @@ int main(void) {
   }
 #ifdef KITE_TEST_HOOKS
   probe_install(); /* before kite's fault handler, which keeps it as the one before */
+  RUN(fork_mid_region_making); /* first: in a process of its own, before any thread */
   RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
   RUN(fork_mid_guarded_region); /* before anything makes the guarded region */
   RUN(fork_child_keeps_the_installed_fault_handler); /* after it: the handler is installed */
