@@ -1,7 +1,8 @@
 /* src/once.h -- a once-initialisation that other threads wait on without a lock, and that
- * a fork cannot leave stuck (with kite's fork handlers registered or not): the process secrets' draw (secret.c), the guarded sampler's
- * region (guarded.c), the fault handler's installation (os/linux.c). Layer: base (with
- * types.h; it includes nothing of kite's, so every layer may use it).
+ * a fork cannot leave stuck, whether kite's fork handlers run in the child or not: the
+ * process secrets' draw (secret.c), the guarded sampler's region (guarded.c), the fault
+ * handler's installation (os/linux.c). Layer: base (with types.h; it includes nothing of
+ * kite's, so every layer may use it).
  *
  * A kite_once_t is one word, zero (KITE_ONCE_INIT) before the first use; its low two bits
  * are the state:
@@ -15,8 +16,9 @@
  * child handler of its owner calls _kite_once_fork_child(o, NULL or a check).
  *
  * Invariants
- *   O1 Only a compare-and-swap moves NONE to BUSY (_kite_once_claim, _kite_once_try), so
- *      one thread at a time does the work: the one whose swap succeeded.
+ *   O1 Only a compare-and-swap moves NONE to BUSY (_kite_once_claim, _kite_once_try), or
+ *      another process's BUSY to this one's (O6), so one thread of a process at a time does
+ *      the work: the one whose swap succeeded.
  *   O2 Only that claimer ends it: BUSY to DONE or FAILED (_kite_once_end), once. DONE and
  *      FAILED are final in the process (no transition leaves them, a fork's child included).
  *   O3 What the claimer makes is read only after an acquire load that saw DONE
@@ -50,9 +52,10 @@
  *
  * Memory order, each step:
  *   - _kite_once_done / the wait: acquire, pairing with the end's release (O3).
- *   - the claim's swap: acquire, as its failure may read DONE and its caller then reads the
- *     value (C also asks a success order at least as strong as the failure's). Its success
- *     needs no release: a thread that sees BUSY reads nothing the claimer wrote (O3).
+ *   - the claim's swaps (NONE to BUSY, and O6's takeover): acquire, as a failure may read
+ *     DONE and its caller then reads the value (C also asks a success order at least as
+ *     strong as the failure's). A success needs no release: a thread that sees BUSY reads
+ *     nothing the claimer wrote (O3).
  *   - _kite_once_end: release, so every store that made the value is visible to the
  *     acquire load that sees DONE.
  *   - _kite_once_fork_child: relaxed. The child has one thread then, and a thread it starts
