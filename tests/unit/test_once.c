@@ -229,10 +229,10 @@ TEST(claim_takes_over_another_processs_busy) {
   pthread_t t;
   assert_int_eq(pthread_create(&t, NULL, waiter, &w), 0);
   for (int i = 0; i < 10000 && __atomic_load_n(&relaxed, __ATOMIC_RELAXED) < 3; i++) nap();
-  expect_int_eq(shared_once.state, _kite_once_busy_word(0)); /* still the unknown claimer's */
+  expect_int_eq(__atomic_load_n(&shared_once.state, __ATOMIC_RELAXED), _kite_once_busy_word(0)); /* still the unknown claimer's */
   __atomic_store_n(&shared_once.state, _kite_once_busy_word(PID), __ATOMIC_RELAXED);
   for (int i = 0, r = __atomic_load_n(&relaxed, __ATOMIC_RELAXED); i < 10000 && __atomic_load_n(&relaxed, __ATOMIC_RELAXED) < r + 3; i++) nap();
-  expect_int_eq(shared_once.state, _kite_once_busy_word(PID)); /* still this process's claimer's */
+  expect_int_eq(__atomic_load_n(&shared_once.state, __ATOMIC_RELAXED), _kite_once_busy_word(PID)); /* still this process's claimer's */
   for (int i = 0; i < WORDS; i++) value[i] = 5;
   _kite_once_end(&shared_once, true);
   pthread_join(t, NULL);
