@@ -6,13 +6,13 @@
 #                  linked with libkite.so), core_model, core_model_override, core_cxx,
 #                  core_stress, core_stress_override, core_stress_purge0,
 #                  core_threads, core_threads_override,
-#                  core_fork, core_fork_override, core_oom, core_oom_override, core_memory_return, core_large,
+#                  core_fork, core_fork_override, core_fork_early, core_oom, core_oom_override, core_memory_return, core_large,
 #                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs,
 #                  core_guarded, core_stack
 #   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced), core_misuse,
 #                  core_stack via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
-#                  core_fork, core_misuse, core_memory_return, core_guarded (its in-process
+#                  core_fork, core_fork_early, core_misuse, core_memory_return, core_guarded (its in-process
 #                  tests: TSan takes the fault children's signals over), core_stack (and test_core_smoke,
 #                  cmake/core.cmake) via kite-noover-debug
 #   core_memory_return runs in the normal and TSan builds (not ASan: it measures RSS)
@@ -58,6 +58,9 @@ if(TARGET kite-noover)
   if(NOT KITE_SANITIZE STREQUAL "address")
     kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover-debug)
     _kite_ct_props(core_fork 300)
+    # forks before kite's fork handlers are registered (a constructor that runs before kite's)
+    kite_test(core_fork_early SOURCES ${_ct}/integration/fork_early.c LIBS kite-noover-debug)
+    _kite_ct_props(core_fork_early 120)
   endif()
   # every build: kite's misuse reports do not meet ASan's (kite's blocks are its own mmap'ed
   # memory, which ASan does not track), but for the two cases that write into a freed block:

@@ -89,6 +89,8 @@ endfunction()
 
 # Cases of the core only its test hooks reach.
 kite_internals_test(test_core_internals tests/unit/test_core_internals.c)
+# The fork-safe once-initialisation (src/once.h), alone.
+kite_internals_test(core_once tests/unit/test_once.c)
 # The same library without the thread pointer (types.h KITE_THREAD_KEY's fallback: a heap's
 # key is its address), for the one case that differs there: heap_pool.c I-H4's pthread_self().
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_core_internals.c)

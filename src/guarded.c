@@ -26,6 +26,11 @@
  *      oldest freed one first (a FIFO): a freed block stays inaccessible as long as possible.
  *   G4 slot_lock guards fresh, the queue, the counters and every slot's state; it is a leaf
  *      (nothing is called while it is held). The fault handler reads without it.
+ *   G5 The region is made (mapped, protected, published) under make_lock, which a fork's
+ *      prepare takes (before slot_lock): a forked child never holds mappings a thread of
+ *      the parent had made and not published. It finds the region made (the fork waited
+ *      for the making), or not begun, or claimed and nothing mapped yet (a fork between the
+ *      claim and the lock: once.h O5 takes it back, and the child makes its own).
  *
  * Sampling, without a line in the malloc fast path: each thread keeps `left`, the eligible
  * allocations (at most KITE_GUARDED_MAX bytes) to let pass before its next sampled one,
@@ -51,6 +56,7 @@
 #include "stack.h"
 #include "message.h"
 #include "os.h"
+#include "once.h"
 #include <errno.h>
 #include <string.h>
 
@@ -70,10 +76,11 @@ typedef struct {
   kite_stack_t alloc, freed;
 } slot_t;
 
-static uint8_t *region;  /* set once, before region_state reads 2 */
+static uint8_t *region;  /* set once, before region_once is done */
 static slot_t *slots;    /* SLOTS entries, mapped with the region */
-static int region_state; /* 0: not made, 1: being made, 2: ready, 3: failed */
+static kite_once_t region_once; /* once.h: the region's making (FAILED: no region, for good) */
 static kite_lock_t slot_lock = KITE_LOCK_INIT;
+static kite_lock_t make_lock = KITE_LOCK_INIT; /* G5 */
 static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT;
 static uint64_t n_allocs, n_frees;
 
@@ -87,7 +94,7 @@ static inline uintptr_t page_down(uintptr_t u) { return u & ~(uintptr_t)(KITE_OS
 /* The slot whose data area holds u (not a guard page); false when there is none. */
 static bool slot_of(uintptr_t u, uint32_t *s) {
   uintptr_t r = (uintptr_t)region;
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 || u < r) return false;
+  if (!_kite_once_done(&region_once) || u < r) return false;
   uint64_t off = u - r;
   if (off / STRIDE >= SLOTS || off % STRIDE < KITE_OS_PAGE) return false;
   *s = (uint32_t)(off / STRIDE);
@@ -115,11 +122,19 @@ static int64_t draw(int64_t n) {
 
 static bool on_fault(void *addr);
 
-/* Makes the region for the thread that moved region_state from 0 to 1. */
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_region_mapped)(void);
+#endif
+
+/* Makes the region for the thread that claimed region_once, under make_lock (G5). */
 static KITE_COLD bool region_build(void) {
   size_t meta = ((size_t)SLOTS * sizeof(slot_t) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1);
+  _kite_lock(&make_lock);
   uint8_t *r = _kite_os_map_aligned(KITE_ARENA_SIZE, KITE_ARENA_SIZE, NULL);
   slot_t *m = r ? _kite_os_map_aligned(meta, KITE_OS_PAGE, NULL) : NULL;
+#ifdef KITE_TEST_HOOKS
+  if (_kite_test_hook_region_mapped) _kite_test_hook_region_mapped();
+#endif
   bool ok = m && _kite_os_protect(r, KITE_ARENA_SIZE, false);
   if (ok) {
     slots = m;
@@ -132,23 +147,23 @@ static KITE_COLD bool region_build(void) {
     slots = NULL;
     if (m) _kite_os_unmap(m, meta);
     if (r) _kite_os_unmap(r, KITE_ARENA_SIZE);
-    __atomic_store_n(&region_state, 3, __ATOMIC_RELEASE);
+    _kite_once_end(&region_once, false);
+    _kite_unlock(&make_lock);
     return false;
   }
   _kite_pagemap_set((uintptr_t)r, KITE_ARENA_SIZE, KITE_PM_GUARDED);
-  __atomic_store_n(&region_state, 2, __ATOMIC_RELEASE);
+  _kite_once_end(&region_once, true);
+  _kite_unlock(&make_lock);
   return true;
 }
 
 static KITE_COLD bool region_make(void) {
-  int st = 0;
-  if (__atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return region_build();
-  while (st == 1) { _kite_os_yield(); st = __atomic_load_n(&region_state, __ATOMIC_ACQUIRE); } /* another thread makes it */
-  return st == 2;
+  if (_kite_once_claim(&region_once, _kite_os_getpid(), _kite_os_yield)) return region_build();
+  return _kite_once_done(&region_once); /* another thread made it, or failed to */
 }
 
 static KITE_NOINLINE void *guarded_alloc(size_t n) {
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2 && !region_make()) return NULL;
+  if (!_kite_once_done(&region_once) && !region_make()) return NULL;
   kite_stack_t st;
   _kite_stack_capture(&st, 0);
   size_t usable = usable_of(n);
@@ -442,7 +457,7 @@ static bool on_fault(void *addr) {
 /* ---- validators and fork ---- */
 
 bool _kite_guarded_check(void) {
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) != 2) return true;
+  if (!_kite_once_done(&region_once)) return true;
   if (_kite_pagemap_kind((uintptr_t)region) != KITE_PM_GUARDED) return _kite_check_failed("guarded: page-map entry of the region", (uintptr_t)region);
   uint64_t seen[(SLOTS_MAX + 63) / 64] = {0};
   bool ok = true;
@@ -475,29 +490,33 @@ bool _kite_guarded_check(void) {
   return ok;
 }
 
-void _kite_guarded_fork_prepare(void) { _kite_lock(&slot_lock); }
-void _kite_guarded_fork_parent(void) { _kite_unlock(&slot_lock); }
-/* Being made in a forked child: the parent's thread that was making the region (inside its
- * mappings, the window a fork can hit) does not exist here, and every sampled allocation
- * would wait for it for good. Nothing can hold a block of it or have read its slots (every
- * reader checks for 2 first, the fault handler for a region pointer, cleared here), so the
- * child's next sampled allocation makes its own. What the parent's thread had mapped stays
- * reserved in the child, untouched: no block was ever handed out there. */
+void _kite_guarded_fork_prepare(void) {
+  _kite_lock(&make_lock); /* G5: a making under way ends before the fork */
+  _kite_lock(&slot_lock);
+}
+void _kite_guarded_fork_parent(void) {
+  _kite_unlock(&slot_lock);
+  _kite_unlock(&make_lock);
+}
+/* Claimed in a forked child: the parent's thread that claimed the region (and had not yet
+ * taken make_lock: nothing was mapped, G5) does not exist here, and every sampled
+ * allocation would wait for it for good (once.h O5). Nothing can hold a block of it or have
+ * read its slots (every reader checks that the region is done first, O3; the fault handler
+ * for a region pointer, cleared here), so the child's next sampled allocation makes its
+ * own. (A child no handler runs in, once.h O6, may keep mappings of a making under way at
+ * the fork, reserved and untouched: at most one region's, docs/design.md.) */
 void _kite_guarded_fork_child(void) {
+  _kite_lock_fork_child(&make_lock);
   _kite_lock_fork_child(&slot_lock);
-  if (__atomic_load_n(&region_state, __ATOMIC_ACQUIRE) == 1) {
+  if (_kite_once_fork_child(&region_once, NULL)) {
     region = NULL;
     slots = NULL;
-    __atomic_store_n(&region_state, 0, __ATOMIC_RELEASE);
   }
 }
 
 #ifdef KITE_TEST_HOOKS
 /* Tests: act as a thread that claimed the region and is making it (false, doing nothing,
  * when it is made or being made already), then finish making it. */
-bool _kite_test_guarded_claim(void) {
-  int st = 0;
-  return __atomic_compare_exchange_n(&region_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
+bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once, _kite_os_getpid()); }
 bool _kite_test_guarded_finish(void) { return region_build(); }
 #endif

@@ -42,4 +42,9 @@ bool _kite_guarded_check(void);
 void _kite_guarded_fork_prepare(void);
 void _kite_guarded_fork_parent(void);
 void _kite_guarded_fork_child(void);
+#ifdef KITE_TEST_HOOKS
+/* Called by the region's making once its mappings are made, before they are published
+ * (make_lock held, guarded.c G5). */
+extern void (*_kite_test_hook_region_mapped)(void);
+#endif
 #endif

@@ -3,39 +3,30 @@
 #include "os.h"
 
 uint64_t _kite_secret_[4];
-int _kite_secret_ready_;
-/* 1 once a thread has claimed the draw (it alone draws; the others wait for ready) */
-static int claimed;
+kite_once_t _kite_secret_once; /* once.h: the draw (it never fails) */
 
+/* The claimer's draw. */
 static void draw(void) {
   uint64_t s[4];
   _kite_os_random(s, sizeof s);
   for (int i = 0; i < 4; i++) _kite_secret_[i] = s[i] | 1; /* never zero */
-  __atomic_store_n(&_kite_secret_ready_, 1, __ATOMIC_RELEASE);
+  _kite_once_end(&_kite_secret_once, true);
 }
 
 void _kite_secret_init(void) {
-  if (__atomic_exchange_n(&claimed, 1, __ATOMIC_ACQ_REL)) {
-    while (!__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE)) { /* another thread draws them */ }
-    return;
-  }
-  draw();
+  if (_kite_once_claim(&_kite_secret_once, _kite_os_getpid(), NULL)) draw(); /* (else another thread drew them) */
 }
 
-/* Claimed and not ready in a forked child: the parent's thread that was drawing (inside
- * the getrandom call, the window a fork can hit) does not exist here, and every first use
- * would wait for it for good. Nothing can hold a value computed from these secrets (every
- * reader waits for ready), so the child's next use draws its own. */
-void _kite_secret_fork_child(void) {
-  if (!__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE)) __atomic_store_n(&claimed, 0, __ATOMIC_RELAXED);
-}
+/* Claimed and not drawn in a forked child: the parent's thread that was drawing (inside
+ * the getrandom call, the window a fork can hit) does not exist here (once.h O5). Nothing
+ * can hold a value computed from these secrets (every reader waits for the draw, O3), so
+ * the child's next use draws its own. */
+void _kite_secret_fork_child(void) { _kite_once_fork_child(&_kite_secret_once, NULL); }
 
 #ifdef KITE_TEST_HOOKS
 /* Tests: act as a thread that claimed the draw and is drawing (false, doing nothing, when
  * the secrets are drawn already), then finish that draw. */
-bool _kite_test_secret_claim(void) {
-  return !__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE) && !__atomic_exchange_n(&claimed, 1, __ATOMIC_ACQ_REL);
-}
+bool _kite_test_secret_claim(void) { return _kite_once_try(&_kite_secret_once, _kite_os_getpid()); }
 void _kite_test_secret_finish(void) { draw(); }
 #endif
 

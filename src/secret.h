@@ -7,9 +7,10 @@
 #ifndef KITE_SECRET_H
 #define KITE_SECRET_H
 #include "types.h"
+#include "once.h"
 
 extern uint64_t _kite_secret_[4] KITE_HIDDEN;
-extern int _kite_secret_ready_ KITE_HIDDEN;
+extern kite_once_t _kite_secret_once KITE_HIDDEN;
 void _kite_secret_init(void) __attribute__((cold, noinline));
 /* A forked child's handler (init.c, before anything that reads a secret): a draw a thread
  * of the parent had begun and not finished at the fork is begun again at the child's next
@@ -18,7 +19,7 @@ void _kite_secret_fork_child(void);
 
 /* Secret word i (0..3). */
 static inline uint64_t _kite_secret(unsigned i) {
-  if (unlikely(!__atomic_load_n(&_kite_secret_ready_, __ATOMIC_ACQUIRE))) _kite_secret_init();
+  if (unlikely(!_kite_once_done(&_kite_secret_once))) _kite_secret_init();
   return _kite_secret_[i & 3];
 }
 

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "../os.h"
 #include "../types.h"
+#include "../once.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -519,7 +520,7 @@ bool _kite_os_fd_identity(int fd, uint64_t id[2]) {
  * reads two variables written before the handler was installed. */
 static bool (*fault_fn)(void *addr);
 static struct sigaction fault_prev;
-static int fault_state; /* 0: not installed, 1: being installed, 2: installed, 3: refused */
+static kite_once_t fault_once; /* once.h: the installation (FAILED: the kernel refused it) */
 
 static void fault_handler(int sig, siginfo_t *si, void *ctx) {
   if (fault_fn && fault_fn(si->si_addr)) return;
@@ -538,11 +539,13 @@ static void fault_handler(int sig, siginfo_t *si, void *ctx) {
   sigaction(SIGSEGV, &dfl, NULL);
 }
 
+static bool fault_handler_in_place(void);
+
 bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
-  int st = 0;
-  if (!__atomic_compare_exchange_n(&fault_state, &st, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    while (st == 1) st = __atomic_load_n(&fault_state, __ATOMIC_ACQUIRE);
-    return st == 2;
+  if (!_kite_once_claim(&fault_once, _kite_os_getpid(), NULL)) return _kite_once_done(&fault_once); /* installed, or refused */
+  if (fault_handler_in_place()) { /* taken over from an ancestor's claimer that installed it (once.h O6) */
+    _kite_once_end(&fault_once, true);
+    return true;
   }
   int saved = errno;
   fault_fn = fn;
@@ -552,26 +555,33 @@ bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
   sa.sa_sigaction = fault_handler;
   bool ok = sigaction(SIGSEGV, &sa, &fault_prev) == 0;
   errno = saved;
-  __atomic_store_n(&fault_state, ok ? 2 : 3, __ATOMIC_RELEASE);
+  _kite_once_end(&fault_once, ok);
   return ok;
 }
 
-/* Being installed in a forked child: the parent's thread that was installing does not exist
- * here, and the child's next call would wait for it for good. The handler in place means
- * its sigaction call was made (fault_fn was set before it): installed; else the child's
- * next call installs it. */
-void _kite_os_faults_fork_child(void) {
-  if (__atomic_load_n(&fault_state, __ATOMIC_ACQUIRE) != 1) return;
+/* Whether kite's handler is the one in place (a forked child's question, below). */
+static bool fault_handler_in_place(void) {
   int saved = errno;
   struct sigaction cur;
   bool in = sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler;
   errno = saved;
-  __atomic_store_n(&fault_state, in ? 2 : 0, __ATOMIC_RELEASE);
+  return in;
 }
 
+/* Being installed in a forked child: the parent's thread that was installing does not exist
+ * here, and the child's next call would wait for it for good (once.h O5). The handler in
+ * place means its sigaction call was made (fault_fn was set before it): installed, never
+ * again (a second installation would keep kite's own handler as the one before, which a
+ * fault that is not kite's would then call for good); else the child's next call installs
+ * it. */
+void _kite_os_faults_fork_child(void) { _kite_once_fork_child(&fault_once, fault_handler_in_place); }
+
 #ifdef KITE_TEST_HOOKS
-/* Tests: set the installation's state (1: as a thread inside it), return the one before. */
-int _kite_test_faults_stage(int st) { return __atomic_exchange_n(&fault_state, st, __ATOMIC_ACQ_REL); }
+/* Tests: set the installation's state (1: as a thread of this process inside it), return
+ * the word before. */
+int _kite_test_faults_stage(int st) {
+  return __atomic_exchange_n(&fault_once.state, st == KITE_ONCE_BUSY ? _kite_once_busy_word(_kite_os_getpid()) : st, __ATOMIC_ACQ_REL);
+}
 #endif
 
 uint32_t _kite_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }

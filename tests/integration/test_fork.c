@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -322,6 +323,172 @@ TEST(fork_mid_guarded_region) {
   expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
 }
 
+/* A fork while a thread of the parent is making the guarded region, its mappings made and
+ * not yet published (guarded.c G5): the child never keeps a half-made region. The fork
+ * waits for the making, so the child finds the region made, and its first sampled
+ * allocation maps no second region: its address space (VmSize) grows by less than a
+ * region's 64 MiB. Before G5 the child took the claim back and made a region of its own
+ * beside the parent's half-made one, kept reserved. The thread waits inside the making
+ * (a test hook) until the forking thread is in fork; the child, where it does not exist,
+ * and the process that makes the region are both forked off this one, whose region is
+ * made once (run first, before anything makes it). */
+extern void (*_kite_test_hook_region_mapped)(void);
+static int mapped_flag, forking_flag;
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+static void region_mapped_pause(void) {
+  __atomic_store_n(&mapped_flag, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&forking_flag, __ATOMIC_ACQUIRE)) nap_ms(1);
+  nap_ms(300); /* the forking thread is inside fork: it waits for this making, or forks now */
+}
+static void *region_maker(void *arg) {
+  (void)arg;
+  void *p = A_malloc(100); /* sampled: makes the region */
+  A_free(p);
+  return p;
+}
+static long vm_size_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+static int region_child(void) {
+  _kite_test_hook_region_mapped = NULL;
+  long before = vm_size_kb();
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  unsigned char *p = A_malloc(100);
+  _kite_guarded_counts(&a1, &f1);
+  if (!p || a1 != a0 + 1) return 2;
+  A_free(p);
+  long after = vm_size_kb();
+  if (before < 0 || after < 0) return 3;
+  if (after - before >= 64 * 1024) {
+    fprintf(stderr, "  the child's VmSize grew by %ld kB: a second region\n", after - before);
+    return 4;
+  }
+  return 0;
+}
+static void *region_forker(void *arg) {
+  while (!__atomic_load_n(&mapped_flag, __ATOMIC_ACQUIRE)) nap_ms(1);
+  __atomic_store_n(&forking_flag, 1, __ATOMIC_RELEASE);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    _exit(region_child());
+  }
+  int st = 0;
+  *(int *)arg = pid > 0 && waitpid(pid, &st, 0) == pid ? (WIFEXITED(st) ? WEXITSTATUS(st) : 100) : 101;
+  return NULL;
+}
+TEST(fork_mid_region_making) {
+  pid_t pid = fork();
+  if (pid == 0) { /* the process that makes the region */
+    alarm(60);
+    if (kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1) != 0) _exit(5);
+    _kite_test_hook_region_mapped = region_mapped_pause;
+    int child = -1;
+    pthread_t m, f;
+    if (pthread_create(&m, NULL, region_maker, NULL) != 0 || pthread_create(&f, NULL, region_forker, &child) != 0) _exit(6);
+    void *made = NULL;
+    pthread_join(m, &made);
+    pthread_join(f, NULL);
+    _exit(made ? child : 7);
+  }
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "  status 0x%x (exit 4: the child made a second region; SIGALRM %d: hung)\n", status, SIGALRM);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* A child forked after the fault handler was installed, and one forked while a thread of
+ * the parent was between its sigaction call and marking the handler installed (os/linux.c:
+ * the child's handler finds the handler in place and takes it as installed): in both,
+ * kite's handler is in place, it is installed once (a second request, as a child's own
+ * guarded region would make, changes nothing: installed twice, kite's handler would keep
+ * itself as the one before and call itself for good on a fault that is not kite's), a
+ * fault that is not kite's reaches the handler that was there before kite's exactly once,
+ * and the child's guarded allocations work. Run after fork_mid_guarded_region has made the
+ * region (and so installed the handler, over probe_handler: main). */
+_Bool _kite_os_catch_faults(_Bool (*fn)(void *addr));
+static unsigned char *probe;
+static size_t probe_len;
+static volatile sig_atomic_t probe_faults;
+static struct sigaction before_probe;
+/* The program's own SIGSEGV handler, there before kite's: a fault on the probe page is
+ * counted and the page made writable (the write runs again); any other gives the signal
+ * back to the handler before this one. */
+static void probe_handler(int sig, siginfo_t *si, void *ctx) {
+  (void)sig;
+  (void)ctx;
+  unsigned char *a = si->si_addr;
+  if (probe && a >= probe && a < probe + probe_len) {
+    probe_faults++;
+    mprotect(probe, probe_len, PROT_READ | PROT_WRITE);
+    return;
+  }
+  sigaction(SIGSEGV, &before_probe, NULL);
+}
+static void probe_install(void) {
+  probe_len = test_os_page();
+  probe = mmap(NULL, probe_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (probe == MAP_FAILED) probe = NULL;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_SIGINFO;
+  sa.sa_sigaction = probe_handler;
+  sigaction(SIGSEGV, &sa, &before_probe);
+}
+static _Bool not_kites(void *addr) { (void)addr; return 0; }
+static pid_t fork_fault_child(void) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  alarm(30);
+  struct sigaction cur, after;
+  if (!probe || sigaction(SIGSEGV, NULL, &cur) != 0) _exit(2);
+  if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction == probe_handler) _exit(3); /* kite's is in place */
+  if (!_kite_os_catch_faults(not_kites)) _exit(4); /* installed already: nothing changes */
+  if (sigaction(SIGSEGV, NULL, &after) != 0 || after.sa_sigaction != cur.sa_sigaction) _exit(5);
+  probe_faults = 0;
+  ((volatile unsigned char *)probe)[1] = 7; /* not kite's: to probe_handler, once */
+  if (probe_faults != 1 || probe[1] != 7) _exit(6);
+  uint64_t a0, f0, a1, f1;
+  _kite_guarded_counts(&a0, &f0);
+  unsigned char *p = A_malloc(100); /* sampled: the inherited region */
+  _kite_guarded_counts(&a1, &f1);
+  if (!p || a1 != a0 + 1) _exit(7);
+  A_free(p);
+  _exit(0);
+}
+TEST(fork_child_keeps_the_installed_fault_handler) {
+  if (!probe) { printf("  fork_child_keeps_the_installed_fault_handler: no probe page\n"); return; }
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1), 0); /* every small request */
+  assert_int_eq(_kite_test_faults_stage(2), 2); /* installed (fork_mid_guarded_region) */
+  mprotect(probe, probe_len, PROT_NONE);
+  pid_t pid[2];
+  pid[0] = fork_fault_child(); /* after the installation */
+  _kite_test_faults_stage(1); /* as a thread whose sigaction call is made, not yet marked */
+  pid[1] = fork_fault_child();
+  _kite_test_faults_stage(2);
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    expect_true(pid[i] > 0 && waitpid(pid[i], &status, 0) == pid[i]);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      fprintf(stderr, "  child %d status 0x%x (SIGALRM %d: it hung; SIGSEGV %d: a fault went round)\n", i, status,
+              SIGALRM, SIGSEGV);
+    expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
+}
+
 /* A child that allocates densely starts dense mode's collapse thread in itself (thp.c: its
  * claim marks a granule, purger.c starts the thread, which the child did not inherit), the
  * thread's pass takes the granule, and the child exits with the thread perhaps still
@@ -404,8 +571,11 @@ int main(void) {
     expect_int_eq(kite_option_set(KITE_OPTION_BACKGROUND, 0), 0);
   }
 #ifdef KITE_TEST_HOOKS
+  probe_install(); /* before kite's fault handler, which keeps it as the one before */
+  RUN(fork_mid_region_making); /* first: in a process of its own, before any thread */
   RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
   RUN(fork_mid_guarded_region); /* before anything makes the guarded region */
+  RUN(fork_child_keeps_the_installed_fault_handler); /* after it: the handler is installed */
   RUN(fork_child_starts_collapse_thread);
 #endif
   RUN(fork_while_allocating);

@@ -579,16 +579,30 @@ TEST(fork_while_arena_grows) {
 
 /* ---- the dense mode's look at a granule ---- */
 
+/* The state the huge-page tests below run in: KITE_HUGEPAGES=mode, no purge delay (no
+ * thread of kite's purges under them, and a freed run stays committed), and this small test
+ * program looked at as a big one. thp_test_leave puts back what thp_test_enter found. */
+typedef struct { long hugepages, delay; uint64_t floor; } thp_saved_t;
+static thp_saved_t thp_test_enter(long mode) {
+  thp_saved_t s = {kite_option_get(KITE_OPTION_HUGEPAGES), kite_option_get(KITE_OPTION_PURGE_DELAY_MS),
+                   _kite_test_thp_min_committed};
+  _kite_test_thp_min_committed = 0;
+  kite_option_set(KITE_OPTION_HUGEPAGES, mode);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  return s;
+}
+static void thp_test_leave(thp_saved_t s) {
+  _kite_test_thp_min_committed = s.floor;
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, s.delay);
+  kite_option_set(KITE_OPTION_HUGEPAGES, s.hugepages);
+}
+
 /* KITE_HUGEPAGES=dense: every granule a claim looks at is finished with by that claim
  * (marked for the collapse pass, or back to undecided), the arena's first granule (its
  * metadata and the first runs) too: once the claims return, no granule stays THP_LOOKING,
  * where it would never be looked at, nor collapsed, again. */
 TEST(claims_leave_no_granule_looking) {
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0;
-  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  thp_saved_t saved = thp_test_enter(KITE_HUGEPAGES_DENSE);
   enum { N = 3 * THP_UNITS };
   kite_page_t *runs[N];
   bool zero, looking = false;
@@ -599,9 +613,7 @@ TEST(claims_leave_no_granule_looking) {
   }
   expect_true(!looking);
   for (int i = 0; i < N; i++) _kite_arena_free_run(runs[i]);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  thp_test_leave(saved);
   kite_malloc_trim(0);
 }
 
@@ -642,11 +654,7 @@ static void fork_in_pass(void) {
  * granule of its own. */
 TEST(fork_during_the_collapse_pass) {
   if (test_emulator_lacks("fork_during_the_collapse_pass", TEST_EMU_THREAD_AFTER_FORK)) return;
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
-  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  thp_saved_t saved = thp_test_enter(KITE_HUGEPAGES_DENSE);
   enum { MAXR = 1024 };
   static kite_page_t *runs[MAXR];
   int nr = 0;
@@ -668,9 +676,7 @@ TEST(fork_during_the_collapse_pass) {
   expect_true(pass_forked);
   expect_int_eq(pass_child_status, 0);
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  thp_test_leave(saved);
   kite_malloc_trim(0);
 }
 
@@ -706,11 +712,7 @@ static void fork_while_looking(void *granule) {
  * would never be looked at, nor collapsed, again), and the child's next claim above the
  * granule looks at it. */
 TEST(fork_while_a_claim_looks_at_a_granule) {
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
-  kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  thp_saved_t saved = thp_test_enter(KITE_HUGEPAGES_DENSE);
   enum { MAXR = 2048 };
   static kite_page_t *runs[MAXR];
   int nr = 0;
@@ -726,9 +728,7 @@ TEST(fork_while_a_claim_looks_at_a_granule) {
   expect_int_eq(look_child_status, 0);
   expect_true(!_kite_test_thp_any_looking()); /* the parent's claim finished its look */
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  thp_test_leave(saved);
   kite_malloc_trim(0);
 }
 
@@ -979,13 +979,9 @@ TEST(last_round_heap_is_retired_by_the_next_holder_of_its_thread_pointer) {
  * kernel has transparent huge pages: no "hg", "nh" instead), so the small page's first
  * touch faults in 4 KiB, not a whole 2 MiB page (AnonHugePages 0). */
 TEST(small_run_takes_back_a_freed_runs_huge_advice) {
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  kite_option_set(KITE_OPTION_HUGEPAGES, 0);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1); /* the freed run stays committed: reused first */
+  thp_saved_t saved = thp_test_enter(0); /* the freed run stays committed: reused first */
   bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
   if (thp && test_emulator_lacks("the kernel's VmFlags", TEST_EMU_HUGE_ADVICE)) thp = false;
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0; /* this test program is small: advised all the same */
   bool zero;
   kite_page_t *big = _kite_arena_alloc_run(5, &zero);
   assert_true(big != NULL);
@@ -1017,9 +1013,7 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
     expect_int_eq(ahp, 0);
   }
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  thp_test_leave(saved);
   kite_malloc_trim(0);
 }
 
@@ -1028,11 +1022,7 @@ TEST(small_run_takes_back_a_freed_runs_huge_advice) {
  * only 1 MiB is asked for, loses the advice the freed run left there (#19 defect 7), so
  * its first touch faults 4 KiB, not a whole 2 MiB page; the lower one keeps it. */
 TEST(run_asking_less_takes_back_a_freed_runs_huge_advice) {
-  long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
-  uint64_t saved_floor = _kite_test_thp_min_committed;
-  _kite_test_thp_min_committed = 0;
-  kite_option_set(KITE_OPTION_HUGEPAGES, 0);
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
+  thp_saved_t saved = thp_test_enter(0);
   bool thp = access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
   if (thp && test_emulator_lacks("the kernel's VmFlags", TEST_EMU_HUGE_ADVICE)) thp = false;
   bool zero;
@@ -1057,9 +1047,7 @@ TEST(run_asking_less_takes_back_a_freed_runs_huge_advice) {
     expect_int_eq(ahp, 0);
   }
   _kite_arena_free_run(again);
-  _kite_test_thp_min_committed = saved_floor;
-  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
-  kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
+  thp_test_leave(saved);
   kite_malloc_trim(0);
 }
 
