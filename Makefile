@@ -172,14 +172,19 @@ musl: build-musl/.configured
 
 # aarch64: every C test of the core (labels core-tests, unit, buddy; CTest starts each under
 # qemu-aarch64) once, at the sanitizer builds' sizes; musl: the suites linked statically
-# (label musl)
+# (label musl). Each build makes only what those tests run (cmake/test-targets.py: their
+# programs, preloaded libraries and required files; everything where the build is not
+# Ninja's): the rest of the tree (lab, benchmarks, library variants no selected test links)
+# is compiled with -Werror by the normal and clang builds
+CROSS_LABELS := core-tests|unit|buddy
 test-cross-quick: cross-deps
 	$(MAKE) cross-aarch64 musl
-	$(CMAKE) --build build-aarch64 -j $(JOBS)
+	t=$$(python3 cmake/test-targets.py build-aarch64 -L '$(CROSS_LABELS)' -E '$(CROSS_EXCLUDE)') && \
+	  $(CMAKE) --build build-aarch64 -j $(JOBS) $${t:+--target $$t}
 	cd build-aarch64 && $(CROSS_ENV) KITE_TEST_EMULATOR_TIMEOUT=$(CROSS_TIMEOUT) KITE_THREADS_SCALE=3 KITE_STRESS_SIZE="8 24 4000 2" \
-	  ctest --output-on-failure -j $(JOBS) -L 'core-tests|unit|buddy' -E '$(CROSS_EXCLUDE)'
+	  ctest --output-on-failure -j $(JOBS) -L '$(CROSS_LABELS)' -E '$(CROSS_EXCLUDE)'
 	@echo "test-cross: aarch64 suites under qemu-aarch64 passed"
-	$(CMAKE) --build build-musl -j $(JOBS)
+	t=$$(python3 cmake/test-targets.py build-musl -L musl) && $(CMAKE) --build build-musl -j $(JOBS) $${t:+--target $$t}
 	cd build-musl && ctest --output-on-failure -j $(JOBS) --timeout 900 -L musl
 	@echo "test-cross: musl suites (static) passed"
 # make test's step: test-cross-quick where its tools are installed, else a line that says it

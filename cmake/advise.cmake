@@ -5,7 +5,8 @@
 #   test_advise       the HTML report of advise_leaky (known sites and leak), and its rendering
 #                     in headless chromium when installed (skipped, and said, otherwise); a
 #                     malloc-heavy program of about 2 s (advise_busy) under --budget: the window,
-#                     the verdict in the program's terms, the trace deleted (also on SIGTERM)
+#                     the verdict in the program's terms, the trace deleted (also on SIGTERM,
+#                     during advise_leaky's replays)
 # advise_leaky is built with frame pointers so its sites have their callers.
 if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3 AND TARGET kite-trace AND TARGET trace_mt)
   add_executable(advise_leaky ${PROJECT_SOURCE_DIR}/tests/tools/advise_leaky.c)

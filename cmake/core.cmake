@@ -150,6 +150,9 @@ if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
   add_test(NAME test_layers COMMAND ${KITE_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/tools/test_layers.py
            ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers-cache)
   set_tests_properties(tools_layers test_layers PROPERTIES LABELS "core;tools" TIMEOUT 300)
+  # after the check of the tree, whose symbols its copies of the tree then take from the
+  # cache (only the files a case changes are compiled again)
+  set_tests_properties(test_layers PROPERTIES DEPENDS tools_layers)
 endif()
 
 # The size rules of src/: no file above 700 lines, no function above 60 lines unless its

@@ -199,11 +199,15 @@ def test_budget_on_a_busy_program():
 
 
 def test_trace_deleted_when_killed():
+    """SIGTERM during the replays: advise exits 143 and its temporary directory, the captured
+    trace in it, is gone. advise_leaky's trace is enough (the removal does not depend on the
+    trace's size) and its 3 repeats of every allocator and policy outlast the kill, sent at
+    the first replay's line; a run that ended first would exit 0 and fail."""
     tmpdir = os.path.join(TMP, "tmpkill")
     os.makedirs(tmpdir)
     env = dict(os.environ, TMPDIR=tmpdir)
     p = subprocess.Popen(advise_cmd("--budget", "60", "-o", os.path.join(TMP, "killed.html"), "--no-sites",
-                                    "--", os.path.join(BUILD, "advise_busy")),
+                                    "--", os.path.join(BUILD, "advise_leaky")),
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = ""
     for line in p.stderr:            # kill it once it replays: the trace is then complete
