@@ -9,7 +9,15 @@ ways, and its total Ir (summed over the processes it starts) is compared:
     prof      KITE_PROF=<a temporary prefix> (the heap profiler at its default gap)
 
     bench/sampling_cost.py [--build build] [--lib LIB] [--size tiny] [--workloads a,b] [--configs ...]
-                           [--threads 1,2] [--quick] [--reps N] [-j 2] [--json FILE] [--log FILE]
+                           [--threads 1,2] [--quick] [--reps N] [-j 2] [--purge-delay-ms -1]
+                           [--json FILE] [--log FILE]
+
+Every run, of every configuration, has the same fixed KITE_PURGE_DELAY_MS (--purge-delay-ms,
+default -1: freed runs stay committed until malloc_trim, so no purge and no purger thread
+runs): with a positive delay, what is purged and when follows the clock, which callgrind
+slows by a factor that varies with the machine's load, and the purges' instructions then
+move by several percent from run to run of one library (docs/benchmarks.md, heap profiler
+cost). 0 (decommit at once) is as steady, with a madvise at every freed run.
 
 --quick takes make bench's own rows (bench/run.py --quick: one case of each shape); with
 --size small, the sizes make bench runs them at.
@@ -43,10 +51,11 @@ CONFIGS = {
 }
 
 
-def callgrind_ir(case, lib, extra_env, timeout):
+def callgrind_ir(case, lib, extra_env, timeout, purge_delay_ms):
     """Total Ir of one run of case under callgrind with lib preloaded, or a failure word."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env["KITE_PURGE_DELAY_MS"] = str(purge_delay_ms)  # the same for every configuration
     tmp = tempfile.mkdtemp(prefix="kite-cost-")
     try:
         for k, v in extra_env.items():
@@ -93,6 +102,8 @@ def main():
     ap.add_argument("-j", type=int, default=2, help="runs at once")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--reps", type=int, default=1, help="runs of each row and configuration")
+    ap.add_argument("--purge-delay-ms", type=int, default=-1,
+                    help="KITE_PURGE_DELAY_MS of every run (default -1: no purge but malloc_trim's)")
     ap.add_argument("--json", help="write the raw figures there")
     ap.add_argument("--log", help="append each run's line there as it ends")
     args = ap.parse_args()
@@ -113,7 +124,7 @@ def main():
     runs = {}
     log = open(args.log, "a") if args.log else None
     with cf.ThreadPoolExecutor(max_workers=args.j) as ex:
-        futs = {ex.submit(callgrind_ir, c, lib, CONFIGS[k], args.timeout): (c["label"], k)
+        futs = {ex.submit(callgrind_ir, c, lib, CONFIGS[k], args.timeout, args.purge_delay_ms): (c["label"], k)
                 for _ in range(args.reps) for c in cases for k in configs}
         for f in cf.as_completed(futs):
             label, k = futs[f]
@@ -132,6 +143,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": " ".join(sys.argv), "size": args.size, "lib": lib, "load": load,
+                       "purge_delay_ms": args.purge_delay_ms,
                        "rows": res, "runs": runs}, f,
                       indent=1)
     others = [k for k in configs if k != "kite"]
@@ -155,7 +167,8 @@ def main():
     gm = [f"{(math.exp(sum(v) / len(v)) - 1) * 100:+.1f}%" if v else "-"
           for v in logs.values()]
     print("| geometric mean | | " + " | ".join(gm) + " |")
-    print(f"\n{lib}; {load} (instruction counts do not depend on it)")
+    print(f"\n{lib}; KITE_PURGE_DELAY_MS={args.purge_delay_ms} in every run; {load} "
+          "(instruction counts do not depend on it)")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ if(TARGET kite AND NOT KITE_SANITIZE)
   add_test(NAME advise_profile COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/tools/test_advise_profile.py
            ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(flame advise_profile PROPERTIES LABELS tools TIMEOUT 900)
+  # bench/sampling_cost.py (the profiler's cost table) runs both sides at one purge delay
+  add_test(NAME prof_sampling_cost COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/tools/test_sampling_cost.py
+           ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(prof_sampling_cost PROPERTIES LABELS tools TIMEOUT 120 SKIP_RETURN_CODE 77)
 endif()
 # under threads, with every validator, in every build (the sanitizer builds included)
 if(TARGET kite-noover-debug)

@@ -67,6 +67,12 @@ uint64_t _kite_prof_huge_live;
 __thread kite_prof_thread_t _kite_prof_thread __attribute__((tls_model("initial-exec")));
 #define pt _kite_prof_thread
 
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
 static uint64_t rng_next(void) { /* xorshift64* */
   uint64_t x = pt.rng;
   x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
@@ -83,9 +89,23 @@ static int64_t draw(void) {
   return g < 1e15 ? (int64_t)g : (int64_t)1e15;
 }
 
+/* A thread's generator is seeded from a word of the process's (drawn from the kernel by
+ * the first thread that samples) and the thread's number in the order threads start
+ * sampling: no system call a thread (programs that make many short threads start one at
+ * each), and no two threads of the process on one sequence (a new thread may get a dead
+ * one's TLS address). Two threads that draw the word at once keep the first one stored. */
+static uint64_t seed_word, threads_seeded;
+
 static void thread_start(void) {
-  _kite_os_random(&pt.rng, sizeof pt.rng);
-  pt.rng |= 1;
+  uint64_t w = __atomic_load_n(&seed_word, __ATOMIC_RELAXED);
+  if (unlikely(w == 0)) {
+    uint64_t mine = 0;
+    _kite_os_random(&mine, sizeof mine);
+    mine |= 1;
+    w = __atomic_compare_exchange_n(&seed_word, &w, mine, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ? mine : w;
+  }
+  uint64_t k = __atomic_add_fetch(&threads_seeded, 1, __ATOMIC_RELAXED);
+  pt.rng = mix(w ^ mix(k ^ (uintptr_t)&pt)) | 1;
   pt.left_large = draw();
   pt.left_small = draw();
 }
@@ -192,26 +212,30 @@ bool _kite_prof_large_due(size_t n) {
 
 /* ---- the tables ---- */
 
+#define PAGE_UP(n) (((n) + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1))
+
+/* The four tables in one mapping (one system call a process; pages are touched as used). */
 static KITE_COLD bool tables_make(void) {
   if (tables_state) return tables_state == 1;
-  stacks = _kite_os_map_aligned((size_t)STACKS_MAX * sizeof(pstack_t), KITE_OS_PAGE, NULL);
-  stack_bucket = _kite_os_map_aligned(STACK_BUCKETS * sizeof(uint32_t), KITE_OS_PAGE, NULL);
-  lives = _kite_os_map_aligned((size_t)LIVE_MAX * sizeof(plive_t), KITE_OS_PAGE, NULL);
-  live_bucket = _kite_os_map_aligned(LIVE_BUCKETS * sizeof(uint32_t), KITE_OS_PAGE, NULL);
-  tables_state = stacks && stack_bucket && lives && live_bucket ? 1 : 2;
+  size_t a = PAGE_UP((size_t)STACKS_MAX * sizeof(pstack_t)), b = PAGE_UP(STACK_BUCKETS * sizeof(uint32_t));
+  size_t c = PAGE_UP((size_t)LIVE_MAX * sizeof(plive_t)), d = PAGE_UP(LIVE_BUCKETS * sizeof(uint32_t));
+  char *m = _kite_os_map_aligned(a + b + c + d, KITE_OS_PAGE, NULL);
+  if (m) {
+    stacks = (pstack_t *)m;
+    stack_bucket = (uint32_t *)(m + a);
+    lives = (plive_t *)(m + a + b);
+    live_bucket = (uint32_t *)(m + a + b + c);
+  }
+  tables_state = m ? 1 : 2;
   return tables_state == 1;
-}
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
 }
 
 /* The entry of stack st, made if new (entry 0 once the table is full). prof_lock held. */
 static uint32_t stack_find(const kite_stack_t *st) {
+  /* one multiply a frame, one mix at the end (its low bits pick the bucket) */
   uint64_t hash = st->depth;
-  for (uint32_t i = 0; i < st->depth; i++) hash = mix(hash ^ (uintptr_t)st->pc[i]);
+  for (uint32_t i = 0; i < st->depth; i++) hash = (hash ^ (uintptr_t)st->pc[i]) * 0x9e3779b97f4a7c15ull;
+  hash = mix(hash);
   uint32_t *b = &stack_bucket[hash & (STACK_BUCKETS - 1)];
   for (uint32_t e = *b; e; e = stacks[e].next) {
     pstack_t *x = &stacks[e];
@@ -309,25 +333,32 @@ void _kite_prof_record(void *p, size_t n, size_t weigh) {
   if (peaked) peak_dump();
 }
 
+/* Forget p's record, if any (prof_lock held); may_be_huge: p may be a huge block (a large
+ * run's head is not). */
+static void forget(uintptr_t p, bool may_be_huge) {
+  uint32_t e = tables_state == 1 ? live_take(p) : 0;
+  if (!e) return;
+  live_release(e);
+  if (may_be_huge && _kite_pagemap_kind(p) == KITE_PM_HUGE) __atomic_sub_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED);
+}
+
 void _kite_prof_free(void *p) {
   _kite_lock(&prof_lock);
-  uint32_t e = tables_state == 1 ? live_take((uintptr_t)p) : 0;
-  if (e) {
-    live_release(e);
-    if (_kite_pagemap_kind((uintptr_t)p) == KITE_PM_HUGE) __atomic_sub_fetch(&_kite_prof_huge_live, 1, __ATOMIC_RELAXED);
-  }
+  forget((uintptr_t)p, true);
   _kite_unlock(&prof_lock);
 }
 
+/* The record and the run cache under one taking of the lock: a sampled run's free is one
+ * lock round trip, as its allocation's record is. */
 bool _kite_prof_free_run(void *p, kite_page_t *pg) {
-  _kite_prof_free(p);
-  if (pg->order != 0 || pg->owned.owner != NULL) return false;
+  bool keep = pg->order == 0 && pg->owned.owner == NULL, kept = false;
   _kite_lock(&prof_lock);
+  forget((uintptr_t)p, false);
   uint32_t k = n_runs_kept; /* written under the lock, read without it (a hint) */
-  bool kept = k < RUNS_KEPT;
-  if (kept) {
+  if (keep && k < RUNS_KEPT) {
     runs_kept[k] = pg;
     __atomic_store_n(&n_runs_kept, k + 1, __ATOMIC_RELAXED);
+    kept = true;
   }
   _kite_unlock(&prof_lock);
   return kept;
@@ -454,4 +485,9 @@ void _kite_prof_exit(void) {
 
 void _kite_prof_fork_prepare(void) { _kite_lock(&prof_lock); }
 void _kite_prof_fork_parent(void) { _kite_unlock(&prof_lock); }
-void _kite_prof_fork_child(void) { _kite_lock_fork_child(&prof_lock); }
+/* The child's threads made from now on draw from a word of its own, not on the sequences
+ * of the parent's next threads (the forking thread goes on with its own generator). */
+void _kite_prof_fork_child(void) {
+  _kite_lock_fork_child(&prof_lock);
+  __atomic_store_n(&seed_word, 0, __ATOMIC_RELAXED);
+}
