@@ -645,6 +645,9 @@ TEST(fork_during_the_collapse_pass) {
   long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
   uint64_t saved_floor = _kite_test_thp_min_committed;
   _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
+  /* counted as a second heap: with one, dense mode advises a granule at its first claim
+   * instead of looking at the one below (thp.c) */
+  __atomic_fetch_add(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
   enum { MAXR = 1024 };
@@ -669,6 +672,7 @@ TEST(fork_during_the_collapse_pass) {
   expect_int_eq(pass_child_status, 0);
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
   _kite_test_thp_min_committed = saved_floor;
+  __atomic_fetch_sub(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
   kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
   kite_malloc_trim(0);
@@ -709,6 +713,9 @@ TEST(fork_while_a_claim_looks_at_a_granule) {
   long saved_hp = kite_option_get(KITE_OPTION_HUGEPAGES), saved_d = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
   uint64_t saved_floor = _kite_test_thp_min_committed;
   _kite_test_thp_min_committed = 0; /* this test program is small: looked at all the same */
+  /* counted as a second heap: with one, dense mode advises a granule at its first claim
+   * instead of looking at the one below (thp.c) */
+  __atomic_fetch_add(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   kite_option_set(KITE_OPTION_HUGEPAGES, KITE_HUGEPAGES_DENSE);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, -1);
   enum { MAXR = 2048 };
@@ -727,6 +734,7 @@ TEST(fork_while_a_claim_looks_at_a_granule) {
   expect_true(!_kite_test_thp_any_looking()); /* the parent's claim finished its look */
   for (int i = 0; i < nr; i++) _kite_arena_free_run(runs[i]);
   _kite_test_thp_min_committed = saved_floor;
+  __atomic_fetch_sub(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, saved_d);
   kite_option_set(KITE_OPTION_HUGEPAGES, saved_hp);
   kite_malloc_trim(0);
