@@ -169,6 +169,7 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
     h->next_all = _kite_heap_all;
     if (_kite_heap_all) _kite_heap_all->prev_all = h;
     _kite_heap_all = h;
+    __atomic_fetch_add(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   }
   _kite_unlock(&_kite_heap_lock);
   if (unlikely(left != NULL)) heap_retire(left); /* (only this thread can match it: I-H4) */
@@ -248,6 +249,7 @@ static void heap_retire(kite_heap_t *h) {
 #endif
   _kite_lock(&_kite_heap_lock);
   heap_unlink_merging_stats(h);
+  __atomic_fetch_sub(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
   /* not reset here: heap_obtain resets every struct it hands out (a heap's reset writes its
    * whole direct[] table, the most a thread's start and exit cost) */

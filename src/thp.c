@@ -59,8 +59,32 @@ static bool thp_program_big(void) {
  * `order` starting at unit u that is being claimed, if that is the granule's first claim.
  * Returns the granule's first unit when it is to be advised (the caller advises it after
  * dropping the lock, before the run is handed out), else 0. Slot lock held. */
+/* KITE_HUGEPAGES=dense uses the same rule while the process has one live heap (a
+ * single-threaded program, _kite_thp_heaps): one heap's claims fill an arena's granules
+ * lowest first and alone, so a granule above a full one is where that heap's carving goes
+ * on, and its faults are huge from the first touch (no 4 KiB fault, no collapse to pay).
+ * With two heaps or more their claims interleave in the granules, each heap's pages carved
+ * lazily and its page cache keeping units free, and advice made untouched memory resident
+ * (auto's peak RSS on the 8-thread rows): dense's collapse alone then. In dense mode only a
+ * granule none of whose units has been touched since its last purge is advised (its first
+ * claim); one not advised stays THP_UNDECIDED, for the collapse to find dense later. */
+uint32_t _kite_thp_heaps;
 uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
-  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_AUTO || (1u << order) >= THP_UNITS) return 0;
+  int mode = _kite_opt(KITE_OPT_HUGEPAGES);
+  if ((1u << order) >= THP_UNITS) return 0;
+  if (mode == KITE_HUGEPAGES_DENSE && __atomic_load_n(&_kite_thp_heaps, __ATOMIC_RELAXED) == 1 &&
+      _kite_opt(KITE_OPT_PURGE_DELAY_MS) != 0) {
+    uint32_t g = u & ~(THP_UNITS - 1);
+    if (a->advised[g] != THP_UNDECIDED || g < THP_UNITS || g + THP_UNITS > a->mapped_units || !thp_program_big())
+      return 0;
+    for (uint32_t v = g; v < g + THP_UNITS; v++)
+      if (!a->is_free[v] || a->dirty[v]) return 0; /* not its first claim */
+    for (uint32_t v = g - THP_UNITS; v < g; v++)
+      if (a->is_free[v] && !a->dirty[v]) return 0;
+    memset(&a->advised[g], THP_ADVISED, THP_UNITS);
+    return g;
+  }
+  if (mode != KITE_HUGEPAGES_AUTO) return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   if (a->advised[g] != THP_UNDECIDED) return 0; /* decided */
   bool dense = g >= THP_UNITS && g + THP_UNITS <= a->mapped_units && thp_program_big();
@@ -240,7 +264,7 @@ void _kite_thp_purged(kite_arena_t *a, uint32_t i, uint32_t j, uint32_t *ui, uin
   for (uint32_t g = gi; g < gj; g += THP_UNITS) {
     if (a->advised[g] == THP_COLLAPSED) {
       a->advised[g] = THP_SMALL;
-    } else if (a->advised[g] == THP_ADVISED && _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_AUTO) {
+    } else if (a->advised[g] == THP_ADVISED && _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS) {
       memset(&a->advised[g], THP_SMALL, THP_UNITS);
       if (g < *ui) *ui = g;
       *uj = g + THP_UNITS;

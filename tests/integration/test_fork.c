@@ -534,6 +534,10 @@ TEST(fork_child_starts_collapse_thread) {
    * delay / 8 = 50 ms): the child inherits its state as running, which the child's
    * handler (purger.c) must clear, or no thread would ever start in the child */
   expect_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 400), 0);
+  /* a second live heap (in the child too): with one heap dense mode advises granules at
+   * their first claim instead of collapsing them (thp.c) */
+  kite_heap_t *second = kite_heap_new();
+  assert_true(second != NULL);
   assert_true(dense_fill(dense_parent));
   pid_t pid = fork();
   if (pid == 0) {
@@ -549,6 +553,7 @@ TEST(fork_child_starts_collapse_thread) {
             status, SIGALRM);
   expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   for (unsigned i = 0; i < DENSE_N; i++) A_free(dense_parent[i]);
+  kite_heap_destroy(second);
 }
 #endif
 

@@ -7,10 +7,14 @@
  *   small_program_gets_no_huge_page  a program under 16 MiB (small blocks, and large
  *                  ones of 3 and 4 MiB), in the default mode, auto and dense: nothing
  *                  advised, AnonHugePages 0 (THP mode madvise)
- *   big_heap       40 MiB of 512-byte blocks, one address sampled per MiB: with auto the
- *                  samples past the first 16 MiB committed are mostly (>= 3/4) advised and
- *                  the first MiB is not; with 0 none is; with 1 every one is
- *   dense          dense: 40 MiB of 512-byte blocks, every byte written: the granules full of
+ *   big_heap       40 MiB of 512-byte blocks, one address sampled per MiB: with auto, and
+ *                  with dense in a process of one heap, the samples past the first 16 MiB
+ *                  committed are mostly (>= 3/4) advised and the first MiB is not; with
+ *                  dense and a second live heap none is; with 0 none is; with 1 every one is
+ *   dense          dense, one heap: the same heap faulted huge at first touch (AnonHugePages
+ *                  >= 20 MiB at once) for at most one granule and one page tail more Rss
+ *                  than under 0; with a second live heap (a thread), nothing advised:
+ *                  40 MiB of 512-byte blocks, every byte written: the granules full of
  *                  them are rebuilt on huge pages by the background thread (smaps_rollup's
  *                  AnonHugePages >= 24 MiB within 10 s,
  *                  where 0 gives none) for no more Rss than under 0 (1% and 256 KiB of
@@ -26,6 +30,7 @@
 #define _GNU_SOURCE
 #include <kite.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -147,7 +152,37 @@ static int child_tiny(void) {
 }
 
 /* child: print one character per sample, 'h' advised, '-' not, '?' no mapping found */
+/* A second live heap for the rest of the child's life: a thread that allocates one block
+ * and then waits for the process to end (dense mode advises granules at their first claim
+ * only while the process has one heap, thp.c). Returns 0, or 3 if the thread or its block
+ * could not be made. */
+static pthread_mutex_t second_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t second_cv = PTHREAD_COND_INITIALIZER;
+static int second_state; /* 1: its block is made, 2: it failed */
+static void *second_heap_thread(void *arg) {
+  (void)arg;
+  void *p = kite_malloc(64);
+  pthread_mutex_lock(&second_mu);
+  second_state = p ? 1 : 2;
+  pthread_cond_broadcast(&second_cv);
+  for (;;) pthread_cond_wait(&second_cv, &second_mu); /* until the process exits */
+  return NULL;
+}
+static int start_second_heap(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, second_heap_thread, NULL) != 0) return 3;
+  pthread_mutex_lock(&second_mu);
+  while (!second_state) pthread_cond_wait(&second_cv, &second_mu);
+  int r = second_state == 1 ? 0 : 3;
+  pthread_mutex_unlock(&second_mu);
+  return r;
+}
+
 static int child(const char *mode) {
+  if (strncmp(mode, "mt-", 3) == 0) { /* the same with a second live heap */
+    if (start_second_heap() != 0) return 3;
+    mode += 3;
+  }
   if (strcmp(mode, "dense") == 0) return child_dense();
   if (strcmp(mode, "tiny") == 0) return child_tiny();
   if (strcmp(mode, "small") == 0) {
@@ -287,8 +322,24 @@ TEST(dense) {
   int kernel = kernel_checks("dense");
   if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a0, 0);
 
-  expect_int_eq(run_child("dense", "KITE_HUGEPAGES=DENSE", out), 0);
-  fprintf(stderr, "  0: rss %ld KiB; dense: %s", r0, out);
+  /* one heap: the granules past the first 16 MiB are advised at their first claim and
+   * faulted huge (no wait for a collapse); the advice costs at most the granule being filled
+   * when the heap stops growing (2 MiB) and the uncarved tail of the one class's current
+   * page, on top of 0's 1% and 256 KiB of slack */
+  expect_int_eq(run_child("dense", "KITE_HUGEPAGES=dense", out), 0);
+  fprintf(stderr, "  0: rss %ld KiB; dense, one heap: %s", r0, out);
+  assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
+  expect_int_eq(h, 3);
+  if (kernel) expect_true(a >= 20 * 1024);
+  if (!test_emulator_lacks("dense's peak RSS against 0's", TEST_EMU_OWN_RSS))
+    expect_true(r <= r0 + r0 / 100 + 256 + 2048 + 64);
+  expect_int_eq(b + b2, 0);
+  if (kernel && strcmp(mode, "madvise") == 0) expect_int_eq(a2, 0); /* purged in part: split, 4 KiB pages for good */
+  expect_true(r2 < r - 16 * 1024);
+
+  /* two heaps: nothing advised, the full granules collapsed by the background thread */
+  expect_int_eq(run_child("mt-dense", "KITE_HUGEPAGES=DENSE", out), 0);
+  fprintf(stderr, "  dense, two heaps: %s", out);
   assert_int_eq(sscanf(out, "huge=%ld rss=%ld ahp=%ld bad=%ld rss2=%ld ahp2=%ld bad2=%ld", &h, &r, &a, &b, &r2, &a2, &b2), 7);
   expect_int_eq(h, 3);
   if (kernel) expect_true(a >= 24 * 1024);
@@ -322,6 +373,17 @@ TEST(big_heap) {
   expect_true(out[0] == '-');
   expect_true(count(out, 'h', 17, SAMPLES) >= (SAMPLES - 17) * 3 / 4);
   expect_int_eq(count(out, '?', 0, SAMPLES), 0);
+
+  /* dense: auto's rule while the process has one heap; with a second live heap nothing is
+   * advised (the collapse alone) */
+  expect_int_eq(run_child("big", "KITE_HUGEPAGES=dense", out), 0);
+  if (count(out, 'h', 17, SAMPLES) < (SAMPLES - 17) * 3 / 4 || out[0] != '-') fprintf(stderr, "  dense: %s", out);
+  expect_true(out[0] == '-');
+  expect_true(count(out, 'h', 17, SAMPLES) >= (SAMPLES - 17) * 3 / 4);
+  expect_int_eq(run_child("mt-big", "KITE_HUGEPAGES=dense", out), 0);
+  expect_int_eq((int)strlen(out), SAMPLES + 1);
+  if (count(out, '-', 0, SAMPLES) != SAMPLES) fprintf(stderr, "  dense, two heaps: %s", out);
+  expect_int_eq(count(out, '-', 0, SAMPLES), SAMPLES);
 }
 
 int main(int argc, char **argv) {
