@@ -4,13 +4,14 @@
  *
  * Fast path: p below the page map's end -> its slot's descriptor table and the unit's
  * descriptor by one load and adds (pagemap.h M1: a descriptor of the none table when p is
- * in no arena) -> it names this thread's heap (classify.h C2: so it is the head, and p
- * lies in its first unit) -> one multiply gives "p is a block start" and its index i ->
- * links[i] == LIVE -> links[i] = local_free, local_free = i, --used == 0 (emptied, or the
- * page is on the full list: page.h) -> the heap's slow path. The block itself is never
- * read or written.
- * Everything else is one call: another thread's block (free_arena_generic: remote.c),
- * large runs, huge maps and invalid pointers (free_generic).
+ * in no arena) -> its key (acquire) -> one multiply gives "p is a block start" and its
+ * index i -> the key is this thread's (classify.h C2: so the descriptor is the head, and p
+ * lies in its first unit) -> links[i] == LIVE -> links[i] = local_free, local_free = i,
+ * --used == 0 (emptied, or the page is on the full list: page.h) -> the heap's slow path.
+ * The block itself is never read or written.
+ * Everything else is one call: a block start of a page with another thread's key
+ * (free_remote, with its index: remote.c), anything else in the arenas
+ * (free_arena_generic), large runs, huge maps and invalid pointers (free_generic).
  *
  * Double frees: a block is freed only from LIVE. The owner checks and writes its entry
  * with plain accesses (it alone writes entries that are not LIVE or REMOTE); another thread
@@ -33,6 +34,7 @@
 
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 static KITE_NOINLINE void free_generic(void *p);
+static KITE_NOINLINE __attribute__((noipa)) void free_remote(void *p, kite_page_t *pg, uint64_t i);
 /* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
@@ -44,17 +46,30 @@ KITE_API void kite_free(void *p) {
     return;
   }
   kite_page_t *pg = _kite_pagemap_unit(u); /* pagemap.h M1: a readable descriptor */
-  uintptr_t key = _kite_this_key();
+  /* owner_key is stored by other threads, with release after the page's set-up (heap_impl.h
+   * page_own): read with acquire (a plain load on x86-64), so that a key of another thread
+   * makes the descriptor's other fields read below at least as new as that set-up, as the
+   * remote path needs (remote.c). heap.h: it is this thread's key exactly when pg->heap is
+   * this thread's heap; classify.h C2: any key makes pg a head, with p in its first unit:
+   * its offset is u's low 16 bits. */
+  uintptr_t owner = __atomic_load_n(&pg->owner_key, __ATOMIC_ACQUIRE);
   uint64_t i;
-  /* owner_key is stored by other threads: one relaxed read (heap.h: it is this thread's key
-   * exactly when pg->heap is this thread's heap; classify.h C2: so pg is a head, and p lies
-   * in its first unit: its offset is u's low 16 bits).
-   * The entry is read with an atomic load in every build (other threads CAS it, remote.c
+  if (unlikely(!_kite_block_index(pg, u & 0xffff, &i))) {
+    free_arena_generic(p, pg); /* not a block start of a keyed page (or no key) */
+    return;
+  }
+  if (unlikely(owner != _kite_this_key())) {
+    if (likely(owner != 0))
+      free_remote(p, pg, i); /* another thread's block (remote.c) */
+    else
+      free_arena_generic(p, pg); /* no key: abandoned, a first-class heap's, not a small page */
+    return;
+  }
+  /* The entry is read with an atomic load in every build (other threads CAS it, remote.c
    * R1): gcc then addresses it in place, where a plain read makes it build the address
    * first and keep it for the store below. */
-  if (unlikely(KITE_LOAD_RELAXED(pg->owner_key) != key || !_kite_block_index(pg, u & 0xffff, &i) ||
-               __atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
-    free_arena_generic(p, pg); /* mostly another thread's block (remote.c) */
+  if (unlikely(__atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
+    free_arena_generic(p, pg); /* reported there (remote.c R1) */
     return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
@@ -84,8 +99,8 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   if (--pg->used == 0) _kite_free_local_slow(_kite_heap_tls, pg); /* emptied, or on the full list */
 }
 
-/* free(p) that the fast path did not take (d: p's unit's descriptor, pagemap.h M1: one of
- * the none table's when p is in no arena). A
+/* free(p) that the fast path and free_remote did not take (d: p's unit's descriptor,
+ * pagemap.h M1: one of the none table's when p is in no arena). A
  * descriptor with an owner is a small page's head and p lies in its first unit (C2): the
  * remote path needs no head or kind lookup (the acquire pairs with the owner's release
  * store). The owner is not tested against this thread's heap: the fast path took every
@@ -104,6 +119,16 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
     return;
   }
   free_generic(p);
+}
+
+/* The fast path's block i at p of page pg, whose key (read with acquire) is another live
+ * thread's: C2, a head, and i is p's index, <= reserved (C1); freed by the remote protocol
+ * with no second look at the descriptor. */
+static KITE_NOINLINE __attribute__((noipa)) void free_remote(void *p, kite_page_t *pg, uint64_t i) {
+#ifndef KITE_THREAD_KEY
+  if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self(); /* as free_arena_generic does */
+#endif
+  _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned); /* C1: the claim refuses an uncarved block (R1) */
 }
 
 static KITE_NOINLINE void free_generic(void *p) {

@@ -140,7 +140,7 @@ static inline void page_extend(kite_heap_t *h, kite_page_t *pg) {
  * acquire, remote.c) and the key the free fast path compares (I-P2). */
 static inline void page_own(kite_heap_t *h, kite_page_t *pg) {
   __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
-  KITE_STORE_RELAXED(pg->owner_key, h->key);
+  __atomic_store_n(&pg->owner_key, h->key, __ATOMIC_RELEASE); /* free.c's acquire */
 }
 
 /* A former small page's run goes back to its arena, without its link array. */

@@ -132,70 +132,78 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
   return emptied;
 }
 
-/* R4. Walk the list taken from thread_free (head i, n blocks) onto the allocation list.
- * One unsigned compare per block tells both "REMOTE" and "next is a carved block": an entry
- * minus REMOTE is below capacity only then (below REMOTE it wraps around); the list's last
- * entry (next == END) is the one expected exception. The list head, capacity and entries
- * stay in registers (a store to an entry could alias pg->free otherwise). Three steps to a
- * round, so that the blocks' three roles (the list built so far, the block taken, the
- * next) rotate through three variables without moves between them; the count is checked
- * once a round while three or more blocks are left, then at each step. A step that finds
- * its entry odd leaves k at the blocks left, this one included (`left`: the steps of the
- * round before it). */
-#define TAKE_STEP(cur, prev, nxt, left)                                                  \
-  nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) - KITE_LINK_REMOTE;         \
+/* R4. Walk the list taken from thread_free (head i, n blocks) onto the allocation list, in
+ * its own order: each entry REMOTE|next becomes next, and the last block taken links to the
+ * allocation list as it was. One unsigned compare per block tells both "REMOTE" and "next
+ * is a carved block": an entry minus REMOTE is below capacity only then (below REMOTE it
+ * wraps around); the list's last entry (next == END) is the one expected exception, taken
+ * out of the loop. The entry is stored as it was computed, so a step is a load, a
+ * subtraction, a compare and a store, with no value kept for the step after it. Three
+ * steps to a round, so that the blocks' three roles (the one before, this one, the next)
+ * rotate through three variables without moves between them; the count is checked once a
+ * round while four or more blocks are left. A step that finds its entry odd leaves k at
+ * the blocks left, this one included (`left`: the steps of the round before it), and
+ * `last` at the block taken before it (NONE: none). */
+#define NONE (~(size_t)0)
+#define TAKE_STEP(prv, cur, nxt, left)                                                   \
+  nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) ^ KITE_LINK_REMOTE;         \
   if (unlikely(nxt >= cap)) {                                                            \
     i = cur;                                                                             \
-    head = prev;                                                                         \
+    last = prv;                                                                          \
     next = nxt;                                                                          \
     k -= left;                                                                           \
     goto odd;                                                                            \
   }                                                                                      \
-  __atomic_store_n(&l[cur], (uint16_t)prev, __ATOMIC_RELAXED); /* REMOTE: the taker's */
+  __atomic_store_n(&l[cur], (uint16_t)nxt, __ATOMIC_RELAXED); /* REMOTE: the taker's */
 static uint32_t take_list(kite_page_t *pg, size_t i, uint32_t n) {
   uint16_t *l = pg->links;
-  size_t cap = pg->capacity, head = pg->free, next; /* size_t: no zero-extension moves */
+  size_t cap = pg->capacity, next, last, first = i; /* size_t: no zero-extension moves */
   uint32_t k = n;
-  if (k == 0) goto out;
+  if (k == 0) return 0;
   if (unlikely(i >= cap)) goto broken;
-  size_t a = head, b = i, c; /* a: the list built so far, b: the next block to take */
-  for (; k >= 3; k -= 3) {
-    TAKE_STEP(b, a, c, 0)
-    TAKE_STEP(c, b, a, 1)
-    TAKE_STEP(a, c, b, 2)
+  size_t a = i, b, c = NONE; /* a: the next block to take, c: the one taken before it */
+  for (; k >= 4; k -= 3) {
+    TAKE_STEP(c, a, b, 0)
+    TAKE_STEP(a, b, c, 1)
+    TAKE_STEP(b, c, a, 2)
   }
-  head = a;
-  if (k == 0) goto out;
-  TAKE_STEP(b, a, c, 0)
-  head = b;
-  if (--k == 0) goto out;
-  TAKE_STEP(c, b, a, 0)
-  head = c;
-  k = 0;
-  goto out;
-odd: /* block i's entry less REMOTE is next, not a carved block; head: the list before it */
-  if (next == KITE_LINK_END && k == 1) { /* the last block */
-    __atomic_store_n(&l[i], (uint16_t)head, __ATOMIC_RELAXED);
-    head = i;
-    k = 0;
-    goto out;
+  for (; k > 1; k--) {
+    TAKE_STEP(c, a, b, 0)
+    c = a;
+    a = b;
   }
+  /* the last block the count takes: its entry's next is not followed */
+  next = (size_t)__atomic_load_n(&l[a], __ATOMIC_RELAXED) ^ KITE_LINK_REMOTE;
+  if (unlikely(next >= cap && next != KITE_LINK_END)) {
+    i = a;
+    last = c;
+    goto odd;
+  }
+  __atomic_store_n(&l[a], (uint16_t)pg->free, __ATOMIC_RELAXED);
+  pg->free = (uint16_t)first;
+  return n;
+odd: /* block i's entry less REMOTE is next, not a carved block; last: the block before it */
   if (next > KITE_LINK_END) { /* not REMOTE: R3's owner store */
     _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, (uint32_t)i));
-    goto out;
+    goto cut;
   }
-  /* REMOTE, but its next is not carved (or the list ends before its count): block i goes
-   * back, the walk stops at the next one */
-  __atomic_store_n(&l[i], (uint16_t)head, __ATOMIC_RELAXED);
-  head = i;
+  /* REMOTE, but its next is not carved (or the list ends before its count): block i is
+   * taken, the walk stops at the next one */
+  last = i;
   k--;
+  _kite_report_invalid("free(): cross-thread free list of a page is broken (racing double free)", _kite_page_block(pg, 0));
+cut: /* the blocks taken, first .. last, go before the allocation list */
+  if (last != NONE) {
+    __atomic_store_n(&l[last], (uint16_t)pg->free, __ATOMIC_RELAXED);
+    pg->free = (uint16_t)first;
+  }
+  return n - k;
 broken:
   _kite_report_invalid("free(): cross-thread free list of a page is broken (racing double free)", _kite_page_block(pg, 0));
-out:
-  pg->free = (uint16_t)head;
-  return n - k;
+  return 0;
 }
 #undef TAKE_STEP
+#undef NONE
 
 uint32_t _kite_remote_take(kite_page_t *pg) {
   /* R7: the bit stays (only heap_lock's holders change it, and they alone take an abandoned

@@ -232,7 +232,7 @@ typedef struct kite_page_s {
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
   uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
-  uintptr_t owner_key;             /* its heap's thread key, 0 if none (heap.h); relaxed atomic */
+  uintptr_t owner_key;             /* its heap's thread key, 0 if none (heap.h); atomic: a key stored with release, read by free with acquire */
   uint16_t head_off;               /* units back to the head descriptor (0: a head) */
   uint8_t in_full;                 /* on its heap's full list (page.h) */
   uint8_t zero_tail;               /* small: its blocks past capacity are zero (page.h) */
