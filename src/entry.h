@@ -52,6 +52,10 @@ static inline void *_kite_heap_calloc_via(kite_heap_malloc_fn heap_malloc, struc
 
 /* The standard names as aliases of the kite_ functions defined in the expanding file. */
 #define KITE_ALIAS(target) __attribute__((alias(#target), visibility("default"), used))
+/* Hidden names of the same functions, for the C++ operators (override_cxx.cpp): a call
+ * through them binds inside the library (a direct call, no GOT load), as the C entry
+ * points' calls do, where a call to the exported kite_ name would go through the GOT. */
+#define KITE_LOCAL_ALIAS(target) __attribute__((alias(#target), visibility("hidden")))
 #define KITE_ALLOC_ALIASES                                                   \
   void *malloc(size_t n) KITE_ALIAS(kite_malloc);                            \
   void *calloc(size_t c, size_t n) KITE_ALIAS(kite_calloc);                  \
@@ -69,7 +73,9 @@ static inline void *_kite_heap_calloc_via(kite_heap_malloc_fn heap_malloc, struc
   void *__libc_memalign(size_t a, size_t n) KITE_ALIAS(kite_memalign);       \
   void *__libc_valloc(size_t n) KITE_ALIAS(kite_valloc);                     \
   void *__libc_pvalloc(size_t n) KITE_ALIAS(kite_pvalloc);                   \
-  int __posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign);
+  int __posix_memalign(void **out, size_t a, size_t n) KITE_ALIAS(kite_posix_memalign); \
+  void *_kite_cxx_malloc(size_t n) KITE_LOCAL_ALIAS(kite_malloc);            \
+  int _kite_cxx_posix_memalign(void **out, size_t a, size_t n) KITE_LOCAL_ALIAS(kite_posix_memalign);
 #define KITE_FREE_ALIASES                                                    \
   void free(void *p) KITE_ALIAS(kite_free);                                  \
   void cfree(void *p) KITE_ALIAS(kite_free);                                 \
@@ -78,5 +84,6 @@ static inline void *_kite_heap_calloc_via(kite_heap_malloc_fn heap_malloc, struc
    * that library's free with a kite block) */                                \
   void free_sized(void *p, size_t n) KITE_ALIAS(kite_free_sized);            \
   void free_aligned_sized(void *p, size_t a, size_t n) KITE_ALIAS(kite_free_aligned_sized); \
-  size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);
+  size_t malloc_usable_size(void *p) KITE_ALIAS(kite_malloc_usable_size);   \
+  void _kite_cxx_free(void *p) KITE_LOCAL_ALIAS(kite_free);
 #endif

@@ -61,7 +61,7 @@ static void fork_child(void) {
 void _kite_process_init(void) {
   if (__atomic_exchange_n(&process_init_done, 1, __ATOMIC_ACQ_REL)) return;
   _kite_options_ensure();
-  /* Registered only once the options are read (_kite_options_state 2) and, within that,
+  /* Registered only once the options are read (_kite_options_once DONE) and, within that,
    * the start-up stderr recorded (message.c): neither once-initialisation can be half done
    * in a child these handlers run in, unlike the secrets, the guarded region and the fault
    * handler, made on first use at any time (their child hooks above). */

@@ -2,26 +2,29 @@
  * message.h). The misuse reports, which count and read options, are in report.c. */
 #include "message.h"
 #include "os.h"
+#include "once.h"
 
-/* 0: not recorded, 1: fd 2 was open at start-up, 2: it was closed, 3: being recorded */
-static int msg_state;
+/* The start-up stderr's recording (once.h: DONE once recorded; never FAILED). It runs before
+ * kite's fork handlers are registered (init.c), so a child forked while another thread
+ * records has no handler to take the claim back: its own recording takes it over (once.h
+ * O6). The three below are written by the claimer and read only after DONE (O3). */
+static kite_once_t msg_once = KITE_ONCE_INIT;
+static bool msg_open;      /* fd 2 was open at start-up */
 static uint64_t msg_id[2]; /* what fd 2 was (device, inode) */
 static int msg_fd = -1;    /* a close-on-exec duplicate of it, or -1 (dup refused) */
 
 void _kite_message_init(void) {
-  int st = __atomic_load_n(&msg_state, __ATOMIC_ACQUIRE);
-  if (likely(st == 1 || st == 2)) return;
-  if (st == 0 && __atomic_compare_exchange_n(&msg_state, &st, 3, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (likely(_kite_once_done(&msg_once))) return;
+  if (_kite_once_claim(&msg_once, _kite_os_getpid(), _kite_os_yield)) { /* (else another thread recorded it) */
     /* the duplicate first, then its identity: both are surely the same file */
     int fd = _kite_os_dup_cloexec(2);
     uint64_t id[2];
     bool is_open = _kite_os_fd_identity(fd >= 0 ? fd : 2, id);
     msg_id[0] = id[0]; msg_id[1] = id[1];
     msg_fd = fd;
-    __atomic_store_n(&msg_state, is_open ? 1 : 2, __ATOMIC_RELEASE);
-    return;
+    msg_open = is_open;
+    _kite_once_end(&msg_once, true);
   }
-  while (__atomic_load_n(&msg_state, __ATOMIC_ACQUIRE) == 3) _kite_os_yield(); /* another thread records */
 }
 
 /* Recorded before the program's own constructors run: in a static link this object is in
@@ -32,6 +35,14 @@ void _kite_message_init(void) {
  * the program that depends on it anyway. */
 __attribute__((constructor(101))) static void message_ctor(void) { _kite_message_init(); }
 
+#ifdef KITE_TEST_HOOKS
+/* Tests: set the recording's word (-1: as a thread of this process recording it), return
+ * the word before (to set it back). */
+int _kite_test_message_stage(int w) {
+  return __atomic_exchange_n(&msg_once.state, w < 0 ? _kite_once_busy_word(_kite_os_getpid()) : w, __ATOMIC_ACQ_REL);
+}
+#endif
+
 static bool is_startup_stderr(int fd) {
   uint64_t id[2];
   return fd >= 0 && _kite_os_fd_identity(fd, id) && id[0] == msg_id[0] && id[1] == msg_id[1];
@@ -39,7 +50,7 @@ static bool is_startup_stderr(int fd) {
 
 int _kite_message_fd(void) {
   _kite_message_init();
-  if (msg_state != 1) return -1;
+  if (!msg_open) return -1;
   /* fd 2 while it is still that file (the program's own description of it: its offset), else
    * the duplicate while nothing has replaced it (a dup2 onto it, a close and a reuse) */
   if (is_startup_stderr(2)) return 2;

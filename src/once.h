@@ -1,7 +1,8 @@
 /* src/once.h -- a once-initialisation that other threads wait on without a lock, and that
  * a fork cannot leave stuck, whether kite's fork handlers run in the child or not: the
  * process secrets' draw (secret.c), the guarded sampler's region (guarded.c), the fault
- * handler's installation (os/linux.c). Layer: base (with types.h; it includes nothing of
+ * handler's installation (os/linux.c), the options' read (options.c) and the start-up
+ * stderr's recording (message.c). Layer: base (with types.h; it includes nothing of
  * kite's, so every layer may use it).
  *
  * A kite_once_t is one word, zero (KITE_ONCE_INIT) before the first use; its low two bits
@@ -13,7 +14,9 @@
  *   KITE_ONCE_FAILED  3  the claimer gave up (its user's failure stands: nobody tries again)
  * A use: `if (!_kite_once_done(o)) { if (_kite_once_claim(o, pid, relax)) { make it;
  * _kite_once_end(o, ok); } ... _kite_once_done(o) says whether it is there }`; the atfork
- * child handler of its owner calls _kite_once_fork_child(o, NULL or a check).
+ * child handler of its owner calls _kite_once_fork_child(o, NULL or a check) (an owner done
+ * before kite's handlers are registered, the options and the message stream, needs none:
+ * only a fork that runs no handler can find it BUSY, O6).
  *
  * Invariants
  *   O1 Only a compare-and-swap moves NONE to BUSY (_kite_once_claim, _kite_once_try), or

@@ -102,8 +102,8 @@ int64_t _kite_opt_value[KITE_OPT_COUNT] = {
   [KITE_OPT_GUARDED_SAMPLE] = KITE_DEFAULT_GUARDED_SAMPLE, [KITE_OPT_PROF_SAMPLE] = KITE_DEFAULT_PROF_SAMPLE,
   [KITE_OPT_PROF_LEAKS] = KITE_DEFAULT_PROF_LEAKS,     [KITE_OPT_PROF_PEAK] = KITE_DEFAULT_PROF_PEAK,
 };
-static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_state is 2 */
-int _kite_options_state;
+static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_once is DONE */
+kite_once_t _kite_options_once = KITE_ONCE_INIT;
 size_t _kite_small_route; /* 0 until the options are read (options.h) */
 int _kite_prof_enabled;
 char _kite_prof_prefix[256];
@@ -281,8 +281,9 @@ static void prof_read(void) {
 }
 
 void _kite_options_read(void) {
-  int expected = 0;
-  if (__atomic_compare_exchange_n(&_kite_options_state, &expected, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  /* (another thread reading them: wait, as before, without yielding; an ancestor's claim,
+   * in a child forked mid-read with no handler of kite's: take it over, once.h O6) */
+  if (_kite_once_claim(&_kite_options_once, _kite_os_getpid(), NULL)) {
     _kite_message_init(); /* the start-up stderr, before anything is reported */
     refuse_page(_kite_os_init()); /* the OS geometry, before the first mapping */
     for (unsigned o = 0; o < KITE_OPT_COUNT; o++) {
@@ -294,8 +295,14 @@ void _kite_options_read(void) {
     prof_read();
     __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_opt(KITE_OPT_GUARDED_SAMPLE)), __ATOMIC_RELAXED);
     if (!getauxval(AT_SECURE)) check_unknown_names(); /* where secure_getenv read nothing */
-    __atomic_store_n(&_kite_options_state, 2, __ATOMIC_RELEASE);
-  } else {
-    while (__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2) { /* another thread is reading */ }
+    _kite_once_end(&_kite_options_once, true);
   }
 }
+
+#ifdef KITE_TEST_HOOKS
+/* Tests: set the read's word (-1: as a thread of this process reading them), return the
+ * word before (to set it back). */
+int _kite_test_options_stage(int w) {
+  return __atomic_exchange_n(&_kite_options_once.state, w < 0 ? _kite_once_busy_word(_kite_os_getpid()) : w, __ATOMIC_ACQ_REL);
+}
+#endif

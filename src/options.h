@@ -19,6 +19,7 @@
 #ifndef KITE_OPTIONS_H
 #define KITE_OPTIONS_H
 #include "types.h"
+#include "once.h"
 
 /* ---- build-time defaults: -DKITE_DEFAULT_<NAME>=value (checked against the range in
  * options.c at compile time) ---- */
@@ -142,10 +143,12 @@ static inline size_t _kite_small_route_for(int64_t guarded_sample) {
 #endif
 }
 
-/* 0: not read yet, 1: being read by one thread, 2: read. */
-extern int _kite_options_state KITE_HIDDEN;
+/* The environment's read (once.h: DONE once read; never FAILED). It runs before kite's fork
+ * handlers are registered (init.c), so a child forked while another thread reads them has
+ * no handler to take the claim back: its own read takes it over (once.h O6). */
+extern kite_once_t _kite_options_once KITE_HIDDEN;
 void _kite_options_read(void) __attribute__((cold, noinline));
 static inline void _kite_options_ensure(void) {
-  if (unlikely(__atomic_load_n(&_kite_options_state, __ATOMIC_ACQUIRE) != 2)) _kite_options_read();
+  if (unlikely(!_kite_once_done(&_kite_options_once))) _kite_options_read(); /* one compare */
 }
 #endif

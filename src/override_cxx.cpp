@@ -24,6 +24,12 @@ void kite_bad_alloc_dtor(void *) __asm__("_ZNSt9bad_allocD1Ev") __attribute__((w
 extern char kite_bad_alloc_typeinfo __asm__("_ZTISt9bad_alloc") __attribute__((weak));
 extern void *kite_bad_alloc_vtable[] __asm__("_ZTVSt9bad_alloc") __attribute__((weak));
 void _kite_write_str(int fd, const char *s);
+// kite_malloc, kite_posix_memalign and kite_free under hidden names (entry.h's alias lists,
+// defined where the library's standard names are: the default or the secure build's): a
+// direct call, where the exported names would be called through the GOT.
+void *_kite_cxx_malloc(std::size_t n) noexcept __attribute__((visibility("hidden")));
+int _kite_cxx_posix_memalign(void **out, std::size_t a, std::size_t n) noexcept __attribute__((visibility("hidden")));
+void _kite_cxx_free(void *p) noexcept __attribute__((visibility("hidden")));
 }
 
 [[noreturn]] __attribute__((noinline, cold)) static void throw_bad_alloc() {
@@ -40,9 +46,9 @@ void _kite_write_str(int fd, const char *s);
 static std::new_handler current_handler() { return kite_get_new_handler ? kite_get_new_handler() : nullptr; }
 
 static void *kite_new_aligned_raw(std::size_t n, std::size_t al) noexcept {
-  if (al <= 16) return kite_malloc(n);
+  if (al <= 16) return _kite_cxx_malloc(n);
   void *p = nullptr;
-  return kite_posix_memalign(&p, al, n) == 0 ? p : nullptr;
+  return _kite_cxx_posix_memalign(&p, al, n) == 0 ? p : nullptr;
 }
 
 // Retry loop of [new.delete.single]: call the new_handler until the allocation succeeds.
@@ -60,12 +66,12 @@ __attribute__((noinline)) static void *kite_new_slow(std::size_t n, std::size_t 
 }
 
 static inline void *kite_new(std::size_t n) {
-  void *p = kite_malloc(n);
+  void *p = _kite_cxx_malloc(n);
   if (__builtin_expect(p != nullptr, 1)) return p;
   return kite_new_slow(n, 0, false);
 }
 static inline void *kite_new_nothrow(std::size_t n) noexcept {
-  void *p = kite_malloc(n);
+  void *p = _kite_cxx_malloc(n);
   if (__builtin_expect(p != nullptr, 1)) return p;
   return kite_new_slow(n, 0, true);
 }
@@ -89,15 +95,15 @@ KITE_CXX_API void *operator new[](std::size_t n, std::align_val_t al) { return k
 KITE_CXX_API void *operator new(std::size_t n, std::align_val_t al, const std::nothrow_t &) noexcept { return kite_new_al_nothrow(n, al); }
 KITE_CXX_API void *operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t &) noexcept { return kite_new_al_nothrow(n, al); }
 
-KITE_CXX_API void operator delete(void *p) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete(void *p, const std::nothrow_t &) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p, const std::nothrow_t &) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete(void *p, std::size_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p, std::size_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete(void *p, std::align_val_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p, std::align_val_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete(void *p, std::size_t, std::align_val_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { kite_free(p); }
-KITE_CXX_API void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { kite_free(p); }
+KITE_CXX_API void operator delete(void *p) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete(void *p, const std::nothrow_t &) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p, const std::nothrow_t &) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete(void *p, std::size_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p, std::size_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete(void *p, std::align_val_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p, std::align_val_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete(void *p, std::size_t, std::align_val_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept { _kite_cxx_free(p); }
+KITE_CXX_API void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept { _kite_cxx_free(p); }

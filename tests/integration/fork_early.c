@@ -3,16 +3,21 @@
  * kite registers its pthread_atfork handlers in its constructor (init.c). This program's
  * own constructor runs before that one (priority 101: in one statically linked program it
  * comes before every constructor of the default priority, kite's included) and forks there
- * twice, so no handler of kite's runs in either child:
+ * four times, so no handler of kite's runs in any child:
  *   first_use    nothing of kite's was used yet: the child is kite's first user
  *   mid_once     as if threads of the parent were inside kite's once-initialisations at the
  *                fork (the secrets' draw, the guarded region's making, the fault handler's
  *                installation: claimed through the test hooks, as a thread does on its first
  *                use): the child, where those threads do not exist, has no handler to
  *                take them back; its own first uses take them over (once.h O6)
+ *   mid_options  as if a thread of the parent were reading the options (its first call into
+ *                kite): the child's first malloc takes the read over (O6)
+ *   mid_message  as if a thread of the parent were recording the start-up stderr: the
+ *                child's first message (the options' read, or the check below) takes it over
  * Each child, still inside the constructor, mallocs, fills, checks and frees small, large,
- * huge (sealed with the secrets) and sampled guarded blocks, and exits 0; a hang ends as
- * SIGALRM. main checks both children's status, then that the parent allocates as usual.
+ * huge (sealed with the secrets) and sampled guarded blocks, checks that messages go to its
+ * stderr (fd 2, open), and exits 0; a hang ends as SIGALRM. main checks every child's
+ * status, then that the parent allocates as usual.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -27,6 +32,9 @@ void _kite_test_secret_finish(void);
 _Bool _kite_test_guarded_claim(void);
 _Bool _kite_test_guarded_finish(void);
 int _kite_test_faults_stage(int st);
+int _kite_test_options_stage(int w);
+int _kite_test_message_stage(int w);
+int _kite_message_fd(void);
 void _kite_guarded_counts(uint64_t *allocs, uint64_t *frees);
 
 /* The child's work: 0 when every block came back whole, else which step failed. */
@@ -51,10 +59,11 @@ static int child_work(void) {
   A_free(g);
   _kite_guarded_counts(&a1, &f1);
   if (f1 != f0 + 1) return 33;
+  if (_kite_message_fd() != 2) return 40; /* the start-up stderr, recorded in this process */
   return 0;
 }
 
-static int status_first_use = -1, status_mid_once = -1;
+static int status_first_use = -1, status_mid_once = -1, status_mid_options = -1, status_mid_message = -1;
 
 static int run_child(void) {
   pid_t pid = fork();
@@ -76,6 +85,13 @@ __attribute__((constructor(101))) static void fork_before_kite(void) {
   _kite_test_faults_stage(faults);
   if (secret) _kite_test_secret_finish();
   if (region) _kite_test_guarded_finish();
+  /* each alone, as a thread inside it (the words are set back as they were after) */
+  int opts = _kite_test_options_stage(-1);
+  status_mid_options = run_child();
+  _kite_test_options_stage(opts);
+  int msg = _kite_test_message_stage(-1);
+  status_mid_message = run_child();
+  _kite_test_message_stage(msg);
 }
 
 static void expect_child(const char *name, int st) {
@@ -87,6 +103,8 @@ int main(void) {
   fprintf(stderr, "variant: %s\n", A_VARIANT);
   expect_child("first_use", status_first_use);
   expect_child("mid_once", status_mid_once);
+  expect_child("mid_options", status_mid_options);
+  expect_child("mid_message", status_mid_message);
   expect_int_eq(child_work(), 0); /* the parent, its claims finished */
   return test_main_end();
 }
