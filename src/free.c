@@ -34,7 +34,7 @@
 
 static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE __attribute__((noipa)) void free_remote(void *p, kite_page_t *pg, uint64_t i);
+static KITE_NOINLINE KITE_NO_IPA void free_remote(void *p, kite_page_t *pg, uint64_t i);
 /* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
 
@@ -124,7 +124,7 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
 /* The fast path's block i at p of page pg, whose key (read with acquire) is another live
  * thread's: C2, a head, and i is p's index, <= reserved (C1); freed by the remote protocol
  * with no second look at the descriptor. */
-static KITE_NOINLINE __attribute__((noipa)) void free_remote(void *p, kite_page_t *pg, uint64_t i) {
+static KITE_NOINLINE KITE_NO_IPA void free_remote(void *p, kite_page_t *pg, uint64_t i) {
 #ifndef KITE_THREAD_KEY
   if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self(); /* as free_arena_generic does */
 #endif

@@ -16,14 +16,6 @@
  * calls it as a no-return function: never as the last jump of its caller, whose fast path
  * then keeps a stack frame for that call. Hiding that it never returns (noipa) lets the
  * callers (free, release) end in a jump to it, with no frame. */
-#if defined(__has_attribute)
-#if __has_attribute(noipa)
-#define KITE_NO_IPA __attribute__((noipa))
-#endif
-#endif
-#ifndef KITE_NO_IPA
-#define KITE_NO_IPA
-#endif
 /* "kite: secure: KIND: 0x..." on the process's stderr, then abort (a test build's
  * _kite_secure_error_hook, when set, is called instead and the operation skipped). */
 KITE_COLD KITE_NO_IPA void _kite_secure_error(const char *kind, const void *p);

@@ -113,6 +113,17 @@ __attribute__((visibility("default"))) void AnnotateIgnoreReadsEnd(const char *f
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define KITE_NOINLINE __attribute__((noinline))
 #define KITE_COLD __attribute__((cold, noinline))
+/* KITE_NO_IPA: the compiler may not use what it learns of the function's body at its call
+ * sites (gcc's noipa: no dropped or reordered arguments, no no-return deduction); clang has
+ * no such attribute and there it is empty (the functions that use it are noinline too) */
+#if defined(__has_attribute)
+#if __has_attribute(noipa)
+#define KITE_NO_IPA __attribute__((noipa))
+#endif
+#endif
+#ifndef KITE_NO_IPA
+#define KITE_NO_IPA
+#endif
 /* Every extern declaration of kite's internal data carries KITE_HIDDEN: -fvisibility=hidden
  * covers definitions only, so without it a file that reads another file's global goes
  * through the GOT (the linker relaxes that load to an extra lea, still one more instruction
