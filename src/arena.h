@@ -51,7 +51,7 @@ void _kite_arena_free_run_done(uint64_t now);
 void _kite_arena_advise_run(kite_page_t *head, size_t bytes);
 /* Live heaps, thread and first-class (atomic; heap_pool.c keeps it): KITE_HUGEPAGES=dense
  * advises granules at their first claim as auto does while it is 1 (thp.c). */
-extern uint32_t _kite_thp_heaps;
+extern uint32_t _kite_thp_heaps KITE_HIDDEN;
 /* Resize the run at head in place to 2^new_order units (realloc of a large block): grow when
  * the run starts at a multiple of the new size and the units that join it are free (then
  * *tail_zero, if not NULL, tells whether they are all known to be zero), or shrink, the tail

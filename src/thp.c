@@ -55,10 +55,6 @@ static bool thp_program_big(void) {
  * goes back to 4 KiB pages for good (MADV_NOHUGEPAGE, _kite_thp_purged): memory that comes and goes
  * is not worth a huge page. Runs of a granule or more are advised by
  * _kite_arena_advise_run over the part the program asked for, as in every mode. */
-/* KITE_HUGEPAGES=auto (see THP_MIN_COMMITTED): decides the granule of a run of order
- * `order` starting at unit u that is being claimed, if that is the granule's first claim.
- * Returns the granule's first unit when it is to be advised (the caller advises it after
- * dropping the lock, before the run is handed out), else 0. Slot lock held. */
 /* KITE_HUGEPAGES=dense uses the same rule while the process has one live heap (a
  * single-threaded program, _kite_thp_heaps): one heap's claims fill an arena's granules
  * lowest first and alone, so a granule above a full one is where that heap's carving goes
@@ -68,7 +64,12 @@ static bool thp_program_big(void) {
  * (auto's peak RSS on the 8-thread rows): dense's collapse alone then. In dense mode only a
  * granule none of whose units has been touched since its last purge is advised (its first
  * claim); one not advised stays THP_UNDECIDED, for the collapse to find dense later. */
-uint32_t _kite_thp_heaps;
+uint32_t _kite_thp_heaps; /* live heaps (heap_pool.c: counted as linked into, and unlinked from, the list of all heaps) */
+
+/* KITE_HUGEPAGES=auto (see THP_MIN_COMMITTED): decides the granule of a run of order
+ * `order` starting at unit u that is being claimed, if that is the granule's first claim.
+ * Returns the granule's first unit when it is to be advised (the caller advises it after
+ * dropping the lock, before the run is handed out), else 0. Slot lock held. */
 uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   int mode = _kite_opt(KITE_OPT_HUGEPAGES);
   if ((1u << order) >= THP_UNITS) return 0;
