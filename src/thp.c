@@ -64,7 +64,8 @@ static bool thp_program_big(void) {
  * (auto's peak RSS on the 8-thread rows): dense's collapse alone then. In dense mode only a
  * granule none of whose units has been touched since its last purge is advised (its first
  * claim); one not advised stays THP_UNDECIDED, for the collapse to find dense later. */
-uint32_t _kite_thp_heaps; /* live heaps (heap_pool.c: counted as linked into, and unlinked from, the list of all heaps) */
+/* live heaps (heap_pool.c: counted as linked into, and unlinked from, the list of all heaps) */
+uint32_t _kite_thp_heaps;
 
 /* KITE_HUGEPAGES=auto (see THP_MIN_COMMITTED): decides the granule of a run of order
  * `order` starting at unit u that is being claimed, if that is the granule's first claim.
