@@ -44,16 +44,21 @@ static bool count_block(void *block, size_t usable, void *arg) {
   return true;
 }
 
-/* Live blocks of one kind by the statistics (JSON "small": {"live_blocks": N}, or
- * "large"). */
-static long stats_kind_live(const char *kind) {
+/* The statistics' JSON, read into buf (a string). */
+static void stats_read(char *buf, size_t size) {
   FILE *f = tmpfile();
   if (!f) { perror("tmpfile"); exit(2); }
   stats_json(fileno(f));
-  char buf[8192];
-  size_t n = (size_t)pread(fileno(f), buf, sizeof buf - 1, 0);
+  size_t n = (size_t)pread(fileno(f), buf, size - 1, 0);
   fclose(f);
-  buf[n < sizeof buf ? n : 0] = 0;
+  buf[n < size ? n : 0] = 0;
+}
+
+/* Live blocks of one kind by the statistics (JSON "small": {"live_blocks": N}, or
+ * "large"). */
+static long stats_kind_live(const char *kind) {
+  char buf[8192];
+  stats_read(buf, sizeof buf);
   char key[64];
   snprintf(key, sizeof key, "\"%s\": {", kind);
   char *s = strstr(buf, key);
@@ -66,13 +71,8 @@ static long stats_live(void) { return stats_kind_live("small"); }
 /* Bytes the arenas hold committed by the statistics (JSON "committed": N): a large run a
  * thread keeps is not live (it is held) but stays committed. */
 static long stats_committed(void) {
-  FILE *f = tmpfile();
-  if (!f) { perror("tmpfile"); exit(2); }
-  stats_json(fileno(f));
   char buf[8192];
-  size_t n = (size_t)pread(fileno(f), buf, sizeof buf - 1, 0);
-  fclose(f);
-  buf[n < sizeof buf ? n : 0] = 0;
+  stats_read(buf, sizeof buf);
   char *s = strstr(buf, "\"committed\": ");
   if (!s) { printf("FAIL no committed bytes in the statistics\n"); exit(1); }
   return strtol(s + strlen("\"committed\": "), NULL, 10);
