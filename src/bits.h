@@ -41,31 +41,20 @@ static inline double _kite_ln(double x) {
  * the chance that a byte-sampling gap of mean 1 ends inside x, one per sample (the profiler's
  * weight, prof.h). x = k ln 2 + r with r in [0, ln 2); 1 - e^-r = r (1 - r/2! + r^2/3! - ...)
  * by Horner's rule to its 17th term (the next one is below 2^-60 of the sum over that range),
- * a fixed chain of multiply-adds with no loop and no division; then 1 - 2^-k e^-r, which for
- * k >= 1 is at least 1/2, so the subtraction loses nothing. */
+ * multiply-adds over a table of the coefficients, with no division; then 1 - 2^-k e^-r,
+ * which for k >= 1 is at least 1/2, so the subtraction loses nothing. */
 static inline double _kite_one_minus_exp_neg(double x) {
   if (x > 700) return 1;
   int k = (int)(x * 1.4426950408889634); /* 1 / ln 2 */
   double r = k ? x - k * 0.6931471805599453 : x;
   if (r < 0) { k--; r += 0.6931471805599453; } /* the product's rounding */
-  double y = -r; /* coefficients 1/(i+1)! */
-  double q = 1.0 / 355687428096000.0;            /* 1/17! */
-  q = q * y + 1.0 / 20922789888000.0;            /* 1/16! */
-  q = q * y + 1.0 / 1307674368000.0;
-  q = q * y + 1.0 / 87178291200.0;
-  q = q * y + 1.0 / 6227020800.0;
-  q = q * y + 1.0 / 479001600.0;
-  q = q * y + 1.0 / 39916800.0;
-  q = q * y + 1.0 / 3628800.0;
-  q = q * y + 1.0 / 362880.0;
-  q = q * y + 1.0 / 40320.0;
-  q = q * y + 1.0 / 5040.0;
-  q = q * y + 1.0 / 720.0;
-  q = q * y + 1.0 / 120.0;
-  q = q * y + 1.0 / 24.0;
-  q = q * y + 1.0 / 6.0;
-  q = q * y + 0.5;
-  q = q * y + 1.0;
+  /* 1/17!, 1/16!, ..., 1/2!, 1/1!: the coefficients from the innermost out */
+  static const double inv_fact[17] = {
+      1.0 / 355687428096000.0, 1.0 / 20922789888000.0, 1.0 / 1307674368000.0, 1.0 / 87178291200.0,
+      1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+      1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0};
+  double y = -r, q = inv_fact[0];
+  for (int i = 1; i < 17; i++) q = q * y + inv_fact[i];
   q *= r; /* 1 - e^-r */
   if (k == 0) return q;
   union { double d; uint64_t u; } v = {1 - q}; /* e^-r in (1/2, 1]: the exponent stays normal */
