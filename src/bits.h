@@ -21,7 +21,9 @@ static inline unsigned _kite_popcount64(uint64_t x) {
 }
 
 /* ceil(log2(x)); 0 for x <= 1 */
-static inline unsigned _kite_ceil_log2(uint64_t x) { return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1); }
+static inline unsigned _kite_ceil_log2(uint64_t x) {
+  return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1);
+}
 
 /* Natural logarithm of x in (0, 1], without libm (the samplers' random gaps, guarded.c and
  * prof.c): x = m * 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by
@@ -33,7 +35,8 @@ static inline double _kite_ln(double x) {
   double m = v.d;
   if (m > 1.4142135623730951) { m *= 0.5; e++; }
   double s = (m - 1) / (m + 1), s2 = s * s;
-  double t = s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
+  double t = s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 +
+                                                          s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
   return e * 0.6931471805599453 + 2 * t;
 }
 

@@ -77,7 +77,8 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (mode == KITE_HUGEPAGES_DENSE && __atomic_load_n(&_kite_thp_heaps, __ATOMIC_RELAXED) == 1 &&
       _kite_opt(KITE_OPT_PURGE_DELAY_MS) != 0) {
     uint32_t g = u & ~(THP_UNITS - 1);
-    if (a->advised[g] != THP_UNDECIDED || g < THP_UNITS || g + THP_UNITS > a->mapped_units || !thp_program_big())
+    if (a->advised[g] != THP_UNDECIDED || g < THP_UNITS || g + THP_UNITS > a->mapped_units ||
+        !thp_program_big())
       return 0;
     for (uint32_t v = g; v < g + THP_UNITS; v++)
       if (!a->is_free[v] || a->dirty[v]) return 0; /* not its first claim */
@@ -105,16 +106,15 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
  * looks again and, if the granule is still all in use and resident, rebuilds it in place
  * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, 0.75 to 3 ms of
- * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB, khugepaged leaves the arena alone and
- * a later purge of part of the granule splits the huge page back, after which the granule
- * is never collapsed again (THP_SMALL). A granule not dense enough yet goes back to
- * THP_UNDECIDED and is looked at again at a later claim above it. Each collapse holds
- * purge_lock, so no purge decommits part of the granule meanwhile; with
- * KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the mode does
- * nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING (the
- * claiming thread or the pass is looking at it), THP_PENDING, THP_COLLAPSED, THP_SMALL
- * (never again); a large run of a granule or more
- * sets THP_RUN (advise_run). */
+ * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB,
+ * khugepaged leaves the arena alone and a later purge of part of the granule splits the
+ * huge page back, after which the granule is never collapsed again (THP_SMALL). A granule
+ * not dense enough yet goes back to THP_UNDECIDED and is looked at again at a later claim
+ * above it. Each collapse holds purge_lock, so no purge decommits part of the granule
+ * meanwhile; with KITE_PURGE_DELAY_MS=0 (frees decommit at once, without that lock) the
+ * mode does nothing. advised[g] for a granule's first unit g: THP_UNDECIDED, THP_LOOKING
+ * (the claiming thread or the pass is looking at it), THP_PENDING, THP_COLLAPSED,
+ * THP_SMALL (never again); a large run of a granule or more sets THP_RUN (advise_run). */
 #ifndef THP_DENSE_MAX_MISSING
 /* 4 KiB pages of a granule that may be missing (zero filled by the collapse: more resident
  * memory). 0: only a granule that is resident whole, so the huge page costs no memory. */
@@ -136,8 +136,8 @@ static bool granule_in_use(const kite_arena_t *a, uint32_t c) {
  * undecided and all in use, is to be looked at (THP_LOOKING); returns its first unit, else
  * 0. Slot lock held; the caller then calls _kite_thp_dense_check without it. */
 uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
-  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE || _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 ||
-      (1u << order) >= THP_UNITS)
+  if (_kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_DENSE ||
+      _kite_opt(KITE_OPT_PURGE_DELAY_MS) == 0 || (1u << order) >= THP_UNITS)
     return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   /* never the arena's first granule: its guard pages (arena.c) are never resident, and a
@@ -169,7 +169,9 @@ void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   if (resident) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST);
 }
 
-bool _kite_arena_collapse_pending(void) { return __atomic_load_n(&dense_pending, __ATOMIC_SEQ_CST) != 0; }
+bool _kite_arena_collapse_pending(void) {
+  return __atomic_load_n(&dense_pending, __ATOMIC_SEQ_CST) != 0;
+}
 
 /* Collapse granule c of the arena in slot s (marked THP_PENDING when a was there) if it is
  * still in that arena, all in use and resident. Takes purge_lock (no purge decommits part
@@ -247,7 +249,8 @@ size_t _kite_arena_collapse_run(void) {
  * MADV_NOHUGEPAGE (after dropping the lock, before the run is handed out), else 0. Slot lock
  * held. */
 uint32_t _kite_thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
-  if ((1u << order) >= THP_UNITS || _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS) return 0;
+  if ((1u << order) >= THP_UNITS || _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS)
+    return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
   if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
   memset(&a->advised[g], THP_SMALL, THP_UNITS);
@@ -266,7 +269,8 @@ void _kite_thp_purged(kite_arena_t *a, uint32_t i, uint32_t j, uint32_t *ui, uin
   for (uint32_t g = gi; g < gj; g += THP_UNITS) {
     if (a->advised[g] == THP_COLLAPSED) {
       a->advised[g] = THP_SMALL;
-    } else if (a->advised[g] == THP_ADVISED && _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS) {
+    } else if (a->advised[g] == THP_ADVISED &&
+               _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS) {
       memset(&a->advised[g], THP_SMALL, THP_UNITS);
       if (g < *ui) *ui = g;
       *uj = g + THP_UNITS;
@@ -283,14 +287,16 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) { /* (auto's advice stays auto's) */
+    /* (auto's advice stays auto's) */
+    if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) {
       a->advised[idx + i] = THP_RUN;
       if (i < first) first = i;
       last = i + 1;
     }
   /* the granules past the asked bytes that a freed run left advised (#19 defect 7): their
    * first touch would fault a whole 2 MiB page for the part of it this run uses */
-  for (uint32_t g = n; g < units && _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS; g += THP_UNITS)
+  for (uint32_t g = n; g < units && _kite_opt(KITE_OPT_HUGEPAGES) != KITE_HUGEPAGES_ARENAS;
+       g += THP_UNITS)
     if (a->advised[idx + g] == THP_RUN) {
       memset(&a->advised[idx + g], THP_SMALL, THP_UNITS);
       if (g < ti) ti = g;
@@ -299,7 +305,8 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   _kite_unlock(&s->lock);
   if (first < last)
     _kite_os_advise_huge(_kite_page_start(head + first), (size_t)(last - first) << KITE_UNIT_SHIFT);
-  if (ti < tj) _kite_os_advise_small(_kite_page_start(head + ti), (size_t)(tj - ti) << KITE_UNIT_SHIFT);
+  if (ti < tj)
+    _kite_os_advise_small(_kite_page_start(head + ti), (size_t)(tj - ti) << KITE_UNIT_SHIFT);
 }
 
 #ifdef KITE_TEST_HOOKS
@@ -320,7 +327,8 @@ static bool thp_any(uint8_t state) {
   for (uint32_t i = 0; i < hi; i++) {
     kite_arena_slot_t *s = &_kite_arena_slots[i];
     _kite_lock(&s->lock);
-    for (uint32_t c = 0; s->arena && c < KITE_ARENA_UNITS; c += THP_UNITS) r |= s->arena->advised[c] == state;
+    for (uint32_t c = 0; s->arena && c < KITE_ARENA_UNITS; c += THP_UNITS)
+      r |= s->arena->advised[c] == state;
     _kite_unlock(&s->lock);
   }
   return r;
