@@ -7,21 +7,39 @@
 /* The start-up stderr's recording (once.h: DONE once recorded; never FAILED). It runs before
  * kite's fork handlers are registered (init.c), so a child forked while another thread
  * records has no handler to take the claim back: its own recording takes it over (once.h
- * O6). The three below are written by the claimer and read only after DONE (O3). */
+ * O6). The three below are written by the claimer and read only after DONE (O3), but for
+ * M1's read of msg_fd by a claimer that took the claim over.
+ *   M1 The claimer stores its duplicate in msg_fd as soon as dup returns it, before anything
+ *      else: a child that takes the claim over (O6) from an ancestor's claimer finds the
+ *      duplicate it inherited there and reuses it while it is still the file at fd 2, so
+ *      the child holds one duplicate, not that one beside its own. A number that is no
+ *      longer fd 2's file is left alone: the child may have closed it and opened one of
+ *      its own there. (A fork between dup's return and that store, or a child that moved
+ *      fd 2 before its first message, still keeps the inherited one, close-on-exec.) */
 static kite_once_t msg_once = KITE_ONCE_INIT;
 static bool msg_open;      /* fd 2 was open at start-up */
 static uint64_t msg_id[2]; /* what fd 2 was (device, inode) */
 static int msg_fd = -1;    /* a close-on-exec duplicate of it, or -1 (dup refused) */
 
+/* Whether fds a and b are open on the same file. */
+static bool same_file(int a, int b) {
+  uint64_t x[2], y[2];
+  return _kite_os_fd_identity(a, x) && _kite_os_fd_identity(b, y) && x[0] == y[0] && x[1] == y[1];
+}
+
 void _kite_message_init(void) {
   if (likely(_kite_once_done(&msg_once))) return;
   if (_kite_once_claim(&msg_once, _kite_os_getpid(), _kite_os_yield)) { /* (else another thread recorded it) */
-    /* the duplicate first, then its identity: both are surely the same file */
-    int fd = _kite_os_dup_cloexec(2);
+    /* the duplicate first, then its identity: both are surely the same file. An
+     * inherited duplicate (M1: -1 but in a takeover) is reused while it is fd 2's file. */
+    int fd = msg_fd;
+    if (fd < 0 || !same_file(fd, 2)) {
+      fd = _kite_os_dup_cloexec(2);
+      msg_fd = fd; /* M1 */
+    }
     uint64_t id[2];
     bool is_open = _kite_os_fd_identity(fd >= 0 ? fd : 2, id);
     msg_id[0] = id[0]; msg_id[1] = id[1];
-    msg_fd = fd;
     msg_open = is_open;
     _kite_once_end(&msg_once, true);
   }
@@ -40,6 +58,11 @@ __attribute__((constructor(101))) static void message_ctor(void) { _kite_message
  * the word before (to set it back). */
 int _kite_test_message_stage(int w) {
   return __atomic_exchange_n(&msg_once.state, w < 0 ? _kite_once_busy_word(_kite_os_getpid()) : w, __ATOMIC_ACQ_REL);
+}
+/* Tests: set the recorded duplicate (as a claimer whose dup returned fd, M1), return the one
+ * before (to set it back). */
+int _kite_test_message_stage_fd(int fd) {
+  return __atomic_exchange_n(&msg_fd, fd, __ATOMIC_ACQ_REL);
 }
 #endif
 
