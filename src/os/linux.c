@@ -517,10 +517,24 @@ bool _kite_os_fd_identity(int fd, uint64_t id[2]) {
 /* ---- faults (SIGSEGV) ----
  * One handler, installed by the first _kite_os_catch_faults; the handler that was there
  * before is kept and receives every fault fault_fn does not claim. Async-signal-safe: it
- * reads two variables written before the handler was installed. */
+ * reads two variables written before the handler was installed (F1).
+ *   F1 fault_fn and fault_prev are written before kite's handler is in place: the action
+ *      before it is read first, and kite's installed by a second call. So a process that
+ *      finds kite's handler in place, a child forked at any point of the installation
+ *      included (with kite's fork handlers or without: once.h O5, O6), has the action to
+ *      pass other faults on to. One call that installs and returns the old action writes
+ *      that action back after the kernel's swap: a fork between the two left a child with
+ *      kite's handler in place and nothing before it (its faults that are not kite's then
+ *      killed it, whatever the program's handler). The bound: an action another thread
+ *      sets between the two calls is the one kite's replaces, and it is written to
+ *      fault_prev after the install; a child forked between the install and that write
+ *      passes faults to the action before it. */
 static bool (*fault_fn)(void *addr);
 static struct sigaction fault_prev;
 static kite_once_t fault_once; /* once.h: the installation (FAILED: the kernel refused it) */
+#ifdef KITE_TEST_HOOKS
+void (*_kite_test_hook_fault_installed)(void); /* tests: kite's handler just put in place */
+#endif
 
 static void fault_handler(int sig, siginfo_t *si, void *ctx) {
   if (fault_fn && fault_fn(si->si_addr)) return;
@@ -549,11 +563,18 @@ bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
   }
   int saved = errno;
   fault_fn = fn;
-  struct sigaction sa;
+  struct sigaction sa, old;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sa.sa_sigaction = fault_handler;
-  bool ok = sigaction(SIGSEGV, &sa, &fault_prev) == 0;
+  /* F1: the action before kite's first, then kite's in place */
+  bool ok = sigaction(SIGSEGV, NULL, &fault_prev) == 0 && sigaction(SIGSEGV, &sa, &old) == 0;
+#ifdef KITE_TEST_HOOKS
+  if (ok && _kite_test_hook_fault_installed) _kite_test_hook_fault_installed();
+#endif
+  /* (the flags say whether sa_sigaction or sa_handler is the pointer: both compared) */
+  if (ok && (old.sa_sigaction != fault_prev.sa_sigaction || old.sa_flags != fault_prev.sa_flags))
+    fault_prev = old; /* set by another thread between the two calls (F1's bound) */
   errno = saved;
   _kite_once_end(&fault_once, ok);
   return ok;
@@ -577,9 +598,14 @@ static bool fault_handler_in_place(void) {
 void _kite_os_faults_fork_child(void) { _kite_once_fork_child(&fault_once, fault_handler_in_place); }
 
 #ifdef KITE_TEST_HOOKS
-/* Tests: set the installation's state (1: as a thread of this process inside it), return
- * the word before. */
+/* Tests: set the installation's state (1: as a thread of this process inside it; 0: as a
+ * process that never installed it, whose fault_fn and fault_prev are empty), return the
+ * word before. */
 int _kite_test_faults_stage(int st) {
+  if (st == KITE_ONCE_NONE) {
+    fault_fn = NULL;
+    memset(&fault_prev, 0, sizeof fault_prev);
+  }
   return __atomic_exchange_n(&fault_once.state, st == KITE_ONCE_BUSY ? _kite_once_busy_word(_kite_os_getpid()) : st, __ATOMIC_ACQ_REL);
 }
 #endif

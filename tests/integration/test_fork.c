@@ -489,6 +489,57 @@ TEST(fork_child_keeps_the_installed_fault_handler) {
   expect_int_eq(kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0), 0);
 }
 
+/* A fork in the fault handler's installation, once kite's handler is in place (os/linux.c
+ * F1, from a test hook there): the child, which takes the installation as done (its fork
+ * handler finds kite's handler in place), passes a fault that is not kite's to the handler
+ * that was there before kite's, probe_handler, exactly once; so does the installing
+ * process. Run in a process of its own, where kite's handler is taken back to never
+ * installed, probe_handler in place. */
+extern void (*_kite_test_hook_fault_installed)(void);
+static int install_child_status = -1;
+static int probe_once(void) {
+  mprotect(probe, probe_len, PROT_NONE);
+  probe_faults = 0;
+  ((volatile unsigned char *)probe)[2] = 9; /* not kite's: to probe_handler, once */
+  return probe_faults == 1 && probe[2] == 9;
+}
+static void fork_mid_install(void) {
+  _kite_test_hook_fault_installed = NULL;
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    _exit(probe_once() ? 0 : 2);
+  }
+  int st = 0;
+  install_child_status = pid > 0 && waitpid(pid, &st, 0) == pid ? st : -2;
+}
+TEST(fork_mid_fault_install) {
+  if (!probe) { printf("  fork_mid_fault_install: no probe page\n"); return; }
+  pid_t pid = fork();
+  if (pid == 0) { /* the installing process */
+    alarm(60);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO;
+    sa.sa_sigaction = probe_handler;
+    if (sigaction(SIGSEGV, &sa, NULL) != 0) _exit(3);
+    _kite_test_faults_stage(0); /* as a process that never installed kite's */
+    _kite_test_hook_fault_installed = fork_mid_install;
+    if (!_kite_os_catch_faults(not_kites)) _exit(4);
+    if (install_child_status != 0) {
+      fprintf(stderr, "  the child's wait status 0x%x (SIGSEGV %d: its fault went to the default"
+              " action)\n", install_child_status, SIGSEGV);
+      _exit(5);
+    }
+    _exit(probe_once() ? 0 : 6);
+  }
+  int status = 0;
+  expect_true(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) fprintf(stderr, "  status 0x%x\n", status);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A child that allocates densely starts dense mode's collapse thread in itself (thp.c: its
  * claim marks a granule, purger.c starts the thread, which the child did not inherit), the
  * thread's pass takes the granule, and the child exits with the thread perhaps still
@@ -581,6 +632,7 @@ int main(void) {
   RUN(fork_mid_secret_draw); /* first: no secret drawn yet */
   RUN(fork_mid_guarded_region); /* before anything makes the guarded region */
   RUN(fork_child_keeps_the_installed_fault_handler); /* after it: the handler is installed */
+  RUN(fork_mid_fault_install);
   RUN(fork_child_starts_collapse_thread);
 #endif
   RUN(fork_while_allocating);
