@@ -9,7 +9,8 @@
 #                  core_fork, core_fork_override, core_fork_early, core_oom, core_oom_override, core_memory_return, core_large,
 #                  core_misuse, core_misuse_override, core_static_stderr (libkite.a), core_programs,
 #                  core_guarded, core_stack
-#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced), core_misuse,
+#   ASan+UBSan     core_api, core_model, core_stress and core_threads (reduced), core_fork (its
+#                  children start no thread there: test_fork.c), core_fork_early, core_misuse,
 #                  core_stack via kite-noover-debug
 #   TSan           every multi-threaded one: core_api, core_stress and core_threads (reduced),
 #                  core_fork, core_fork_early, core_misuse, core_memory_return, core_guarded (its in-process
@@ -55,13 +56,11 @@ if(TARGET kite-noover)
   elseif(KITE_SANITIZE STREQUAL "thread")
     set_tests_properties(core_threads PROPERTIES ENVIRONMENT "KITE_THREADS_SCALE=1")
   endif()
-  if(NOT KITE_SANITIZE STREQUAL "address")
-    kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover-debug)
-    _kite_ct_props(core_fork 300)
-    # forks before kite's fork handlers are registered (a constructor that runs before kite's)
-    kite_test(core_fork_early SOURCES ${_ct}/integration/fork_early.c LIBS kite-noover-debug)
-    _kite_ct_props(core_fork_early 120)
-  endif()
+  kite_test(core_fork SOURCES ${_ct}/integration/test_fork.c LIBS kite-noover-debug)
+  _kite_ct_props(core_fork 300)
+  # forks before kite's fork handlers are registered (a constructor that runs before kite's)
+  kite_test(core_fork_early SOURCES ${_ct}/integration/fork_early.c LIBS kite-noover-debug)
+  _kite_ct_props(core_fork_early 120)
   # every build: kite's misuse reports do not meet ASan's (kite's blocks are its own mmap'ed
   # memory, which ASan does not track), but for the two cases that write into a freed block:
   # the ASan build poisons freed small blocks (src/tool.h), so there the write is ASan's

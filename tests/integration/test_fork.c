@@ -6,7 +6,7 @@
  * thread. Each child first verifies and frees its copies of blocks the parent made before
  * forking and of blocks owned by the background threads (which do not exist in the child),
  * then allocates a deterministic set of blocks (small to huge, also from a new
- * thread of its own; under TSan and qemu-user, which cannot start one there, on the
+ * thread of its own; under TSan, ASan and qemu-user, which cannot start one there, on the
  * child's own thread), fills and verifies them, frees them, and writes a checksum of what it
  * verified to a pipe; the parent compares it with the checksum computed from the same recipe
  * and checks the exit status. A child that deadlocks is killed after a generous 60 s and
@@ -620,9 +620,19 @@ int main(void) {
    * it does any program's (test.h). With both off kite starts no thread (test_hugepages
    * checks it); every check of the children stays. Set before the first allocation. */
   child_on_own_thread = test_emulator_lacks("a thread of the fork children's own", TEST_EMU_THREAD_AFTER_FORK);
-  if (child_on_own_thread &&
+  int no_kite_thread = child_on_own_thread &&
       test_emulator_lacks("kite's background thread in the children (KITE_HUGEPAGES=0, KITE_BACKGROUND=0)",
-                          TEST_EMU_THREAD_AFTER_FORK)) {
+                          TEST_EMU_THREAD_AFTER_FORK);
+#ifdef __SANITIZE_ADDRESS__
+  /* The same under ASan, whose runtime (gcc 12's libasan) takes no lock of its allocator
+   * at a fork: a child of a fork made while other threads ran waits for good on an
+   * allocator lock a parent thread held when it allocates through ASan, and a thread's
+   * start does (glibc's pthread_getattr_np, from ASan's thread start), the program's or
+   * kite's. The children's kite work is all checked still, on their own thread. */
+  printf("  not under ASan: a thread in the fork children (ASan's allocator is not fork-safe)\n");
+  child_on_own_thread = no_kite_thread = 1;
+#endif
+  if (no_kite_thread) {
     expect_int_eq(kite_option_set(KITE_OPTION_HUGEPAGES, 0), 0);
     expect_int_eq(kite_option_set(KITE_OPTION_BACKGROUND, 0), 0);
   }
