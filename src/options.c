@@ -56,8 +56,8 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "is rebuilt on a huge page (`MADV_COLLAPSE`, by a background thread: no request waits for it) once the "
     "process has 16 MiB committed and all of the granule is in use and resident (no memory the program had not "
     "touched), split again by a purge of any part, off with `KITE_PURGE_DELAY_MS=0`; while the process has one "
-    "heap (a single thread), `dense` advises granules at their first claim as `auto` does (faulted huge, no "
-    "collapse); in every mode but `1`, "
+    "heap (one thread, no first-class heap), `dense` advises granules at their first claim as "
+    "`auto` does (faulted huge, no collapse); in every mode but `1`, "
     "large (>= 2 MiB) and huge blocks are advised over the whole 2 MiB pieces they were asked for once the "
     "process has 16 MiB committed (a program under 16 MiB gets no huge page)"},
   [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,

@@ -56,15 +56,19 @@ static bool thp_program_big(void) {
  * is not worth a huge page. Runs of a granule or more are advised by
  * _kite_arena_advise_run over the part the program asked for, as in every mode. */
 /* KITE_HUGEPAGES=dense uses the same rule while the process has one live heap (a
- * single-threaded program, _kite_thp_heaps): one heap's claims fill an arena's granules
- * lowest first and alone, so a granule above a full one is where that heap's carving goes
- * on, and its faults are huge from the first touch (no 4 KiB fault, no collapse to pay).
- * With two heaps or more their claims interleave in the granules, each heap's pages carved
- * lazily and its page cache keeping units free, and advice made untouched memory resident
- * (auto's peak RSS on the 8-thread rows): dense's collapse alone then. In dense mode only a
+ * single-threaded program that made no first-class heap, _kite_thp_heaps): one heap's claims
+ * fill an arena's granules lowest first and alone, so a granule above a full one is where
+ * that heap's carving goes on, and its faults are huge from the first touch (no 4 KiB
+ * fault, no collapse to pay). With two heaps or more their claims interleave in the
+ * granules, each heap's pages carved lazily and its page cache keeping units free, and
+ * advice made untouched memory resident (auto's peak RSS on the 8-thread rows): dense's
+ * collapse alone then. Heaps are counted, not threads: a first-class heap (kite_heap_new)
+ * is a second heap even on the one thread that uses both, whose claims interleave the same
+ * way (a page of each heap's own for a class, each heap's own page cache). In dense mode only a
  * granule none of whose units has been touched since its last purge is advised (its first
  * claim); one not advised stays THP_UNDECIDED, for the collapse to find dense later. */
-/* live heaps (heap_pool.c: counted as linked into, and unlinked from, the list of all heaps) */
+/* live heaps, thread and first-class (heap_pool.c: counted as linked into, and unlinked
+ * from, the list of all heaps) */
 uint32_t _kite_thp_heaps;
 
 /* KITE_HUGEPAGES=auto (see THP_MIN_COMMITTED): decides the granule of a run of order

@@ -617,6 +617,54 @@ TEST(claims_leave_no_granule_looking) {
   kite_malloc_trim(0);
 }
 
+/* KITE_HUGEPAGES=dense advises a granule at its first claim while the process has one
+ * live heap, and a first-class heap counts as one (thp.c): a thread that also allocates
+ * from a kite_heap_new heap interleaves two heaps' claims in the granules, as two threads
+ * do. So with this thread's heap alone, the fresh granules above full ones are advised at
+ * their first claim; with a first-class heap beside it, none is (the collapse alone); and
+ * once that heap is destroyed, they are again. Every run is held to the end, so each
+ * phase claims granules of its own, above the last phase's. */
+/* Claims n runs of one unit; returns how many granules begun by them (their first unit
+ * claimed here) are advised. */
+static size_t claim_granules_advised(kite_page_t **runs, int n) {
+  size_t advised = 0;
+  bool zero;
+  for (int i = 0; i < n; i++) {
+    runs[i] = _kite_arena_alloc_run(0, &zero);
+    expect_true(runs[i] != NULL);
+    if (runs[i] && ((uintptr_t)_kite_page_start(runs[i]) & (((size_t)2 << 20) - 1)) == 0)
+      advised += _kite_test_arena_unit_huge(runs[i]);
+  }
+  return advised;
+}
+TEST(dense_first_claim_counts_first_class_heaps) {
+  kite_malloc_trim(0); /* no granule advised earlier is left to reuse: purged, 4 KiB pages */
+  thp_saved_t saved = thp_test_enter(KITE_HUGEPAGES_DENSE);
+  enum { N = 4 * THP_UNITS };
+  static kite_page_t *runs[3][N];
+  void *mine = kite_malloc(64); /* this thread's heap, live */
+  uint32_t heaps = __atomic_load_n(&_kite_thp_heaps, __ATOMIC_RELAXED);
+  expect_int_eq(heaps, 1); /* (no other thread has a heap now) */
+  size_t alone = claim_granules_advised(runs[0], N);
+  kite_heap_t *second = kite_heap_new();
+  assert_true(second != NULL);
+  expect_int_eq(__atomic_load_n(&_kite_thp_heaps, __ATOMIC_RELAXED), heaps + 1);
+  size_t beside = claim_granules_advised(runs[1], N);
+  kite_heap_destroy(second);
+  expect_int_eq(__atomic_load_n(&_kite_thp_heaps, __ATOMIC_RELAXED), heaps);
+  size_t after = claim_granules_advised(runs[2], N);
+  /* (a phase begins 3 or 4 granules, above full ones but perhaps the first) */
+  expect_true(alone >= 2);
+  expect_uint_eq(beside, 0);
+  expect_true(after >= 2);
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < N; i++)
+      if (runs[k][i]) _kite_arena_free_run(runs[k][i]);
+  kite_free(mine);
+  thp_test_leave(saved);
+  kite_malloc_trim(0);
+}
+
 /* ---- fork while the collapse pass is under way (KITE_HUGEPAGES=dense) ---- */
 
 static pthread_t pass_tester;
@@ -1192,6 +1240,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(claims_leave_no_granule_looking);
+  RUN_CHECKED(dense_first_claim_counts_first_class_heaps);
   RUN_CHECKED(fork_while_a_claim_looks_at_a_granule);
   RUN_CHECKED(fork_during_the_collapse_pass);
   RUN_CHECKED(small_run_takes_back_a_freed_runs_huge_advice);
