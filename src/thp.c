@@ -109,7 +109,7 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * is marked THP_PENDING and the background thread (purger.c, started for it even when
  * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
  * looks again and, if the granule is still all in use and resident, rebuilds it in place
- * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, 0.75 to 3 ms of
+ * (MADV_COLLAPSE: the kernel copies the resident pages into a huge page, milliseconds of
  * system time a granule, which no request waits for). Nothing is advised: faults stay 4 KiB,
  * khugepaged leaves the arena alone and a later purge of part of the granule splits the
  * huge page back, after which the granule is never collapsed again (THP_SMALL). A granule
