@@ -133,12 +133,13 @@ TEST(decay_counts_purged_runs_that_come_back) {
  * steps, not only what the steps read: runs claimed after one step and freed before the
  * next were a peak no step saw, and that step purged them as over the bound (the first
  * expect below failed so). Steps at T, T + w and T + 2w (w: a demand window): the three
- * runs, claimed after T, are the peak of the window the step at T + w closes (older freed
- * by then, its stamp 40 ms before T + 2w: age 0 at T + w, kept); fresh claimed before
- * younger goes keeps that peak in the next window, whose step at T + 2w sees 16 units
- * over it: of older and younger (40 and 30 ms old, older than the 10 ms delay, younger
- * than a window) the older goes. A step two windows later, with no claim since, purges
- * younger too (an idle program gives memory back). */
+ * runs, claimed after T, are the peak of use that the step at T + w takes from the claims
+ * (older is freed by then, stamped 40 ms before T + 2w: age 0 at T + w, and under that
+ * peak, kept); fresh, claimed before younger is freed, is the claims' mark at T + 2w, so
+ * that step's ceiling is the peak of the window before, 16 units under the committed
+ * total: of older and younger (40 and 30 ms old, older than the 10 ms delay, younger than a
+ * window) the older goes. A step two windows later, with no claim since, purges younger
+ * too (an idle program gives memory back). */
 TEST(decay_purges_only_the_excess_while_claiming) {
   long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 10);
