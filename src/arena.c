@@ -441,6 +441,7 @@ kite_page_t *_kite_arena_alloc_run(unsigned order, bool *zero) {
     __atomic_store_n(&d->heap, NULL, __ATOMIC_RELAXED);
   }
   if (newly) _kite_stat_commit((int64_t)(newly * KITE_UNIT_SIZE));
+  _kite_decay_note_use();
   head->order = (uint8_t)order;
   *zero = clean;
   return head;

@@ -96,12 +96,19 @@ bool _kite_arena_check_run(kite_arena_t *a, uint32_t idx, unsigned order, bool i
 /* A unit claimed within this many ms of the decay step that purged it "came back". */
 #define DECAY_BACK_MS 1000
 #endif
+#ifndef DEMAND_WINDOWS
+/* A demand window is this many purge delays (decay.c: the bound's ceiling). */
+#define DEMAND_WINDOWS 8
+#endif
 #ifndef DECAY_MAX_MS
 /* The longest delay the stretch reaches (a longer option delay is used as it is). */
 #define DECAY_MAX_MS 1000
 #endif
 extern uint64_t _kite_decay_demand KITE_HIDDEN; /* atomic: units claimed, ever */
 extern uint64_t _kite_decay_back KITE_HIDDEN;   /* atomic: purged units claimed again soon, ever */
+/* After a claim: the units in use now (committed, not free) raise the mark of the most in
+ * use since the last decay step, which the next step takes as the peak it did not see. */
+void _kite_decay_note_use(void);
 /* Whether a unit a decay step purged at purged_ms (0: none did) and claimed at `now` came
  * back: claimed within DECAY_BACK_MS of its purge. A stamp later than now (the claim read
  * the clock before the step that purged it) is of age 0: it came back. */

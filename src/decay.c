@@ -26,14 +26,13 @@
  * are at least a quarter of the dirty free units of all arenas): a step drops the curve and
  * purges only what has been free for the longer of one window and the stretched delay, plus
  * what the bound asks for: the committed total above the ceiling (the most in use that the
- * steps of those windows saw) goes at once, oldest first (need, decay_cut). The bound, not
+ * steps of those windows saw, or that a claim between two of them left: _kite_decay_note_use)
+ * goes at once, oldest first (need, decay_cut). The bound, not
  * the delay, keeps the resident set near the recent peak of use; the curve purged a share
  * of the young free units at every step and the next claims faulted most of it in again.
  * Not claiming (an idle program, or one whose free memory no longer fits its requests): the
  * plain decay curve with D, at the first step after a pause. */
-#ifndef DEMAND_WINDOWS
-#define DEMAND_WINDOWS 8
-#endif
+/* (DEMAND_WINDOWS is defined in arena_int.h, where the tests read it.) */
 
 /* Stretch: the delay a step uses is D << stretch, from what the program does with the memory
  * the steps give back. A unit a decay step purged is stamped (purged_ms); when a claim takes
@@ -52,6 +51,8 @@
 static uint64_t last_purge_ms;       /* atomic */
 uint64_t _kite_decay_demand;         /* atomic: units claimed, ever (windows take differences) */
 uint64_t _kite_decay_back;           /* atomic: purged units that came back, ever */
+static uint64_t used_hi;             /* atomic: most units in use after a claim since the last
+                                      * step (_kite_decay_note_use), taken by the next step */
 static uint64_t demand_mark;         /* _kite_decay_demand at the start of this window (purge_lock) */
 static uint64_t demand_prev;         /* units claimed in the previous window (purge_lock) */
 static uint64_t demand_epoch_ms;     /* start of this window (purge_lock) */
@@ -72,6 +73,19 @@ static uint64_t judge_back_mark;     /* _kite_decay_back at its start (purge_loc
 static inline uint32_t unit_age(uint64_t now, uint32_t stamp) {
   int32_t age = (int32_t)((uint32_t)now - stamp);
   return age > 0 ? (uint32_t)age : 0;
+}
+
+/* Use rises only at claims, and steps run only from frees: between two steps a program can
+ * claim far past what either step reads, and a ceiling made of the steps' readings alone
+ * left that peak over the bound, to be purged at the next step and faulted in again by the
+ * next claims. The mark is stored only when it rises: a program at its peak only reads it. */
+void _kite_decay_note_use(void) {
+  uint64_t dirty = __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_RELAXED);
+  uint64_t used = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
+  used = used > dirty ? used - dirty : 0;
+  uint64_t hi = __atomic_load_n(&used_hi, __ATOMIC_RELAXED);
+  while (used > hi && !__atomic_compare_exchange_n(&used_hi, &hi, used, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 
 bool _kite_decay_is_back(uint64_t now, uint32_t purged_ms) {
@@ -277,6 +291,10 @@ static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need
   uint64_t dirty = __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_RELAXED);
   uint64_t committed = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
   uint64_t used = committed > dirty ? committed - dirty : 0;
+  /* the peak of use between this step and the last: the claims' mark, not only this
+   * step's reading (a program claims between steps, and it frees before the next one) */
+  uint64_t hi = __atomic_exchange_n(&used_hi, 0, __ATOMIC_RELAXED);
+  if (hi > used) used = hi;
   if (used > used_peak_cur) used_peak_cur = used;
   uint64_t demand = demand_prev + (total - demand_mark);
   uint64_t ceiling = used_peak_prev > used_peak_cur ? used_peak_prev : used_peak_cur;

@@ -126,34 +126,43 @@ TEST(decay_counts_purged_runs_that_come_back) {
   kite_malloc_trim(0);
 }
 
-/* While the program claims memory and the committed total is over the most in use that a
- * step saw, a step purges only the excess, oldest first, and keeps younger runs (the old
- * rule fell back to the plain delay and purged every run older than it, which the next
- * claims faulted in again). Here a fresh run claimed after the step that saw the peak puts
- * the total 16 units over it: of two free runs of 16 units, 40 and 30 ms old (both older
- * than the 10 ms delay, younger than a demand window), the older goes and the younger
- * stays. A step two windows later, with no claim since, purges it too (an idle program
- * gives memory back). */
+/* While the program claims memory and the committed total is over the most in use of the
+ * last two demand windows, a step purges only the excess, oldest first, and keeps younger
+ * runs (the old rule fell back to the plain delay and purged every run older than it, which
+ * the next claims faulted in again). The most in use counts the claims made between two
+ * steps, not only what the steps read: runs claimed after one step and freed before the
+ * next were a peak no step saw, and that step purged them as over the bound (the first
+ * expect below failed so). Steps at T, T + w and T + 2w (w: a demand window): the three
+ * runs, claimed after T, are the peak of use that the step at T + w takes from the claims
+ * (older is freed by then, stamped 40 ms before T + 2w: age 0 at T + w, and under that
+ * peak, kept); fresh, claimed before younger is freed, is the claims' mark at T + 2w, so
+ * that step's ceiling is the peak of the window before, 16 units under the committed
+ * total: of older and younger (40 and 30 ms old, older than the 10 ms delay, younger than a
+ * window) the older goes. A step two windows later, with no claim since, purges younger
+ * too (an idle program gives memory back). */
 TEST(decay_purges_only_the_excess_while_claiming) {
   long saved = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 10);
   kite_malloc_trim(0);
+  const uint64_t w = 10 * DEMAND_WINDOWS;
+  uint64_t t = _kite_os_now_ms();
+  _kite_test_arena_decay_at(t);
   bool zero;
   kite_page_t *ballast = _kite_arena_alloc_run(8, &zero);
   kite_page_t *older = _kite_arena_alloc_run(4, &zero);
   kite_page_t *younger = _kite_arena_alloc_run(4, &zero);
   assert_true(ballast && older && younger);
-  uint64_t now = _kite_os_now_ms();
-  _kite_test_arena_decay_at(now); /* sees the peak of use */
+  _kite_test_arena_free_run_at(older, t + 2 * w - 40);
+  _kite_test_arena_decay_at(t + w);
+  expect_true(_kite_test_arena_unit_dirty(older)); /* under the peak the claims left */
   kite_page_t *fresh = _kite_arena_alloc_run(4, &zero);
   assert_true(fresh != NULL);
-  _kite_test_arena_free_run_at(older, now - 40);
-  _kite_test_arena_free_run_at(younger, now - 30);
-  _kite_test_arena_decay_at(now);
+  _kite_test_arena_free_run_at(younger, t + 2 * w - 30);
+  _kite_test_arena_decay_at(t + 2 * w);
   expect_true(!_kite_test_arena_unit_dirty(older));
   expect_true(!_kite_test_arena_unit_dirty(older + 15));
   expect_true(_kite_test_arena_unit_dirty(younger));
-  _kite_test_arena_decay_at(now + 2000);
+  _kite_test_arena_decay_at(t + 2 * w + 2000);
   expect_true(!_kite_test_arena_unit_dirty(younger));
   _kite_arena_free_run(fresh);
   _kite_arena_free_run(ballast);
