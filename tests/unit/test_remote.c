@@ -10,8 +10,9 @@
  *   push_then_take            R2, R4: remote frees chain REMOTE|next from the head, the
  *                             count follows; the owner's collect takes them all
  *   claim_refuses_not_live    R1: a free of a freed or an uncarved block changes nothing
- *   take_reports_owner_store  R3, R4: the owner's store after the push is reported by the
- *                             take, and the block is free once
+ *   take_reports_owner_store  R3, R4: the owner's store between the claim and the push
+ *                             (the claimer does not look back) is reported by the take,
+ *                             and the block is free once
  *   claim_is_one_rmw          R1: a thread parked between the claim's read and its write,
  *                             while another frees the block completely (the list being
  *                             non-empty): exactly one report, each block handed out once
@@ -39,6 +40,9 @@
  *                             list's END: blocks past the count stay claimed
  *   take_reports_short_list   R4: a list that reaches END before its count is reported as
  *                             broken, and the blocks before END are free once
+ *   take_reports_block_met_twice  R3, R4: a block on the list twice is reported at its
+ *                             second visit (the walk stored its entry without REMOTE),
+ *                             and every block is free once
  *   take_counts_at_every_step R4: lists of 1 to 7 blocks, with their count, one more (a
  *                             short list: reported) and one less (the last block stays
  *                             claimed): the take's three-step rounds and its last steps
@@ -254,8 +258,8 @@ TEST(take_reports_owner_store) {
   void *a = kite_malloc(112), *keep = kite_malloc(112);
   kite_page_t *pg = page_of(a);
   uint32_t i = index_of(pg, a);
-  /* the owner read LIVE before the claim; its stores land after the claimer's last look
-   * at the entry (nothing moved the head, so there was no re-link) */
+  /* the owner read LIVE before the claim; its stores land between the claim and the push,
+   * which does not look at the entry again (nothing moved the head: no re-link) */
   __atomic_store_n(&_kite_test_hook_remote_push, owner_store_hook, __ATOMIC_RELEASE);
   free_on_thread(a);
   __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
@@ -509,7 +513,7 @@ TEST(late_free_settles_abandoned_page) {
   void *p;
   while ((p = __atomic_load_n(&owner_p, __ATOMIC_ACQUIRE)) == NULL) sched_yield();
   kite_page_t *pg = page_of(p);
-  __atomic_store_n(&_kite_test_hook_remote_claimed, park, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
   pthread_t freer = spawn(free_parked_body, p); /* claims p, parks before the push */
   expect_true(wait_parked());
   __atomic_store_n(&owner_go, 1, __ATOMIC_RELEASE);
@@ -518,7 +522,7 @@ TEST(late_free_settles_abandoned_page) {
   expect_int_eq(pg->used, 1);
   unpark();
   pthread_join(freer, NULL);
-  __atomic_store_n(&_kite_test_hook_remote_claimed, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
   expect_int_eq(reports_now(), 0);
   /* settled: kept empty on its abandoned list for the next thread, or back in the arena */
   expect_true(pg->kind != KITE_KIND_SMALL || (pg->used == 0 && KITE_TF_COUNT(tf_of(pg)) == 0));
@@ -687,6 +691,35 @@ TEST(take_reports_short_list) {
   kite_free(b[2]);
 }
 
+/* R3, R4: a block on the list twice (the owner's store landed before the claimer's push,
+ * the owner handed the block out again, and another thread freed it again before the
+ * take), made directly: x -> y -> x, count 3. The walk takes x, then y, and finds x's
+ * entry as it stored it (no REMOTE): one report, x and y free once. */
+TEST(take_reports_block_met_twice) {
+  reports_reset();
+  void *x = kite_malloc(1600), *y = kite_malloc(1600), *keep = kite_malloc(1600);
+  kite_page_t *pg = page_of(x);
+  assert_ptr_eq(page_of(y), pg);
+  uint32_t ix = index_of(pg, x), iy = index_of(pg, y);
+  int32_t used = pg->used;
+  free_on_thread(x);
+  free_on_thread(y); /* y -> x -> END, count 2 */
+  __atomic_store_n(&pg->links[ix], (uint16_t)(KITE_LINK_REMOTE | iy), __ATOMIC_RELAXED);
+  __atomic_store_n(&pg->thread_free, (uint64_t)(KITE_LINK_REMOTE | ix) | ((uint64_t)3 << 16), __ATOMIC_RELEASE);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, x);
+  expect_uint_eq(remote, 2);
+  expect_int_eq(pg->used, used - 2);
+  expect_int_eq(on_free_list(pg, ix), 1);
+  expect_int_eq(on_free_list(pg, iy), 1);
+  expect_uint_eq(tf_of(pg), KITE_TF_EMPTY);
+  expect_true(_kite_page_check(pg, true, -1));
+  expect_handed_out_once(1600, x, y, pg->reserved);
+  kite_free(keep);
+}
+
 /* One list of len blocks pushed by other threads (b[len-1] -> ... -> b[0] -> END), its
  * count made len + delta, taken: the blocks the count reaches are free once, the rest stay
  * claimed; a count past END is reported once. */
@@ -824,6 +857,7 @@ int main(void) {
   RUN_CHECKED(emptied_page_is_its_settlers);
   RUN_CHECKED(take_walks_its_count);
   RUN_CHECKED(take_reports_short_list);
+  RUN_CHECKED(take_reports_block_met_twice);
   RUN_CHECKED(take_counts_at_every_step);
   RUN_CHECKED(fork_child_settles_emptied_page);
   RUN_CHECKED(fork_after_settle_unlock_keeps_the_run);
