@@ -125,11 +125,15 @@ endif()
 # One 8-byte write into a page descriptor: malloc stays inside the page or stops.
 kite_internals_test(core_meta_write tests/unit/test_meta_write.c)
 
-# The remote-free protocol (src/remote.c) and the owner's take, through the internals.
+# The remote-free protocol (src/remote.c) and the owner's take, through the internals:
+# claim, push and take (R1-R4), and abandoned pages (R5).
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/unit/test_remote.c)
   kite_test(core_remote SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_remote.c
             LIBS kite-noover-debug LABELS core unit)
   target_include_directories(core_remote PRIVATE ${_kc})
+  kite_test(core_remote_abandon SOURCES ${PROJECT_SOURCE_DIR}/tests/unit/test_remote_abandon.c
+            LIBS kite-noover-debug LABELS core unit)
+  target_include_directories(core_remote_abandon PRIVATE ${_kc})
 endif()
 
 # bench/fastpath: instructions per malloc+free pair (run by bench/fastpath.sh under callgrind).

@@ -9,9 +9,10 @@
  * lies in its first unit) -> links[i] == LIVE -> links[i] = local_free, local_free = i,
  * --used == 0 (emptied, or the page is on the full list: page.h) -> the heap's slow path.
  * The block itself is never read or written.
- * Everything else is one call: a block start of a page with another thread's key
- * (free_remote, with its index: remote.c), anything else in the arenas
- * (free_arena_generic), large runs, huge maps and invalid pointers (free_generic).
+ * A block start of a page with another thread's key goes to the remote free, inline behind
+ * the owner test (free_remote, with its index: remote.c). Everything else is one call:
+ * anything else in the arenas (free_arena_generic), large runs, huge maps and invalid
+ * pointers (free_generic).
  *
  * Double frees: a block is freed only from LIVE. The owner checks and writes its entry
  * with plain accesses (it alone writes entries that are not LIVE or REMOTE); another thread
@@ -32,11 +33,25 @@
 #include "guarded.h"
 #include "prof.h"
 
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d);
+static KITE_NOINLINE void free_arena_generic(kite_page_t *d, void *p);
 static KITE_NOINLINE void free_generic(void *p);
-static KITE_NOINLINE KITE_NO_IPA void free_remote(void *p, kite_page_t *pg, uint64_t i);
 /* The local free's slow end: the page emptied, or it sits on the full list (page.h). */
 static KITE_NOINLINE void free_local_slow(kite_page_t *pg) { _kite_free_local_slow(_kite_heap_tls, pg); }
+
+/* The fast path's block i at p of page pg, whose key (read with acquire) is another live
+ * thread's: C2, a head, and i is p's index, <= reserved (C1); freed by the remote protocol
+ * with no second look at the descriptor. Inline in kite_free: past the owner test it is a
+ * jump, not a call (its straight path needs no stack frame, its rare ends are tail calls).
+ * Without a thread pointer it first retires a heap a dead thread left, a call: out of line
+ * there, so the local fast path keeps no frame for it. */
+#ifdef KITE_THREAD_KEY
+static inline __attribute__((always_inline)) void free_remote(kite_page_t *pg, void *p, uint64_t i) {
+#else
+static KITE_NOINLINE KITE_NO_IPA void free_remote(kite_page_t *pg, void *p, uint64_t i) {
+  if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self(); /* as free_arena_generic does */
+#endif
+  _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned); /* C1: the claim refuses an uncarved block (R1) */
+}
 
 /* The fast path (docs/design.md): this thread's LIVE block of a small page. */
 KITE_API void kite_free(void *p) {
@@ -55,21 +70,21 @@ KITE_API void kite_free(void *p) {
   uintptr_t owner = __atomic_load_n(&pg->owner_key, __ATOMIC_ACQUIRE);
   uint64_t i;
   if (unlikely(!_kite_block_index(pg, u & 0xffff, &i))) {
-    free_arena_generic(p, pg); /* not a block start of a keyed page (or no key) */
+    free_arena_generic(pg, p); /* not a block start of a keyed page (or no key) */
     return;
   }
   if (unlikely(owner != _kite_this_key())) {
     if (likely(owner != 0))
-      free_remote(p, pg, i); /* another thread's block (remote.c) */
+      free_remote(pg, p, i); /* another thread's block (remote.c) */
     else
-      free_arena_generic(p, pg); /* no key: abandoned, a first-class heap's, not a small page */
+      free_arena_generic(pg, p); /* no key: abandoned, a first-class heap's, not a small page */
     return;
   }
   /* The entry is read with an atomic load in every build (other threads CAS it, remote.c
    * R1): gcc then addresses it in place, where a plain read makes it build the address
    * first and keep it for the store below. */
   if (unlikely(__atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
-    free_arena_generic(p, pg); /* reported there (remote.c R1) */
+    free_arena_generic(pg, p); /* reported there (remote.c R1) */
     return;
   }
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
@@ -85,7 +100,7 @@ static KITE_COLD void free_invalid(void *p) { _kite_report_invalid("free(): inva
 static void free_small(kite_page_t *pg, void *p, uint32_t i) {
   kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
   if (owner != _kite_heap_tls) { /* another thread's, or abandoned (remote.c R5) */
-    _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned);
+    _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned);
     return;
   }
   if (pg->links[i] != KITE_LINK_LIVE) {
@@ -107,7 +122,7 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
  * LIVE block of this thread's pages, so what is left of them fails the claim and is
  * reported (remote.c R1). Anything else (an abandoned page, a page's other units, large
  * runs) goes through free_generic. */
-static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
+static KITE_NOINLINE void free_arena_generic(kite_page_t *d, void *p) {
   uint64_t i;
 #ifndef KITE_THREAD_KEY
   /* no thread pointer: a heap a dead thread left gets this thread's frees here (heap_pool.c
@@ -115,20 +130,10 @@ static KITE_NOINLINE void free_arena_generic(void *p, kite_page_t *d) {
   if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self();
 #endif
   if (likely(_kite_owned_index(d, (uintptr_t)p, &i))) { /* C1: the claim refuses an uncarved block (R1) */
-    _kite_remote_free(p, d, i, _kite_heap_settle_abandoned);
+    _kite_remote_free(d, p, i, _kite_heap_settle_abandoned);
     return;
   }
   free_generic(p);
-}
-
-/* The fast path's block i at p of page pg, whose key (read with acquire) is another live
- * thread's: C2, a head, and i is p's index, <= reserved (C1); freed by the remote protocol
- * with no second look at the descriptor. */
-static KITE_NOINLINE KITE_NO_IPA void free_remote(void *p, kite_page_t *pg, uint64_t i) {
-#ifndef KITE_THREAD_KEY
-  if (unlikely(_kite_heap_tls == &_kite_heap_empty)) _kite_heap_retire_left_by_self(); /* as free_arena_generic does */
-#endif
-  _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned); /* C1: the claim refuses an uncarved block (R1) */
 }
 
 static KITE_NOINLINE void free_generic(void *p) {

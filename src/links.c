@@ -31,6 +31,8 @@ typedef struct links_free_s {
   size_t decommitted; /* bytes of this array malloc_trim gave back (recommitted on reuse) */
 } links_free_t;
 
+const size_t _kite_link_remote_word = KITE_LINK_REMOTE; /* links.h */
+
 static kite_lock_t links_lock = KITE_LOCK_INIT;
 static links_free_t *bucket_free[LINKS_BUCKETS];
 static uint8_t *cur, *end;

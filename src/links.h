@@ -22,6 +22,11 @@
  * entries it holds. When no memory can be mapped, a free array of a larger bucket is used;
  * NULL with errno = ENOMEM when there is none either. */
 uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap);
+/* KITE_LINK_REMOTE as a word the compiler cannot see (defined in links.c): remote.c's take
+ * turns each entry REMOTE|next into next with one exclusive or by it; with the constant,
+ * gcc narrows that to a 16-bit operation and then zero-extends the result for the compare
+ * and the next index, one more instruction per block taken. */
+extern const size_t _kite_link_remote_word KITE_HIDDEN;
 /* Give back an array of cap entries (as allocated). */
 void _kite_links_free(uint16_t *a, uint32_t cap);
 /* Decommit the whole OS pages inside free arrays (malloc_trim); bytes given back. */

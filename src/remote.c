@@ -7,7 +7,7 @@
  * bits 16..31; for an abandoned page KITE_TF_ABANDONED in bit 63, the target in bits
  * 32..47 and KITE_TF_EMPTIED in bit 62, remote.h). A remote free
  * is two compare-and-swaps when nothing races it, whether the page has an owner or not:
- * the claim on the entry, the push on thread_free.
+ * the claim on the entry, the push on thread_free, and no other access to the entry.
  *
  * Invariants:
  *   R1. A thread that does not own the page takes a block only with one CAS of its entry
@@ -25,19 +25,22 @@
  *   R3. The owner frees with plain accesses (free.c: read LIVE, store its local link). When
  *       another thread's claim lands between the owner's read and store (the owner and that
  *       thread free one block at once), the owner's store replaces the claim, and the block
- *       is on the owner's list, once. If the store lands before the claimer's push, the
- *       claimer sees it (it reads its entry back before the first push; the first re-link
- *       reads it again and refuses an entry that is not REMOTE|next, a local link or LIVE
- *       once the block is handed out again; a later re-link's CAS fails on it): it reports
- *       and pushes nothing. If it lands after the claimer's last look at the entry, the
- *       block is on thread_free with an entry that is not REMOTE: the owner's take (R4)
- *       reports it, and until then the page's thread_free count exceeds its REMOTE entries
- *       (kite_check says so). Either way one report, and the block is free once.
+ *       is on the owner's list, once. The claimer does not look at its entry again before
+ *       its first push: if that push lands, the block is on thread_free with an entry that
+ *       is not REMOTE, and the owner's take reports it (R4); until then the page's
+ *       thread_free count exceeds its REMOTE entries (kite_check says so). If the first
+ *       push fails (the head moved), the first re-link reads the entry and refuses one that
+ *       is not REMOTE|next (a local link, or LIVE once the block is handed out again), and a
+ *       later re-link's CAS fails on the store: it reports and pushes nothing. Either way
+ *       one report, and the block is free once.
  *   R4. The owner (or heap_lock's holder, for an abandoned page) takes thread_free whole
  *       with one exchange and walks exactly its count of blocks; each entry must be
  *       REMOTE|next with next a carved block (or END for the last). The first that is not
  *       (R3, or a corrupt list) is reported and ends the walk: the blocks after it stay
- *       claimed and counted in used (leaked, never handed out).
+ *       claimed and counted in used (leaked, never handed out). The walk stores each entry
+ *       it takes as next, without REMOTE, so a block met twice in one walk (R3's block, handed
+ *       out again and freed by another thread before the take: on the list twice) is
+ *       reported at its second visit, and taken once.
  *   R5. A page whose owner exits with blocks still out is abandoned: under heap_lock, its
  *       owner sets KITE_TF_ABANDONED and the target, its used count (the blocks handed out,
  *       claimed or on thread_free), in one CAS that fails if the count on thread_free is
@@ -65,10 +68,10 @@
 #include "remote.h"
 #include "page.h"
 #include "message.h"
+#include "links.h"
 
 #ifdef KITE_TEST_HOOKS
 void (*_kite_test_hook_remote_read)(void *p);
-void (*_kite_test_hook_remote_claimed)(void *p);
 void (*_kite_test_hook_remote_push)(void *p);
 void (*_kite_test_hook_remote_retry)(void *p);
 void (*_kite_test_hook_remote_emptied)(void *p);
@@ -78,7 +81,7 @@ void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) {
   _kite_report_invalid("free(): invalid pointer or double free", _kite_page_block(pg, i));
 }
 
-void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
+void _kite_remote_push_again(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied) {
   uint16_t *e = &pg->links[i], mine = __atomic_load_n(e, __ATOMIC_RELAXED);
   /* R3: the owner's store (a local list's link, or LIVE once the block is handed out
    * again) is not REMOTE|next: this free and the owner's were of one block */
@@ -100,8 +103,9 @@ void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn e
   if (!_kite_remote_push(pg, e, i, mine, old)) return;
 #ifdef KITE_TEST_HOOKS
   void (*hook)(void *) = __atomic_load_n(&_kite_test_hook_remote_emptied, __ATOMIC_ACQUIRE);
-  if (hook) hook(_kite_page_block(pg, i));
+  if (hook) hook(b);
 #endif
+  (void)b;
   emptied(pg); /* R5: this push emptied the abandoned page */
 }
 
@@ -146,7 +150,7 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
  * `last` at the block taken before it (NONE: none). */
 #define NONE (~(size_t)0)
 #define TAKE_STEP(prv, cur, nxt, left)                                                   \
-  nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) ^ KITE_LINK_REMOTE;         \
+  nxt = (size_t)__atomic_load_n(&l[cur], __ATOMIC_RELAXED) ^ rm;                        \
   if (unlikely(nxt >= cap)) {                                                            \
     i = cur;                                                                             \
     last = prv;                                                                          \
@@ -157,6 +161,7 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
   __atomic_store_n(&l[cur], (uint16_t)nxt, __ATOMIC_RELAXED); /* REMOTE: the taker's */
 static uint32_t take_list(kite_page_t *pg, size_t i, uint32_t n) {
   uint16_t *l = pg->links;
+  size_t rm = _kite_link_remote_word; /* KITE_LINK_REMOTE (links.h: why a word) */
   size_t cap = pg->capacity, next, last, first = i; /* size_t: no zero-extension moves */
   uint32_t k = n;
   if (k == 0) return 0;

@@ -1,6 +1,6 @@
 /* src/remote.h -- frees of a small page's blocks by threads that do not own the page. The
  * protocol and its invariants R1-R7 are at the top of remote.c; its claim and push are
- * inline here, for free.c's remote path (out of line there), the rest is in remote.c.
+ * inline here, for free.c's remote path (inline in kite_free), the rest is in remote.c.
  * Layer: part of the page module (page.c takes the remote frees through it).
  */
 #ifndef KITE_REMOTE_H
@@ -22,12 +22,10 @@
 void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) KITE_COLD; /* the report */
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by a remote free between its read of the block's entry and the
- * claim's CAS (_read), between the claim and its read-back of the entry (_claimed), between
- * that read-back and the push (_push), by the push's retry loop before each of its CASes
- * on thread_free (_retry), and by the push that emptied an abandoned page before it
- * settles the page (_emptied). */
+ * claim's CAS (_read), between the claim and the push (_push), by the push's retry loop
+ * before each of its CASes on thread_free (_retry), and by the push that emptied an
+ * abandoned page before it settles the page (_emptied). */
 extern void (*_kite_test_hook_remote_read)(void *p);
-extern void (*_kite_test_hook_remote_claimed)(void *p);
 extern void (*_kite_test_hook_remote_push)(void *p);
 extern void (*_kite_test_hook_remote_retry)(void *p);
 extern void (*_kite_test_hook_remote_emptied)(void *p);
@@ -62,17 +60,18 @@ static inline __attribute__((always_inline)) bool _kite_remote_push(kite_page_t 
   }
 }
 
-/* The push of block i after its first try failed or found the page abandoned (its entry
- * holds what this thread wrote, REMOTE|next, unless the owner's store replaced it: R3),
- * and the call to emptied(pg) when the push empties an abandoned page: out of line, so
- * that the remote free's path stays straight and needs no stack frame, and from (pg, i)
- * alone, so that the path keeps no value for it. */
-void _kite_remote_push_again(kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) KITE_NOINLINE;
+/* The push of block i at b after its first try failed or found the page abandoned (its
+ * entry holds what this thread wrote, REMOTE|next, unless the owner's store replaced it:
+ * R3), and the call to emptied(pg) when the push empties an abandoned page: out of line,
+ * so that the remote free's path stays straight and needs no stack frame, and from the
+ * remote free's own arguments (b only for a test hook), so that the path keeps no value
+ * for it and moves none. */
+void _kite_remote_push_again(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied) KITE_NOINLINE;
 /* Free block i (<= reserved, classify.h C1) at b of small page pg (head) from a thread that
  * does not own it, owned or abandoned: claim it and push it on thread_free, or report an
  * invalid or double free (R1, R3); the push that empties an abandoned page calls
  * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep. */
-static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kite_page_t *pg, size_t i, kite_remote_emptied_fn emptied) {
+static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied) {
   uint16_t *e = &pg->links[i];
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
@@ -95,25 +94,18 @@ static inline __attribute__((always_inline)) void _kite_remote_free(void *b, kit
   if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, b);
   KITE_TOOL_BLOCK_FREE(b, pg->block_size); /* before the push: the owner may pop it */
 #ifdef KITE_TEST_HOOKS
-  hook = __atomic_load_n(&_kite_test_hook_remote_claimed, __ATOMIC_ACQUIRE);
-  if (hook) hook(b);
-#endif
-  /* R3: an owner's store that landed since the claim is seen here, before the push (a
-   * plain read: the store may still land later, and then the take reports it) */
-  if (unlikely(__atomic_load_n(e, __ATOMIC_RELAXED) != link)) {
-    _kite_remote_invalid(pg, i);
-    return;
-  }
-#ifdef KITE_TEST_HOOKS
   hook = __atomic_load_n(&_kite_test_hook_remote_push, __ATOMIC_ACQUIRE);
   if (hook) hook(b);
 #endif
-  /* the push, first try (R2); a moved head or an abandoned page (R5): out of line */
+  /* the push, first try (R2), with no look back at the entry: an owner's store that landed
+   * since the claim is the take's to report (R3, R4). It expects thread_free as read before
+   * the claim less KITE_TF_ABANDONED, so that on an abandoned page (R5) it fails: a moved
+   * head or an abandoned page goes out of line. */
+  uint64_t want = old & ~KITE_TF_ABANDONED;
   uint64_t nw = (old & ~(uint64_t)0xFFFF) + ((uint64_t)1 << 16) + KITE_LINK_REMOTE + i; /* count + 1, REMOTE|i */
-  if (likely(!(old & KITE_TF_ABANDONED)) &&
-      likely(__atomic_compare_exchange_n(&pg->thread_free, &old, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
+  if (likely(__atomic_compare_exchange_n(&pg->thread_free, &want, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
     return;
-  _kite_remote_push_again(pg, i, emptied);
+  _kite_remote_push_again(pg, b, i, emptied);
 }
 
 /* Take thread_free whole and put its blocks on the allocation list. Returns the blocks

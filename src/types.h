@@ -234,6 +234,7 @@ typedef struct kite_owned_s {
  *   alloc: large_size (large runs) */
 typedef struct kite_page_s {
   /* hot: the fast paths read only these (first cache line) */
+  uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint16_t free;                   /* allocation list: first block's index (owner only) */
   uint16_t local_free;             /* freed by the owner, not yet reusable (owner only) */
   int32_t used;                    /* see page.h (1 while on the full list) */
@@ -241,7 +242,6 @@ typedef struct kite_page_s {
   uint32_t capacity;               /* blocks carved */
   struct kite_heap_s *heap;        /* owner (relaxed atomic), NULL when none */
   uint16_t *links;                 /* one entry per block (links.h), or NULL */
-  uint64_t thread_free;            /* atomic: freed by other threads; see KITE_TF_* */
   uint64_t div_magic;              /* ceil(2^64 / block_size): block-start test and index */
   uintptr_t owner_key;             /* its heap's thread key, 0 if none (heap.h); atomic: a key stored with release, read by free with acquire */
   uint16_t head_off;               /* units back to the head descriptor (0: a head) */

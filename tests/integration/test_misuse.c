@@ -189,21 +189,22 @@ static void double_free_overwritten(void) {
 /* The owner and another thread free the same block at once, in the one order that the
  * claim alone does not settle: the owner read LIVE just before the other thread's claim,
  * and its plain stores land between that claim and the other thread's push (a test hook
- * does the owner's stores there). The push must see them and report instead of pushing
- * (before it did, its link store hid the owner's, and the block sat on both lists, counted
- * free twice). Then the page is sound and the block is handed out once. */
-extern void (*_kite_test_hook_remote_claimed)(void *p); /* src/alloc.h, test builds */
+ * does the owner's stores there). The push does not look back at the entry (remote.c R3),
+ * so the block is on thread_free with the owner's link in its entry, and thread_free's
+ * count is above its REMOTE entries (kite_check says so) until the owner's take: the
+ * allocations below make it, and it reports the block (R4) and leaves it on the owner's
+ * list alone. Then the page is sound and the block is handed out once. */
+extern void (*_kite_test_hook_remote_push)(void *p); /* src/remote.h, test builds */
 void _kite_test_owner_free_store(void *p);
 static void owner_store_hook(void *p) { _kite_test_owner_free_store(p); }
 static void double_free_owner_race(void) {
   unsigned char *p = A_malloc(48);
   void *keep = A_malloc(48);
-  _kite_test_hook_remote_claimed = owner_store_hook;
+  _kite_test_hook_remote_push = owner_store_hook;
   pthread_t t;
   pthread_create(&t, NULL, remote_free_body, p);
   pthread_join(t, NULL);
-  _kite_test_hook_remote_claimed = NULL;
-  if (kite_check() != 1) _exit(40);
+  _kite_test_hook_remote_push = NULL;
   enum { N = 4096 }; /* three pages' worth of 48-byte blocks: p's page fills, p comes back */
   static void *a[N];
   int seen = 0;
