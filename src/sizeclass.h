@@ -5,7 +5,8 @@
  * below 128 bytes, less than 16 bytes. Every block is 16-byte aligned.
  *   size(c)  = 16 (c + 1)                                          c < 8
  *            = 2^(7 + (c-8)/8) + ((c-8) mod 8 + 1) 2^((c-8)/8 + 4)  c >= 8
- *   order(c) = smallest k with 8 blocks in 2^k units (0 up to 8 KiB blocks)
+ *   order(c) = 0 up to 16 KiB blocks (4 to 64 blocks a page), above: the smallest k
+ *              with 8 blocks in 2^k units
  * The tables are constants (sizeclass.c): nothing to initialize at start-up;
  * _kite_sizeclass_check() recomputes them from the formulas.
  * Layer: bottom (used by page, heap, alloc); includes only types.h.
@@ -18,8 +19,10 @@
 #define KITE_DIRECT_MAX 1024                          /* malloc fast path: n <= this */
 #define KITE_DIRECT_SLOTS (KITE_DIRECT_MAX + 1)       /* heap->direct[n]: one per size */
 #define KITE_DIRECT_CLASSES 32                          /* classes reachable from direct[] */
-/* Classes whose blocks fit 8 per unit live in single-unit pages (up to 8 KiB). */
-#define KITE_SINGLE_UNIT_MAX ((size_t)8192)
+/* Classes up to 16 KiB live in single-unit pages (at least 4 blocks): one page order for
+ * all of them, so a page one class empties serves any other again (docs/design.md, Size
+ * classes). Larger classes keep 8 blocks a page. */
+#define KITE_SINGLE_UNIT_MAX ((size_t)16384)
 
 extern const uint32_t _kite_class_size_[KITE_CLASSES] KITE_HIDDEN; /* block size per class */
 extern const uint8_t _kite_class_order_[KITE_CLASSES] KITE_HIDDEN; /* page order (log2 units) per class */

@@ -226,6 +226,32 @@ TEST(large_claim_reuses_a_committed_block_not_recent) {
   kite_malloc_trim(0);
 }
 
+/* Blocks up to 16 KiB come from one-unit pages (4 blocks of 16 KiB, 7 of 9 KiB: a page of
+ * few blocks empties sooner, sizeclass.h); larger ones from pages of 8 blocks or more. A
+ * fresh heap's first blocks of each size: consecutive blocks of one page, as many as the
+ * page's reserve, then the next page. */
+TEST(pages_of_one_unit_up_to_16_kib_blocks) {
+  static const struct { size_t n; unsigned order, blocks; } want[] = {
+    {9216, 0, 7}, {13312, 0, 4}, {16384, 0, 4}, {18432, 2, 14}, {32768, 2, 8}};
+  for (unsigned w = 0; w < sizeof want / sizeof want[0]; w++) {
+    size_t n = want[w].n;
+    void *p[20];
+    unsigned k = 0;
+    kite_page_t *pg0 = NULL;
+    for (; k < 20; k++) {
+      p[k] = kite_malloc(n);
+      assert_true(p[k] != NULL);
+      kite_page_t *pg = _kite_page_head(_kite_unit_of((uintptr_t)p[k]));
+      if (!pg0) pg0 = pg;
+      if (pg != pg0) break;
+    }
+    expect_uint_eq(pg0->order, want[w].order);
+    expect_uint_eq(pg0->reserved, want[w].blocks);
+    expect_uint_eq(_kite_class_order_[_kite_class_of(n)], want[w].order);
+    for (unsigned i = 0; i <= k && i < 20; i++) kite_free(p[i]);
+  }
+}
+
 /* A page of several units emptied by its owner's frees stays in the owner's page cache
  * (kind CACHED: no arena lock, no purge), and the class's next fresh page is that page. A
  * 32 KiB class (pages of 8 blocks, several units): one page filled and a second begun, then
@@ -1238,6 +1264,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(decay_counts_purged_runs_that_come_back);
   RUN_CHECKED(huge_cache_keeps_a_map_cached_after_now);
   RUN_CHECKED(large_claim_reuses_a_committed_block_not_recent);
+  RUN_CHECKED(pages_of_one_unit_up_to_16_kib_blocks);
   RUN_CHECKED(emptied_page_of_any_order_stays_in_the_heaps_cache);
   RUN_CHECKED(refill_uses_the_page_its_reclaim_queued);
   RUN_CHECKED(heap_live_walk_holds_arenas_mapped);

@@ -297,7 +297,7 @@ static kite_page_t *refill(unsigned cls, kite_page_t *cur) {
 /* No other heap has a dead page: the looks come at refills 1, 3, 7, 15 (skipping 1, 3, 7
  * refills in between), then every 16th (15 skipped, the most). */
 TEST(steal_pacing_backs_off) {
-  const unsigned cls = 56; /* 9216-byte blocks, two-unit pages: no page cache */
+  const unsigned cls = 64; /* 18432-byte blocks, four-unit pages: no page cache */
   assert_true(_kite_class_order_[cls] > 0);
   static const unsigned want[] = {1, 3, 7, 15, 31, 47, 63};
   unsigned looks[16], nlooks = 0;
@@ -324,7 +324,7 @@ TEST(steal_pacing_backs_off) {
 /* A second thread's heap with a dead page of the class (a full page whose blocks this
  * thread freed): the next look takes it and resets the pacing, so the refill after it
  * looks again (and, finding none, skips only 1 refill). */
-enum { FIND_CLS = 57 }; /* 10240-byte blocks, two-unit pages, 12 a page */
+enum { FIND_CLS = 65 }; /* 20480-byte blocks, four-unit pages, 12 a page */
 static pthread_mutex_t find_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t find_cv = PTHREAD_COND_INITIALIZER;
 static int find_phase; /* 1: the owner filled its first page; 2: it may exit */
