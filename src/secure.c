@@ -38,7 +38,7 @@
 
 /* Only the secure build compiles the rest (kite-sys builds every file of src/). */
 #if KITE_SECURE
-_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure_layout.h's order table");
+_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve is short enough for secure_layout.h's 16-bit draws");
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
