@@ -45,8 +45,10 @@ void *_kite_core_heap_malloc(struct kite_heap_s *h, size_t n);
 void *_kite_core_heap_calloc(struct kite_heap_s *h, size_t count, size_t size);
 void _kite_core_free(void *p);
 /* free.c: free carved block i at p of small page pg (head descriptor), classified by the
- * caller (classify.h) */
+ * caller (classify.h): of any page (_small), or of a page the caller found not the calling
+ * thread's (_remote: the remote protocol at once) */
 void _kite_core_free_small(struct kite_page_s *pg, void *p, uint32_t i);
+void _kite_core_free_remote(struct kite_page_s *pg, void *p, uint32_t i);
 size_t _kite_core_malloc_usable_size(const void *p);
 bool _kite_core_owns(const void *p);
 #endif

@@ -173,9 +173,13 @@ static KITE_NOINLINE void free_generic(void *p) {
 
 #if KITE_SECURE
 /* secure.c: free carved block i at p of small page pg (its head descriptor), which the
- * wrapper classified itself (and kept with the block in its quarantine): no second lookup.
- * Flattened (free_small's body here, not a jump to it): every quarantined free ends here. */
+ * wrapper classified itself: no second lookup. Flattened (free_small's body here, not a
+ * jump to it). The quarantine's release frees its own thread's blocks itself (heap.h's
+ * _kite_heap_free_local) and others' through _kite_core_free_remote. */
 __attribute__((flatten)) void _kite_core_free_small(kite_page_t *pg, void *p, uint32_t i) { free_small(pg, p, i); }
+/* The same for a block whose page the wrapper found not the calling thread's (another
+ * thread's, or abandoned): the remote protocol at once. */
+void _kite_core_free_remote(kite_page_t *pg, void *p, uint32_t i) { _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned); }
 #endif
 
 #ifdef KITE_TEST_HOOKS

@@ -19,6 +19,7 @@
 #include "stats.h"
 #include "options.h"
 #include "secure_layout.h"
+#include "page.h"
 
 typedef struct kite_pageq_s { kite_page_t *first, *last; } kite_pageq_t;
 
@@ -108,6 +109,21 @@ void *_kite_malloc_class(unsigned cls);
 kite_heap_t *_kite_heap_get(void);
 /* Local free hit a page whose used count reached 0 or that sits on the full list. */
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
+/* Free block i at p of small page pg, whose heap is h, the calling thread's: the owner's
+ * plain stores (remote.c R3) once the block's entry reads LIVE, else a double or invalid
+ * free, reported: what free.c's free_small does for its own thread's block, for the secure
+ * build's quarantine (secure.c), which found pg and i itself. */
+static inline __attribute__((always_inline)) void _kite_heap_free_local(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
+  if (unlikely(pg->links[i] != KITE_LINK_LIVE)) {
+    _kite_report_invalid("free(): invalid pointer or double free", p);
+    return;
+  }
+  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
+  KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
+  __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
+  pg->local_free = (uint16_t)i;
+  if (--pg->used == 0) _kite_free_local_slow(h, pg); /* emptied, or on the full list */
+}
 /* Settle abandoned page pg, whose last block the caller's remote free just pushed (remote.c
  * R5: its push set KITE_TF_EMPTIED): under _kite_heap_lock, its frees merged, the page kept
  * empty for the next thread or given back to the arena. */

@@ -38,7 +38,7 @@
 
 /* Only the secure build compiles the rest (kite-sys builds every file of src/). */
 #if KITE_SECURE
-_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve fits secure_layout.h's order table");
+_Static_assert(KITE_EXTEND_BYTES / 16 <= KITE_SECURE_CARVE_MAX, "a carve is short enough for secure_layout.h's 16-bit draws");
 _Static_assert(KITE_SECURE_ZERO_MAX >= 16 && KITE_SECURE_ZERO_MAX % 16 == 0,
                "the zeroed head is whole 16-byte lanes and holds the word release() checks");
 
@@ -145,14 +145,18 @@ typedef kite_secure_ring_t quarantine_t;
  * on the page found at free (the block stays LIVE in the core meanwhile, so its page stays
  * a small page: no second page-map lookup). The mark stays (a later free of it is a double
  * free); the rest of what it holds is checked when the core hands it out again
- * (block_ready). */
-static inline void release(void *p, kite_page_t *pg, uint32_t i) {
+ * (block_ready). h is the calling thread's heap (_kite_heap_tls): a block of its own page
+ * is freed here as free.c's generic path frees it (heap.h), another through the remote
+ * protocol, with no second look at the owner. */
+static inline __attribute__((always_inline)) void release_by(kite_heap_t *h, void *p, kite_page_t *pg, uint32_t i) {
   if (unlikely(*(const uint64_t *)p != 0)) {
     secure_error("write after free (a block changed in the quarantine)", p);
     return; /* (test hook) kept out of use */
   }
-  _kite_core_free_small(pg, p, i);
+  if (likely(__atomic_load_n(&pg->heap, __ATOMIC_RELAXED) == h)) _kite_heap_free_local(h, pg, p, i);
+  else _kite_core_free_remote(pg, p, i);
 }
+static void release(void *p, kite_page_t *pg, uint32_t i) { release_by(_kite_heap_tls, p, pg, i); }
 
 _Static_assert((KITE_SECURE_QUARANTINE & (KITE_SECURE_QUARANTINE - 1)) == 0, "the ring's size is a power of two");
 
@@ -220,7 +224,8 @@ static KITE_COLD void quarantine_push_empty(quarantine_t *q, void *p, kite_page_
 /* first in, first out: a block stays out of use for the next KITE_SECURE_QUARANTINE
  * frees of this thread. */
 static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_page_t *pg, uint32_t i) {
-  quarantine_t *q = &_kite_heap_tls->secure.ring;
+  kite_heap_t *h = _kite_heap_tls;
+  quarantine_t *q = &h->secure.ring;
   uint32_t k = q->next;
   void *old = q->slot[k];
   if (unlikely(old == NULL)) {
@@ -233,10 +238,20 @@ static inline __attribute__((always_inline)) void quarantine_push(void *p, kite_
   q->slot[k] = p;
   q->page[k] = pg;
   q->index[k] = (uint16_t)i;
-  release(old, old_pg, old_i);
+  release_by(h, old, old_pg, old_i);
 }
 
 /* ---- free ---- */
+/* Small block p (block i of page pg, claimed and zeroed) of a page with no key: a
+ * first-class heap's block skips the quarantine (kite_heap_destroy frees its pages whole);
+ * another (an abandoned page's, or this thread's heap made after its exit began) is
+ * quarantined. Out of line, called last. */
+static KITE_NOINLINE NO_IPA void small_free_keyless(void *p, kite_page_t *pg, uint32_t i) {
+  kite_heap_t *owner = __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
+  if (owner != _kite_heap_tls && owner != NULL && owner->user) release(p, pg, i);
+  else quarantine_push(p, pg, i);
+}
+
 /* free(p) of carved block i of small page pg (classify.h's answer, kept with the block in
  * the quarantine: the core's free takes it as it is, no second lookup); own: pg is known to
  * be the calling thread's (never a first-class heap's). */
@@ -261,37 +276,50 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
     return;
   }
   zero_free_block(p, bs);
-  kite_heap_t *owner = own ? NULL : __atomic_load_n(&pg->heap, __ATOMIC_RELAXED);
-  /* a thread's own heap is never a first-class one: no second load on the common path */
-  if (unlikely(!own && owner != _kite_heap_tls && owner != NULL && owner->user)) release(p, pg, i); /* kite_heap_destroy frees pages whole */
-  else quarantine_push(p, pg, i);
+  /* A thread's own heap is never a first-class one; nor is a page with a key, read after
+   * the claim: the block is still LIVE in the core, so its page cannot be given up and
+   * owned again meanwhile, and a first-class heap's pages carry key 0 (heap.h). So only a
+   * page without a key (abandoned, first-class, or of a heap made after its thread's exit
+   * began) needs its heap looked at. */
+  if (likely(own || KITE_LOAD_RELAXED(pg->owner_key) != 0)) quarantine_push(p, pg, i);
+  else small_free_keyless(p, pg, i);
 }
 
-/* The fast path finds this thread's blocks as free.c's does: the unit's descriptor through
- * the page map (pagemap.h M1), and its owner key this thread's (classify.h C2: so it is a
- * small page's head and p lies in its first unit), a block start by the multiply, carved
- * (below capacity, which only this thread writes; C3's answer for these blocks); another
- * thread's block from the descriptor's owner (below); other pointers: classify.h. */
+/* small_free of a block kite_free found off its fast path (a page with no key, or through
+ * classify.h): out of line, so the fast path keeps one copy of small_free and no frame. */
+static KITE_NOINLINE NO_IPA void small_free_generic(kite_page_t *pg, void *p, uint32_t i) { small_free(pg, p, i, false); }
+
+/* The fast path finds small blocks as free.c's does: the unit's descriptor through the page
+ * map (pagemap.h M1), a block start by the multiply, carved (below capacity; C3's answer
+ * for these blocks), and a key on the page, this thread's or another's (classify.h C2: any
+ * key makes it a small page's head, with p in its first unit); a page with no key from
+ * the descriptor's heap (below); other pointers: classify.h. */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (likely((u >> KITE_ARENA_SHIFT) < KITE_PAGEMAP_SIZE)) {
     kite_page_t *pg = _kite_pagemap_unit(u);
-    uintptr_t key = _kite_this_key();
+    /* acquire, as free.c's: another thread's key makes the fields read below at least as
+     * new as the page's set-up */
+    uintptr_t owner = __atomic_load_n(&pg->owner_key, __ATOMIC_ACQUIRE);
     uint64_t i;
-    if (likely(KITE_LOAD_RELAXED(pg->owner_key) == key && _kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) &&
-               i < pg->capacity)) {
-      small_free(pg, p, (uint32_t)i, true);
+    /* the index and capacity of any descriptor are readable (M1), and mean something only
+     * with a key (C2: then pg is a head and p lies in its first unit) */
+    if (likely(_kite_block_index(pg, u & (KITE_UNIT_SIZE - 1), &i) && i < __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED) &&
+               owner != 0)) {
+      /* this thread's block or another's: one path (small_free looks at the key again
+       * after its claim; the quarantine's release tells the two apart) */
+      small_free(pg, p, (uint32_t)i, false);
       return;
     }
-    /* another thread's block, as free.c's free_arena_generic finds it, with the capacity
-     * checked too */
+    /* a page with no key (abandoned, a first-class heap's), as free.c's free_arena_generic
+     * finds it, with the capacity checked too */
     if (likely(_kite_owned_block(pg, u, &i))) {
-      small_free(pg, p, (uint32_t)i, false);
+      small_free_generic(pg, p, (uint32_t)i);
       return;
     }
   }
   kite_ptr_t c;
-  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free(c.page, p, c.index, false);
+  if (likely(_kite_classify(p, &c) == KITE_PTR_SMALL)) small_free_generic(c.page, p, c.index);
   else _kite_secure_free_other(p);
 }
 

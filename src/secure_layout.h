@@ -57,7 +57,7 @@
 #endif
 #define KITE_SECURE_GUARD KITE_OS_PAGE /* guard after a large run or huge block: one OS page */
 #define KITE_SECURE_RUN_CHOICES 4     /* a fresh run: one of the lowest 4 free blocks */
-#define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most (secure.c checks page.h's) */
+#define KITE_SECURE_CARVE_MAX 256     /* blocks per carve at most: the draws' bias bound (secure.c checks page.h's) */
 #ifndef KITE_SECURE_QUARANTINE /* freed small blocks a thread holds back from the core */
 #define KITE_SECURE_QUARANTINE 64
 #endif
@@ -213,11 +213,12 @@ static inline bool _kite_secure_block_freed(const void *b, uint32_t bs) {
 /* Carve the n fresh blocks first .. first+n-1 of small page pg (block first at start):
  * zero what secure.c checks of each (a reused run may hold old bytes) and write its carved
  * mark, in address order (sequential stores; the keys loaded once), then link them in a
- * random order in front of pg->free. The order is an inside-out Fisher-Yates shuffle drawing
- * 16 random bits per step, four steps per 64-bit word: j = (r16 * (i + 1)) >> 16 is below
- * i + 1 <= KITE_SECURE_CARVE_MAX (256), each value with probability (i + 1)/65536 off by
+ * random order in front of pg->free. The order is the inside-out Fisher-Yates shuffle in
+ * its linked-list form (each block inserted at a random place of the list so far) drawing
+ * 16 random bits per step, four steps per 64-bit word: j = (r16 * (k + 1)) >> 16 is below
+ * k + 1 <= KITE_SECURE_CARVE_MAX (256), each value with probability 1/(k + 1) off by
  * less than 1/65536 (a bias of under 0.4% of a probability: no index is predictable).
- * Owner only (page.c's _kite_page_extend). */
+ * n >= 1. Owner only (page.c's _kite_page_extend). */
 static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t first, uint32_t n) {
   uint32_t bs = pg->block_size;
   if (unlikely(!__atomic_load_n(&_kite_canary_k[1], __ATOMIC_ACQUIRE))) _kite_canary_keys();
@@ -241,23 +242,23 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
       *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = (_kite_secure_freed_mark_of(_kite_secure_canary_keyed(b, k0, k1)) ^ 1);
     }
   }
-  uint16_t order[KITE_SECURE_CARVE_MAX];
-  order[0] = 0;
-  for (uint32_t i = 1; i < n;) {
-    uint64_t r = KITE_SECURE_FLOOR ? ~(uint64_t)0 : _kite_random(); /* the floor: j = i, the address order */
-    for (uint32_t e = i + 4 < n ? i + 4 : n; i < e; i++, r >>= 16) { /* four draws of 16 bits */
-      uint32_t j = KITE_SECURE_FLOOR ? i : (uint32_t)(((r & 0xffff) * (i + 1)) >> 16);
-      order[i] = order[j]; /* (j == i: order[i] is written next) */
-      order[j] = (uint16_t)i;
+  /* the links: block k (k = 0, 1, ...) goes into one of the k + 1 gaps of the list built
+   * so far, after its head or after one of blocks 0 .. k-1, drawn uniformly: each sequence
+   * of draws gives another order, so all n! orders are equally likely; the old list stays
+   * behind them. Written into the link array directly (pg->free is the head), no second
+   * pass over a table of the order. */
+  uint16_t *l = pg->links + first;
+  l[0] = pg->free;
+  pg->free = (uint16_t)first;
+  for (uint32_t k = 1; k < n;) {
+    uint64_t r = KITE_SECURE_FLOOR ? ~(uint64_t)0 : _kite_random(); /* the floor: j = k, the address order */
+    for (uint32_t e = k + 4 < n ? k + 4 : n; k < e; k++, r >>= 16) { /* four draws of 16 bits */
+      uint32_t j = KITE_SECURE_FLOOR ? k : (uint32_t)(((r & 0xffff) * (k + 1)) >> 16);
+      uint16_t *at = j == k ? &pg->free : &l[j]; /* the gap after the head, or after block j */
+      l[k] = *at;
+      *at = (uint16_t)(first + k);
     }
   }
-  uint16_t *l = pg->links + first;
-  uint32_t next = pg->free;
-  for (uint32_t i = 0; i < n; i++) {
-    l[order[i]] = (uint16_t)next;
-    next = first + order[i];
-  }
-  pg->free = (uint16_t)next;
 }
 
 /* Random index below n (n >= 1). */
