@@ -179,7 +179,7 @@ static KITE_NOINLINE void free_generic(void *p) {
 __attribute__((flatten)) void _kite_core_free_small(kite_page_t *pg, void *p, uint32_t i) { free_small(pg, p, i); }
 /* The same for a block whose page the wrapper found not the calling thread's (another
  * thread's, or abandoned): the remote protocol at once. */
-void _kite_core_free_remote(kite_page_t *pg, void *p, uint32_t i) { _kite_remote_free(p, pg, i, _kite_heap_settle_abandoned); }
+void _kite_core_free_remote(kite_page_t *pg, void *p, uint32_t i) { _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned); }
 #endif
 
 #ifdef KITE_TEST_HOOKS
