@@ -105,6 +105,29 @@ void _kite_heap_pin(kite_heap_t *h, unsigned cls) {
   kite_assert_expensive(_kite_heap_check_class(h, cls, 1));
 }
 
+/* Only the classes the heap used are written: a class's entries are written together (one
+ * tells them all), and a thread that used a few classes pays for those, not for the whole
+ * table of KITE_DIRECT_SLOTS entries. direct_start[] is left: it means nothing beside the
+ * empty page (heap.h). */
+void _kite_heap_direct_clear(kite_heap_t *h) {
+  kite_page_t *e = &_kite_page_empty;
+  for (unsigned c = 0; c < KITE_DIRECT_CLASSES; c++) {
+    kite_assert(h->queue[c].first == NULL && h->pinned[c] == NULL);
+    unsigned lo = _kite_class_direct_lo(c), hi = _kite_class_direct_hi(c);
+    if (h->direct[hi] == e) continue;
+    if (lo == 0) h->direct[lo++] = e; /* the first class: 17 entries, the others 16..64 */
+#if defined(__SSE2__)
+    __m128i v = _mm_set1_epi64x((long long)(uintptr_t)e);
+    for (unsigned s = lo; s <= hi; s += 4) { /* hi - lo + 1 is a multiple of 4 */
+      _mm_storeu_si128((__m128i *)&h->direct[s], v);
+      _mm_storeu_si128((__m128i *)&h->direct[s + 2], v);
+    }
+#else
+    for (unsigned s = lo; s <= hi; s++) h->direct[s] = e;
+#endif
+  }
+}
+
 /* Look through the full list of cls for pages that received remote frees. Amortized: each
  * fresh page of the class earns 4 page visits of credit; a call visits at most 2 pages more
  * than its credit and never more pages than the list holds, so scanning costs O(1) per slow

@@ -52,6 +52,9 @@ void _kite_heap_late_end(kite_heap_t *h) KITE_HIDDEN;
 void _kite_heap_pin(kite_heap_t *h, unsigned cls) KITE_HIDDEN;
 /* Put pg (no free block, all carved, no pin: I-Q2) on its heap's full list. */
 void _kite_heap_full_push(kite_heap_t *h, kite_page_t *pg) KITE_HIDDEN;
+/* A heap with no page left (its retire): every direct[] class that still points at a page
+ * points at the empty page again, so the pool holds only such heaps (heap_pool.c I-H5). */
+void _kite_heap_direct_clear(kite_heap_t *h) KITE_HIDDEN;
 
 /* heap_reclaim.c: a page of class cls for a heap whose queue of cls has none with a free
  * block, at the front of h->queue[cls]; NULL + ENOMEM. */

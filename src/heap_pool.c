@@ -25,6 +25,12 @@
  *        and in the secure build no quarantined block or kept run (heap.h's retire hook
  *        gives them back first, whoever retires it: its thread or I-H4's) (its fields are stale until heap_obtain resets it: nothing reads a pooled heap but
  *        handle_gen).
+ *   I-H5 a heap struct off the live list (pooled, or carved and not yet handed out) has every
+ *        direct[] entry on the empty page: heap_carve fills a new struct's table, and
+ *        heap_retire clears the classes the heap used (_kite_heap_direct_clear) after its
+ *        pages are gone, before the struct reaches the pool. So heap_obtain does not write
+ *        the table (KITE_DIRECT_SLOTS entries) at each thread's start, and a thread that
+ *        used few classes does not pay for the whole table at its exit either.
  *   I-H4 a live heap whose key is the calling thread's key (the thread pointer, types.h) is
  *        of a thread that exited without its thread-exit destructor: thread pointers are
  *        unique among running threads. That happens to a heap registered in the C
@@ -84,7 +90,8 @@ static __thread bool heap_exiting __attribute__((tls_model("initial-exec")));
  * meanwhile): what the statistics walks read of a live heap (its queues, full lists and
  * counters) is zero before the heap is on the live list. direct_start[] is left as it was
  * (heap.h: it means something only beside a page in direct[]), so the memset starts after
- * it; direct[], which only the heap's own thread reads, is written by heap_reset_direct. */
+ * it; direct[], which only the heap's own thread reads, is on the empty page already
+ * (I-H5). */
 _Static_assert(offsetof(kite_heap_t, handle_gen) + sizeof(uint32_t) > sizeof(kite_heap_t) - 8,
                "handle_gen is kite_heap_t's last field");
 static void heap_reset(kite_heap_t *h) {
@@ -92,6 +99,11 @@ static void heap_reset(kite_heap_t *h) {
 }
 static void heap_reset_direct(kite_heap_t *h) {
   for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) h->direct[s] = &_kite_page_empty;
+}
+static bool heap_direct_is_empty(const kite_heap_t *h) {
+  for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++)
+    if (h->direct[s] != &_kite_page_empty) return false;
+  return true;
 }
 
 /* Heap structs (the direct[] table the malloc fast path follows first of all) are carved
@@ -113,6 +125,7 @@ static kite_heap_t *heap_carve(void) {
   kite_heap_t *h = (kite_heap_t *)heap_slab_cur;
   heap_slab_cur += sz;
   if (!heap_slab_in_arena) _kite_stat_commit((int64_t)sz); /* counted when first cut, as links.c does */
+  heap_reset_direct(h); /* I-H5: once a struct; heap_retire keeps it so */
   return h;
 }
 
@@ -173,8 +186,7 @@ static KITE_COLD kite_heap_t *heap_obtain(bool user) {
   }
   _kite_unlock(&_kite_heap_lock);
   if (unlikely(left != NULL)) heap_retire(left); /* (only this thread can match it: I-H4) */
-  if (!h) return NULL;
-  heap_reset_direct(h); /* its own thread alone reads it (the malloc fast path) */
+  kite_assert_internal(heap_direct_is_empty(h)); /* I-H5 */
   return h;
 }
 
@@ -247,12 +259,12 @@ static void heap_retire(kite_heap_t *h) {
 #ifdef KITE_TEST_HOOKS
   if (_kite_test_hook_heap_abandon) _kite_test_hook_heap_abandon();
 #endif
+  _kite_heap_direct_clear(h); /* I-H5: no page left to point at */
   _kite_lock(&_kite_heap_lock);
   heap_unlink_merging_stats(h);
   __atomic_fetch_sub(&_kite_thp_heaps, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&h->handle_gen, 1, __ATOMIC_RELAXED); /* I-H1: its handle is stale now */
-  /* not reset here: heap_obtain resets every struct it hands out (a heap's reset writes its
-   * whole direct[] table, the most a thread's start and exit cost) */
+  /* the rest is reset by heap_obtain when the struct is handed out again (I-H3) */
   h->next_all = heap_pool;
   heap_pool = h;
   _kite_unlock(&_kite_heap_lock);

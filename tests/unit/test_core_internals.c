@@ -573,6 +573,50 @@ TEST(heap_pool_serves_threads_and_first_class_heaps) {
   expect_int_eq(live_heaps(), live0);
 }
 
+/* heap_pool.c I-H5: a retired heap's direct[] table points at the empty page only (the
+ * classes it used cleared at its retire), so that the next heap_obtain need not write the
+ * table at all; and the next user of the struct allocates right from it. */
+static void *kept_blocks[24];
+static void *use_direct_classes(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 24; i++) {
+    size_t n = (size_t)(8 + 43 * i); /* 8 .. 997 bytes: many direct classes */
+    void *tmp = kite_malloc(n);
+    kept_blocks[i] = kite_malloc(n); /* outlives the thread: its page is abandoned */
+    kite_free(tmp);
+  }
+  thread_heap = _kite_heap_tls;
+  return NULL;
+}
+static int direct_not_empty(const kite_heap_t *h) {
+  int n = 0;
+  for (unsigned s = 0; s < KITE_DIRECT_SLOTS; s++) n += h->direct[s] != &_kite_page_empty;
+  return n;
+}
+TEST(retired_heap_has_an_empty_direct_table) {
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, use_direct_classes, NULL), 0);
+  pthread_join(t, NULL);
+  for (int i = 0; i < 24; i++) expect_true(kept_blocks[i] != NULL);
+  expect_int_eq(direct_not_empty(thread_heap), 0); /* pooled now */
+
+  kite_heap_t *a = kite_heap_new(); /* the pool's last struct: the thread's */
+  assert_true(a != NULL);
+  expect_ptr_eq(struct_of(a), thread_heap);
+  expect_int_eq(direct_not_empty(struct_of(a)), 0);
+  for (int i = 0; i < 24; i++) {
+    size_t n = (size_t)(8 + 43 * i);
+    unsigned char *p = kite_heap_malloc(a, n);
+    assert_true(p != NULL);
+    memset(p, 0x5a, n);
+    expect_uint_eq(kite_malloc_usable_size(p) >= n, 1);
+  }
+  expect_true(direct_not_empty(struct_of(a)) > 0); /* the classes in use */
+  kite_heap_destroy(a);
+  expect_int_eq(direct_not_empty(thread_heap), 0);
+  for (int i = 0; i < 24; i++) kite_free(kept_blocks[i]);
+}
+
 /* ---- fork during an arena's growth ---- */
 
 static int grow_forked, grow_child_status = -1;
@@ -1273,6 +1317,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(exit_abandons_its_pages_in_one_lock_section);
   RUN_CHECKED(heap_create_fails_cleanly_without_its_key);
   RUN_CHECKED(heap_pool_serves_threads_and_first_class_heaps);
+  RUN_CHECKED(retired_heap_has_an_empty_direct_table);
   RUN_CHECKED(heap_obtain_takes_the_lock_once);
   RUN_CHECKED(fork_while_arena_grows);
   RUN_CHECKED(claims_leave_no_granule_looking);
