@@ -24,6 +24,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 
 #ifndef MAP_NORESERVE
 #define MAP_NORESERVE 0
@@ -298,6 +301,14 @@ bool _kite_os_map_at(void *p, size_t size) {
 
 void _kite_os_unmap(void *p, size_t size) {
   int saved = errno;
+#ifdef __SANITIZE_ADDRESS__
+  /* ASan keeps a range's shadow after munmap, and the ASan build poisons freed blocks
+   * (tool.h): a range unmapped with freed blocks in it would read as poisoned wherever the
+   * kernel maps something there next (a new thread's stack). Cleared from the first poisoned
+   * byte on; ASan gives a long cleared shadow back to the kernel rather than writing it. */
+  char *bad = __asan_region_is_poisoned(p, size);
+  if (bad) ASAN_UNPOISON_MEMORY_REGION(bad, (size_t)((char *)p + size - bad));
+#endif
   os_munmap(p, size);
   errno = saved;
 }
