@@ -99,7 +99,7 @@ static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n
   if (n <= KITE_SMALL_MAX) {
     /* the samplers straight from here: their requests come by every list refill */
     if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n, n); /* prof.h: the heap profiler */
-    if (n <= KITE_GUARDED_MAX) return _kite_guarded_malloc(h, n);
+    if (n <= KITE_GUARDED_MAX) return _kite_guarded_malloc(n, h);
   }
   return malloc_unrouted(n, h);
 }

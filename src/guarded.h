@@ -27,8 +27,9 @@
 struct kite_heap_s;
 /* malloc(n) for 0 <= n <= KITE_GUARDED_MAX from the slow path of thread heap h, while
  * KITE_GUARDED_SAMPLE is on: a guarded block when this allocation is the sampled one, else
- * what _kite_malloc_small_generic returns. NULL + ENOMEM only when both fail. */
-void *_kite_guarded_malloc(struct kite_heap_s *h, size_t n) KITE_NOINLINE;
+ * what _kite_malloc_small_generic returns. NULL + ENOMEM only when both fail. (n first:
+ * malloc's slow path has the two in that order.) */
+void *_kite_guarded_malloc(size_t n, struct kite_heap_s *h) KITE_NOINLINE;
 /* free(p) of a pointer in the guarded region: a live guarded block is freed, anything else
  * (a second free, an address inside a block) is reported as misuse. */
 void _kite_guarded_free(void *p) KITE_NOINLINE;
