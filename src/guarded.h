@@ -8,7 +8,8 @@
  * Hooks (each one call, marked "guarded.h" where it stands):
  *   alloc.c  malloc_generic: small requests of at most KITE_GUARDED_MAX bytes go through
  *            _kite_guarded_malloc while sampling is on (options.h's _kite_small_route:
- *            the fast path is never consulted, the slow path's compare is the one it had);
+ *            the fast path is never consulted, the slow path's compare is the one it had;
+ *            _kite_guarded_route: the sampler's requests skip the profiler's test);
  *            realloc_generic: a guarded block goes to realloc_guarded (new block, copy,
  *            free), its old size from _kite_guarded_usable.
  *   heap_reclaim.c   heap_reclaim leaves the current pages alone while sampling is on.
@@ -22,7 +23,7 @@
 #include "types.h"
 #include "options.h"
 
-#define KITE_GUARDED_MAX ((size_t)16384) /* largest sampled request: a slot's four pages */
+/* KITE_GUARDED_MAX, the largest sampled request, is options.h's (malloc's route reads it) */
 
 struct kite_heap_s;
 /* malloc(n) for 0 <= n <= KITE_GUARDED_MAX from the slow path of thread heap h, while
