@@ -324,12 +324,6 @@ void *_kite_guarded_malloc(size_t n, kite_heap_t *h) {
   unsigned c = _kite_class_of(n);
   kite_page_t *pg = h->queue[c].first;
   if (pg == NULL) return refill_counted(n, h, c); /* a fresh page, or the empty heap */
-  if (pg->free != KITE_LINK_END) {
-    /* sizes above the direct range come here every time: a block on the current list was
-     * counted with it */
-    if (likely(n > KITE_DIRECT_MAX)) return _kite_page_pop(pg);
-    return refill_counted(n, h, c);
-  }
   /* Both refills count the list they hand the fast path whole, this allocation included,
    * from the page's counts (list_count) before its first pop, with one compare and one
    * store of the countdown while the sampled allocation lies beyond the list (left >= the
@@ -338,20 +332,21 @@ void *_kite_guarded_malloc(size_t n, kite_heap_t *h) {
    * the page's local list becomes its allocation list) here. Anything else, the sampled
    * allocation included, goes the counted way before any list moves (cut_list's cut stays
    * put). */
-  if (pg->local_free == KITE_LINK_END) {
-    if (likely(left > 0)) return _kite_heap_refill_charged(h, c, &left, refill_over);
-    return refill_counted(n, h, c);
-  }
-  if (likely(!_kite_opt(KITE_OPT_SHOW_STATS))) {
-    int64_t k = list_count(pg);
-    if (likely(left >= k)) {
-      left -= k;
-      pg->free = pg->local_free;
-      pg->local_free = KITE_LINK_END;
-      return _kite_page_pop(pg);
+  if (pg->free == KITE_LINK_END) {
+    if (pg->local_free == KITE_LINK_END) {
+      if (likely(left > 0)) return _kite_heap_refill_charged(h, c, &left, refill_over);
+      return refill_counted(n, h, c);
     }
+    int64_t k = list_count(pg);
+    if (unlikely(left < k || _kite_opt(KITE_OPT_SHOW_STATS))) return refill_counted(n, h, c);
+    left -= k;
+    pg->free = pg->local_free;
+    pg->local_free = KITE_LINK_END;
   }
-  return refill_counted(n, h, c);
+  /* a block of a list counted when it was handed out: sizes above the direct range come
+   * here every time (sizes up to it find an empty list here, the fast path's page being
+   * this one, heap.c I-P1) */
+  return _kite_page_pop(pg);
 }
 
 void _kite_guarded_free(void *p) {
