@@ -96,10 +96,12 @@ static KITE_NOINLINE void *malloc_unrouted(size_t n, kite_heap_t *h) {
 static KITE_NOINLINE void *malloc_generic_quiet(size_t n, kite_heap_t *h) { /* n first: malloc's n stays in its register */
   if (likely(n < KITE_LOAD_RELAXED(_kite_small_route))) /* <= KITE_SMALL_MAX unless sampling (options.h) */
     return _kite_malloc_small_generic(h, n);
+  if (likely(n < KITE_LOAD_RELAXED(_kite_guarded_route))) /* the guarded sampler alone on (options.h) */
+    return _kite_guarded_malloc(n, h);
   if (n <= KITE_SMALL_MAX) {
     /* the samplers straight from here: their requests come by every list refill */
     if (KITE_LOAD_RELAXED(_kite_prof_enabled)) return prof_small(h, n, n); /* prof.h: the heap profiler */
-    if (n <= KITE_GUARDED_MAX) return _kite_guarded_malloc(h, n);
+    if (n <= KITE_GUARDED_MAX) return _kite_guarded_malloc(n, h);
   }
   return malloc_unrouted(n, h);
 }

@@ -39,7 +39,9 @@
  * allocation list is empty (the malloc fast path fails for sizes up to KITE_DIRECT_MAX;
  * larger ones come here every time and are popped at once while their page has a block):
  * the refill is counted whole (every block of the list is handed out before the class
- * comes back), and when the sampled allocation falls inside the
+ * comes back), from the page's counts before its first pop, the quick refill's (the page's
+ * local list) here and the generic one's by the heap (heap.h's _kite_heap_refill_charged),
+ * and when the sampled allocation falls inside the
  * list, the list is cut after `left` blocks (the rest goes to the page's local free list,
  * where the next refill finds it: page.h's lists stay whole), so the fast path fails
  * exactly at the sampled allocation and brings it here. The one other way a list the fast
@@ -205,16 +207,21 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
 
 static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p);
 
+/* What a refill hands the fast path on pg, the class's current page: |free| + |local_free|
+ * by page.h's invariant on used, less the pin's +1 (heap.c I-P1: the queue's first page is
+ * the pinned one). A page in the class's queue is never on the full list (heap.h's
+ * check_queue: in_full set exactly there), so its used field is its count as it stands. */
+static inline int64_t list_count(const kite_page_t *pg) {
+  return (int64_t)pg->capacity + 1 - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+}
+
 /* The list just put on page pg (the current page of class cls of h, after the pop that
  * served this allocation) is handed to the fast path: count it, and cut it where the
  * sampled allocation falls (see the file comment). Owner only. */
 static inline __attribute__((always_inline)) void *account_page(kite_heap_t *h, unsigned cls, kite_page_t *pg, void *p) {
-  kite_assert(!pg->in_full && pg == h->queue[cls].first);
+  kite_assert(!pg->in_full && pg == h->queue[cls].first && pg == h->pinned[cls]);
   if (pg->free == KITE_LINK_END) return p;
-  /* |free| + |local_free| by page.h's invariant on used (the pin's +1 included); a page
-   * in the class's queue is never on the full list (heap.h's check_queue: in_full set
-   * exactly there), so its used field is its count as it stands */
-  int64_t k = (int64_t)pg->capacity + (h->pinned[cls] == pg) - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+  int64_t k = list_count(pg);
   if (left >= k) {
     left -= k;
     return p;
@@ -252,6 +259,16 @@ static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p) {
   return p;
 }
 
+/* A generic refill's rare case (heap.h's _kite_heap_refill_charged): the sampled
+ * allocation lies inside the list just refilled on pg (0 < left < its count). This
+ * allocation is counted, and the list cut after `left` more (account_page's cut, after the
+ * pop): the same count as one allocation and then the rest. */
+static KITE_NOINLINE void *refill_over(kite_page_t *pg) {
+  kite_assert(left > 0);
+  left--;
+  return cut_list(pg, _kite_page_pop(pg));
+}
+
 /* The sampled allocation, or the thread's first visit (its heap and its count). */
 static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
   _kite_options_ensure(); /* the first requests come here before the options are read */
@@ -284,50 +301,52 @@ static KITE_COLD void *sample_or_start(kite_heap_t *h, size_t n) {
   return account_list(h, _kite_class_of(n), p);
 }
 
-/* The generic refill of class c, its list counted. Out of line: the sampler's common path
- * (the quick refill) then needs no stack frame. */
-static KITE_NOINLINE void *refill_generic(kite_heap_t *h, unsigned c) {
-  return account_list(h, c, _kite_malloc_small_cls(h, c));
-}
-
-/* A refill the quick count below does not take: the sampled allocation (left == 0), a list
- * the sampled allocation falls inside (left < its length: cut there), the thread's first
- * visit, or a page whose lists are not the quick refill's (no local list, a list the fast
- * path did not empty, statistics on): one allocation counted, then the rest of the list
- * (account_page), as the file comment says. Out of line: the common path keeps no frame. */
-static KITE_NOINLINE void *refill_counted(kite_heap_t *h, size_t n, unsigned c) {
+/* A refill the two common ones below do not take: the sampled allocation (left == 0), the
+ * thread's first visit (left is 0 then too), a list the sampled allocation falls inside
+ * (left < its length: cut there), a thread past its exit teardown (the empty heap, whose
+ * late requests heap.c serves: not counted), statistics on (the quick refill skips their
+ * counting), a page whose allocation list the fast path did not empty, no current page.
+ * One allocation counted, then the rest of the list (account_page), as the file comment
+ * says; a generic refill is counted as _kite_guarded_malloc counts it. */
+static KITE_NOINLINE void *refill_counted(size_t n, kite_heap_t *h, unsigned c) {
   if (unlikely(left == 0)) return sample_or_start(h, n);
-  left--;
+  if (unlikely(h == &_kite_heap_empty)) {
+    left--;
+    return _kite_malloc_small_cls(h, c);
+  }
   kite_page_t *pg = _kite_heap_current_page(h, c);
-  if (likely(pg != NULL)) return account_page(h, c, pg, _kite_page_pop(pg));
-  return refill_generic(h, c);
+  if (pg == NULL) return _kite_heap_refill_charged(h, c, &left, refill_over);
+  left--;
+  return account_page(h, c, pg, _kite_page_pop(pg));
 }
 
-void *_kite_guarded_malloc(kite_heap_t *h, size_t n) {
+void *_kite_guarded_malloc(size_t n, kite_heap_t *h) {
   unsigned c = _kite_class_of(n);
-  if (n > KITE_DIRECT_MAX) {
-    /* these sizes come here every time: a block on the current list was counted with it */
-    kite_page_t *cur = h->queue[c].first;
-    if (likely(cur != NULL && cur->free != KITE_LINK_END)) return _kite_page_pop(cur);
-  }
-  /* The quick refill (heap.h's, inline): the page's local list becomes its allocation list,
-   * counted whole before its first pop with one compare and one store of the countdown.
-   * With the allocation list empty, the local list is the page's count as it stands
-   * (account_page's reasoning), this allocation included, and left >= that count means
-   * the sampled allocation lies beyond the list (account_page's test after the pop,
-   * left - 1 >= count - 1; left == 0 fails it). Anything else, the sampled allocation
-   * included, goes the counted way before any list moves (cut_list's cut stays put). */
   kite_page_t *pg = h->queue[c].first;
-  if (likely(pg != NULL && pg->free == KITE_LINK_END && pg->local_free != KITE_LINK_END && !_kite_opt(KITE_OPT_SHOW_STATS))) {
-    int64_t k = (int64_t)pg->capacity + (h->pinned[c] == pg) - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
-    if (likely(left >= k)) {
-      left -= k;
-      pg->free = pg->local_free;
-      pg->local_free = KITE_LINK_END;
-      return _kite_page_pop(pg);
+  if (pg == NULL) return refill_counted(n, h, c); /* a fresh page, or the empty heap */
+  /* Both refills count the list they hand the fast path whole, this allocation included,
+   * from the page's counts (list_count) before its first pop, with one compare and one
+   * store of the countdown while the sampled allocation lies beyond the list (left >= the
+   * count; left == 0 fails it). The generic refill (heap.c's: no local list to take) is
+   * charged by the heap (a tail call, no frame here); the quick refill (heap.h's, inline:
+   * the page's local list becomes its allocation list) here. Anything else, the sampled
+   * allocation included, goes the counted way before any list moves (cut_list's cut stays
+   * put). */
+  if (pg->free == KITE_LINK_END) {
+    if (pg->local_free == KITE_LINK_END) {
+      if (likely(left > 0)) return _kite_heap_refill_charged(h, c, &left, refill_over);
+      return refill_counted(n, h, c);
     }
+    int64_t k = list_count(pg);
+    if (unlikely(left < k || _kite_opt(KITE_OPT_SHOW_STATS))) return refill_counted(n, h, c);
+    left -= k;
+    pg->free = pg->local_free;
+    pg->local_free = KITE_LINK_END;
   }
-  return refill_counted(h, n, c);
+  /* a block of a list counted when it was handed out: sizes above the direct range come
+   * here every time (sizes up to it find an empty list here, the fast path's page being
+   * this one, heap.c I-P1) */
+  return _kite_page_pop(pg);
 }
 
 void _kite_guarded_free(void *p) {

@@ -8,7 +8,8 @@
  * Hooks (each one call, marked "guarded.h" where it stands):
  *   alloc.c  malloc_generic: small requests of at most KITE_GUARDED_MAX bytes go through
  *            _kite_guarded_malloc while sampling is on (options.h's _kite_small_route:
- *            the fast path is never consulted, the slow path's compare is the one it had);
+ *            the fast path is never consulted, the slow path's compare is the one it had;
+ *            _kite_guarded_route: the sampler's requests skip the profiler's test);
  *            realloc_generic: a guarded block goes to realloc_guarded (new block, copy,
  *            free), its old size from _kite_guarded_usable.
  *   heap_reclaim.c   heap_reclaim leaves the current pages alone while sampling is on.
@@ -22,13 +23,14 @@
 #include "types.h"
 #include "options.h"
 
-#define KITE_GUARDED_MAX ((size_t)16384) /* largest sampled request: a slot's four pages */
+/* KITE_GUARDED_MAX, the largest sampled request, is options.h's (malloc's route reads it) */
 
 struct kite_heap_s;
 /* malloc(n) for 0 <= n <= KITE_GUARDED_MAX from the slow path of thread heap h, while
  * KITE_GUARDED_SAMPLE is on: a guarded block when this allocation is the sampled one, else
- * what _kite_malloc_small_generic returns. NULL + ENOMEM only when both fail. */
-void *_kite_guarded_malloc(struct kite_heap_s *h, size_t n) KITE_NOINLINE;
+ * what _kite_malloc_small_generic returns. NULL + ENOMEM only when both fail. (n first:
+ * malloc's slow path has the two in that order.) */
+void *_kite_guarded_malloc(size_t n, struct kite_heap_s *h) KITE_NOINLINE;
 /* free(p) of a pointer in the guarded region: a live guarded block is freed, anything else
  * (a second free, an address inside a block) is reported as misuse. */
 void _kite_guarded_free(void *p) KITE_NOINLINE;

@@ -133,7 +133,7 @@ void _kite_heap_direct_clear(kite_heap_t *h) {
  * than its credit and never more pages than the list holds, so scanning costs O(1) per slow
  * allocation however many pages are full. Visited pages without remote frees rotate to the
  * back, so successive calls look at different pages. */
-static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
+static inline __attribute__((always_inline)) kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
   kite_pageq_t *fq = &h->full[cls];
   uint32_t credit = h->scan_credit[cls];
   uint32_t budget = credit + 2, visited = 0;
@@ -163,16 +163,11 @@ static kite_page_t *full_scan(kite_heap_t *h, unsigned cls) {
 
 /* ---- generic allocation ---- */
 
-static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
-  if (unlikely(h == &_kite_heap_empty)) {
-    h = _kite_heap_create();
-    if (!h) return NULL;
-    if (unlikely(_kite_heap_late())) { /* after the thread's exit teardown (heap_pool.c) */
-      void *b = malloc_class_generic(h, cls);
-      _kite_heap_late_end(h);
-      return b;
-    }
-  }
+/* The generic refill of class cls of thread heap h (not the empty heap): the page it
+ * leaves first in the queue, pinned (I-P1), with a free block on its allocation list; NULL
+ * + ENOMEM (the class's queue then empty). Inline in both of its callers, so that
+ * malloc's own route keeps one call. */
+static inline __attribute__((always_inline)) kite_page_t *class_refill(kite_heap_t *h, unsigned cls) {
   kite_pageq_t *q = &h->queue[cls];
   kite_page_t *pg = q->first;
   while (pg) {
@@ -206,6 +201,30 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
     q_push_front(q, pg);
   }
   _kite_heap_pin(h, cls);
+  return pg;
+}
+
+static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
+  if (unlikely(h == &_kite_heap_empty)) {
+    h = _kite_heap_create();
+    if (!h) return NULL;
+    if (unlikely(_kite_heap_late())) { /* after the thread's exit teardown (heap_pool.c) */
+      void *b = malloc_class_generic(h, cls);
+      _kite_heap_late_end(h);
+      return b;
+    }
+  }
+  kite_page_t *pg = class_refill(h, cls);
+  return likely(pg != NULL) ? _kite_page_pop(pg) : NULL;
+}
+
+void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) {
+  kite_page_t *pg = class_refill(h, cls);
+  if (unlikely(pg == NULL)) return NULL;
+  /* |free| + |local_free| by page.h's invariant on used, less the pin's +1 (I-P1) */
+  int64_t k = (int64_t)pg->capacity + 1 - (int64_t)pg->used;
+  if (unlikely(*left < k)) return over(pg);
+  *left -= k;
   return _kite_page_pop(pg);
 }
 

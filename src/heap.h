@@ -102,6 +102,14 @@ static inline kite_page_t *_kite_heap_current_page(kite_heap_t *h, unsigned cls)
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
 /* The same for a request of class cls (the caller computed it: guarded.c's sampler). */
 void *_kite_malloc_small_cls(kite_heap_t *h, unsigned cls) KITE_NOINLINE;
+/* The generic refill of class cls of thread heap h (the caller is its thread; not the
+ * empty heap), charged to a countdown: the class's current page (pinned, heap.c I-P1) is
+ * given a free block on its allocation list; when its lists' count, |free| + |local_free|
+ * with the block this request takes, is at most *left, *left drops by it and that block is
+ * returned; else nothing is charged or popped and the result is over(pg)'s. NULL + ENOMEM
+ * when no page can be had. (guarded.c's sampler: the lists the fast path is handed are
+ * counted whole, from the page's counts, before their first pop.) */
+void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) KITE_NOINLINE;
 /* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */
 void *_kite_malloc_class(unsigned cls);
 /* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be, and NULL

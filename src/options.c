@@ -105,6 +105,7 @@ int64_t _kite_opt_value[KITE_OPT_COUNT] = {
 static int64_t opt_initial[KITE_OPT_COUNT]; /* written once, before _kite_options_once is DONE */
 kite_once_t _kite_options_once = KITE_ONCE_INIT;
 size_t _kite_small_route; /* 0 until the options are read (options.h) */
+size_t _kite_guarded_route; /* the same */
 int _kite_prof_enabled;
 char _kite_prof_prefix[256];
 
@@ -114,10 +115,16 @@ const char *const _kite_env_other[] = {
   "KITE_THREADS_SCALE", "KITE_PROF", NULL,
 };
 
+/* malloc's slow-path routes for KITE_GUARDED_SAMPLE = v (options.h). */
+static void routes_store(int64_t v) {
+  __atomic_store_n(&_kite_guarded_route, _kite_guarded_route_for(v), __ATOMIC_RELAXED);
+  __atomic_store_n(&_kite_small_route, _kite_small_route_for(v), __ATOMIC_RELAXED);
+}
+
 bool _kite_option_store(kite_opt_t o, int64_t v) {
   if ((unsigned)o >= KITE_OPT_COUNT || v < _kite_opt_desc[o].min || v > _kite_opt_desc[o].max) return false;
   __atomic_store_n(&_kite_opt_value[o], v, __ATOMIC_RELAXED);
-  if (o == KITE_OPT_GUARDED_SAMPLE) __atomic_store_n(&_kite_small_route, _kite_small_route_for(v), __ATOMIC_RELAXED);
+  if (o == KITE_OPT_GUARDED_SAMPLE) routes_store(v);
   return true;
 }
 
@@ -293,7 +300,7 @@ void _kite_options_read(void) {
       opt_initial[o] = _kite_opt((kite_opt_t)o);
     }
     prof_read();
-    __atomic_store_n(&_kite_small_route, _kite_small_route_for(_kite_opt(KITE_OPT_GUARDED_SAMPLE)), __ATOMIC_RELAXED);
+    routes_store(_kite_opt(KITE_OPT_GUARDED_SAMPLE));
     if (!getauxval(AT_SECURE)) check_unknown_names(); /* where secure_getenv read nothing */
     _kite_once_end(&_kite_options_once, true);
   }

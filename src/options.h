@@ -143,6 +143,21 @@ static inline size_t _kite_small_route_for(int64_t guarded_sample) {
 #endif
 }
 
+/* Requests below this go by malloc's slow path straight to guarded.h's sampler, past the
+ * profiler's test: KITE_GUARDED_MAX + 1 while KITE_GUARDED_SAMPLE is on and the heap
+ * profiler off, else 0 (the sampler's requests then take the longer way, as before the
+ * options are read). Written with _kite_small_route, from the same values. */
+#define KITE_GUARDED_MAX ((size_t)16384) /* largest sampled request: a slot's four pages (guarded.h) */
+extern size_t _kite_guarded_route KITE_HIDDEN;
+static inline size_t _kite_guarded_route_for(int64_t guarded_sample) {
+#if defined(KITE_SECURE) && KITE_SECURE
+  (void)guarded_sample; /* never sampled there (_kite_small_route_for) */
+  return 0;
+#else
+  return guarded_sample > 0 && !__atomic_load_n(&_kite_prof_enabled, __ATOMIC_RELAXED) ? KITE_GUARDED_MAX + 1 : 0;
+#endif
+}
+
 /* The environment's read (once.h: DONE once read; never FAILED). It runs before kite's fork
  * handlers are registered (init.c), so a child forked while another thread reads them has
  * no handler to take the claim back: its own read takes it over (once.h O6). */
