@@ -103,15 +103,7 @@ static void free_small(kite_page_t *pg, void *p, uint32_t i) {
     _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned);
     return;
   }
-  if (pg->links[i] != KITE_LINK_LIVE) {
-    free_invalid(p);
-    return;
-  }
-  if (KITE_DEBUG >= 3) _kite_block_fill_free(pg, p);
-  KITE_TOOL_BLOCK_FREE(p, pg->block_size); /* after the fill writes it */
-  __atomic_store_n(&pg->links[i], pg->local_free, __ATOMIC_RELAXED);
-  pg->local_free = (uint16_t)i;
-  if (--pg->used == 0) _kite_free_local_slow(_kite_heap_tls, pg); /* emptied, or on the full list */
+  _kite_heap_free_local(owner, pg, p, i); /* the owner's plain stores (remote.c R3) */
 }
 
 /* free(p) that the fast path and free_remote did not take (d: p's unit's descriptor,

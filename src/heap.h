@@ -119,8 +119,8 @@ kite_heap_t *_kite_heap_get(void);
 void _kite_free_local_slow(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
 /* Free block i at p of small page pg, whose heap is h, the calling thread's: the owner's
  * plain stores (remote.c R3) once the block's entry reads LIVE, else a double or invalid
- * free, reported: what free.c's free_small does for its own thread's block, for the secure
- * build's quarantine (secure.c), which found pg and i itself. */
+ * free, reported: free.c's free_small for its own thread's block, and the secure build's
+ * quarantine (secure.c), which found pg and i itself. */
 static inline __attribute__((always_inline)) void _kite_heap_free_local(kite_heap_t *h, kite_page_t *pg, void *p, uint32_t i) {
   if (unlikely(pg->links[i] != KITE_LINK_LIVE)) {
     _kite_report_invalid("free(): invalid pointer or double free", p);
