@@ -304,10 +304,21 @@ void _kite_os_unmap(void *p, size_t size) {
 #ifdef __SANITIZE_ADDRESS__
   /* ASan keeps a range's shadow after munmap, and the ASan build poisons freed blocks
    * (tool.h): a range unmapped with freed blocks in it would read as poisoned wherever the
-   * kernel maps something there next (a new thread's stack). Cleared from the first poisoned
-   * byte on; ASan gives a long cleared shadow back to the kernel rather than writing it. */
-  char *bad = __asan_region_is_poisoned(p, size);
-  if (bad) ASAN_UNPOISON_MEMORY_REGION(bad, (size_t)((char *)p + size - bad));
+   * kernel maps something there next (a new thread's stack). Cleared one shadow page's
+   * span at a time (a shadow byte covers 8 bytes: 32 KiB a 4 KiB page), only spans whose
+   * shadow holds poison: those shadow pages are resident already, so clearing them costs
+   * no memory, where clearing the whole range would fault in the shadow of clean spans. */
+  const uintptr_t span = 8 * 4096;
+  char *end = (char *)p + size;
+  for (char *at = p; at < end;) {
+    char *bad = __asan_region_is_poisoned(at, (size_t)(end - at));
+    if (!bad) break;
+    char *from = (char *)((uintptr_t)bad & ~(uintptr_t)7), *stop = (char *)(((uintptr_t)bad | (span - 1)) + 1);
+    if (from < at) from = at;
+    if (stop > end) stop = end;
+    ASAN_UNPOISON_MEMORY_REGION(from, (size_t)(stop - from));
+    at = stop;
+  }
 #endif
   os_munmap(p, size);
   errno = saved;
