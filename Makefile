@@ -143,8 +143,9 @@ CROSS_REPEAT_TIMEOUT ?= 300
 QEMU_AARCH64 = $(shell command -v qemu-aarch64) -L /usr/aarch64-linux-gnu
 CROSS_ENV = KITE_TEST_EMULATOR="$(QEMU_AARCH64)"
 # the cross-thread tests, run CROSS_REPEAT times more under qemu: threads that free each
-# other's blocks, and core_fork (its threads hand blocks over while two of them fork)
-CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override|core_fork)$$
+# other's blocks, core_fork (its threads hand blocks over while two of them fork), and the
+# remote-free protocol's own suites (their races staged by test hooks)
+CROSS_THREADED := ^(core_threads|core_stress|core_threads_override|core_stress_override|core_fork|core_remote|core_remote_abandon)$$
 # Left out under qemu: test_buddy_bench runs the benchmark binary through popen (it cannot
 # start an aarch64 program under qemu-user). core_programs runs the project's own programs
 # through the emulator, kite preloaded or linked, and skips Debian's x86-64 ones
