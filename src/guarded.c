@@ -207,21 +207,13 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
 
 static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p);
 
-/* What a refill hands the fast path on pg, the class's current page: |free| + |local_free|
- * by page.h's invariant on used, less the pin's +1 (heap.c I-P1: the queue's first page is
- * the pinned one). A page in the class's queue is never on the full list (heap.h's
- * check_queue: in_full set exactly there), so its used field is its count as it stands. */
-static inline int64_t list_count(const kite_page_t *pg) {
-  return (int64_t)pg->capacity + 1 - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
-}
-
 /* The list just put on page pg (the current page of class cls of h, after the pop that
  * served this allocation) is handed to the fast path: count it, and cut it where the
  * sampled allocation falls (see the file comment). Owner only. */
 static inline __attribute__((always_inline)) void *account_page(kite_heap_t *h, unsigned cls, kite_page_t *pg, void *p) {
   kite_assert(!pg->in_full && pg == h->queue[cls].first && pg == h->pinned[cls]);
   if (pg->free == KITE_LINK_END) return p;
-  int64_t k = list_count(pg);
+  int64_t k = _kite_heap_list_count(pg);
   if (left >= k) {
     left -= k;
     return p;
@@ -325,9 +317,9 @@ void *_kite_guarded_malloc(size_t n, kite_heap_t *h) {
   kite_page_t *pg = h->queue[c].first;
   if (pg == NULL) return refill_counted(n, h, c); /* a fresh page, or the empty heap */
   /* Both refills count the list they hand the fast path whole, this allocation included,
-   * from the page's counts (list_count) before its first pop, with one compare and one
-   * store of the countdown while the sampled allocation lies beyond the list (left >= the
-   * count; left == 0 fails it). The generic refill (heap.c's: no local list to take) is
+   * from the page's counts (_kite_heap_list_count) before its first pop, with one compare
+   * and one store of the countdown while the sampled allocation lies beyond the list (left
+   * >= the count; left == 0 fails it). The generic refill (heap.c's: no local list to take) is
    * charged by the heap (a tail call, no frame here); the quick refill (heap.h's, inline:
    * the page's local list becomes its allocation list) here. Anything else, the sampled
    * allocation included, goes the counted way before any list moves (cut_list's cut stays
@@ -337,7 +329,7 @@ void *_kite_guarded_malloc(size_t n, kite_heap_t *h) {
       if (likely(left > 0)) return _kite_heap_refill_charged(h, c, &left, refill_over);
       return refill_counted(n, h, c);
     }
-    int64_t k = list_count(pg);
+    int64_t k = _kite_heap_list_count(pg);
     if (unlikely(left < k || _kite_opt(KITE_OPT_SHOW_STATS))) return refill_counted(n, h, c);
     left -= k;
     pg->free = pg->local_free;

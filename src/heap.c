@@ -221,8 +221,7 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
 void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) {
   kite_page_t *pg = class_refill(h, cls);
   if (unlikely(pg == NULL)) return NULL;
-  /* |free| + |local_free| by page.h's invariant on used, less the pin's +1 (I-P1) */
-  int64_t k = (int64_t)pg->capacity + 1 - (int64_t)pg->used;
+  int64_t k = _kite_heap_list_count(pg);
   if (unlikely(*left < k)) return over(pg);
   *left -= k;
   return _kite_page_pop(pg);

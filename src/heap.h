@@ -110,6 +110,13 @@ void *_kite_malloc_small_cls(kite_heap_t *h, unsigned cls) KITE_NOINLINE;
  * when no page can be had. (guarded.c's sampler: the lists the fast path is handed are
  * counted whole, from the page's counts, before their first pop.) */
 void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) KITE_NOINLINE;
+/* The blocks a refill hands the fast path on pg, the class's current page: |free| +
+ * |local_free| by page.h's invariant on used, less the pin's +1 (heap.c I-P1: the queue's
+ * first page is the pinned one). A page in the class's queue is never on the full list
+ * (check_queue: in_full set exactly there), so its used field is its count as it stands. */
+static inline int64_t _kite_heap_list_count(const kite_page_t *pg) {
+  return (int64_t)pg->capacity + 1 - (int64_t)__atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+}
 /* Allocate one block of class cls from the calling thread's heap. NULL + ENOMEM. */
 void *_kite_malloc_class(unsigned cls);
 /* The calling thread's heap, created on first use; NULL + ENOMEM if it cannot be, and NULL

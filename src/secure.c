@@ -253,9 +253,8 @@ static KITE_NOINLINE NO_IPA void small_free_keyless(void *p, kite_page_t *pg, ui
 }
 
 /* free(p) of carved block i of small page pg (classify.h's answer, kept with the block in
- * the quarantine: the core's free takes it as it is, no second lookup); own: pg is known to
- * be the calling thread's (never a first-class heap's). */
-static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i, bool own) {
+ * the quarantine: the core's free takes it as it is, no second lookup). */
+static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, void *p, uint32_t i) {
   uint32_t bs = pg->block_size;
   uint64_t c = canary_of(p), seen = c;
 #if KITE_SECURE_FLOOR /* secure_layout.h: the canary checked and marked, the head zeroed, no more */
@@ -281,13 +280,13 @@ static inline __attribute__((always_inline)) void small_free(kite_page_t *pg, vo
    * owned again meanwhile, and a first-class heap's pages carry key 0 (heap.h). So only a
    * page without a key (abandoned, first-class, or of a heap made after its thread's exit
    * began) needs its heap looked at. */
-  if (likely(own || KITE_LOAD_RELAXED(pg->owner_key) != 0)) quarantine_push(p, pg, i);
+  if (likely(KITE_LOAD_RELAXED(pg->owner_key) != 0)) quarantine_push(p, pg, i);
   else small_free_keyless(p, pg, i);
 }
 
 /* small_free of a block kite_free found off its fast path (a page with no key, or through
  * classify.h): out of line, so the fast path keeps one copy of small_free and no frame. */
-static KITE_NOINLINE NO_IPA void small_free_generic(kite_page_t *pg, void *p, uint32_t i) { small_free(pg, p, i, false); }
+static KITE_NOINLINE NO_IPA void small_free_generic(kite_page_t *pg, void *p, uint32_t i) { small_free(pg, p, i); }
 
 /* The fast path finds small blocks as free.c's does: the unit's descriptor through the page
  * map (pagemap.h M1), a block start by the multiply, carved (below capacity; C3's answer
@@ -308,7 +307,7 @@ KITE_API void kite_free(void *p) {
                owner != 0)) {
       /* this thread's block or another's: one path (small_free looks at the key again
        * after its claim; the quarantine's release tells the two apart) */
-      small_free(pg, p, (uint32_t)i, false);
+      small_free(pg, p, (uint32_t)i);
       return;
     }
     /* a page with no key (abandoned, a first-class heap's), as free.c's free_arena_generic
@@ -448,8 +447,7 @@ static void *realloc_small(void *p, kite_page_t *pg, uint32_t i, size_t n) {
   if (unlikely(!q) && want != n) q = kite_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
-  /* own as kite_free tells it (this thread's page: never a first-class heap's) */
-  small_free(pg, p, i, KITE_LOAD_RELAXED(pg->owner_key) == _kite_this_key());
+  small_free(pg, p, i);
   return q;
 }
 
