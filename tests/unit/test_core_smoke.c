@@ -5,6 +5,8 @@
  *   test_core_smoke                 the tests
  *   test_core_smoke option-value N  exit 0 iff kite_option_get(PURGE_DELAY_MS) == N (run
  *                                   with KITE_PURGE_DELAY_MS set by CTest)
+ *   test_core_smoke huge-header-child  frees a huge block whose header length was changed
+ *                                   (huge_header_checksum runs it and reads its stderr)
  * The full conformance and stress suites live in tests/api and tests/stress. */
 #define _GNU_SOURCE
 #include "test.h"
@@ -263,13 +265,14 @@ TEST(heaps) {
   }
 }
 
+#define MiB ((size_t)1 << 20)
+
 #ifdef KITE_TEST_HOOKS
 /* huge_trim (realloc shrinking a huge block) must clear the page-map slots of the tail
  * before unmapping it: once the tail is unmapped, another thread may map an arena or a huge
  * block there and mark its slot. The hook runs right after the unmap and plays that thread:
  * it maps a whole 64 MiB slot of the hole and marks it, as arena_new does. The mark must
  * survive the trim. */
-#define MiB ((size_t)1 << 20)
 static void *hole_map;
 static void trim_hook(void *gone, size_t len) {
   uintptr_t slot = ((uintptr_t)gone + KITE_ARENA_SIZE - 1) & ~(uintptr_t)KITE_ARENA_MASK;
@@ -360,6 +363,76 @@ TEST(check_finds_corruption) {
 }
 #endif
 
+/* The huge blocks' live counters (kite_stats_get's huge_live_blocks and huge_live_bytes,
+ * mallinfo2's hblks and hblkhd) follow every huge block out and back: one the huge cache
+ * keeps (20 MiB), one too big for it (200 MiB, unmapped at once), and a resize in place
+ * (the bytes follow the new length, the count stays). */
+TEST(huge_live_counters) {
+  kite_stats_t a, b, c;
+  kite_stats_get(&a);
+  void *cached = kite_malloc(20 * MiB), *big = kite_malloc(200 * MiB);
+  assert_true(cached && big);
+  size_t n1 = kite_malloc_usable_size(cached), n2 = kite_malloc_usable_size(big);
+  kite_stats_get(&b);
+  expect_uint_eq(b.huge_live_blocks, a.huge_live_blocks + 2);
+  expect_uint_eq(b.huge_live_bytes, a.huge_live_bytes + n1 + n2);
+  void *q = kite_realloc(big, 110 * MiB); /* shrinks in place */
+  assert_true(q == big);
+  size_t n3 = kite_malloc_usable_size(q);
+  expect_true(n3 < n2);
+  kite_stats_get(&c);
+  expect_uint_eq(c.huge_live_blocks, b.huge_live_blocks);
+  expect_uint_eq(c.huge_live_bytes, a.huge_live_bytes + n1 + n3);
+  kite_free(cached);
+  kite_stats_get(&c);
+  expect_uint_eq(c.huge_live_blocks, a.huge_live_blocks + 1);
+  expect_uint_eq(c.huge_live_bytes, a.huge_live_bytes + n3);
+  kite_free(q);
+  kite_stats_get(&c);
+  expect_uint_eq(c.huge_live_blocks, a.huge_live_blocks);
+  expect_uint_eq(c.huge_live_bytes, a.huge_live_bytes);
+}
+
+/* A huge block's header is authenticated (huge.c): a length changed in it, as an underflow
+ * from the memory below would change it, makes free report heap corruption and abort before
+ * it unmaps anything. The child (this program re-executed, so that kite's messages go to
+ * the pipe it starts with) changes the length in the header, which lies at the start of
+ * the block's first 64 MiB slot (huge.c's layout: magic, user, user_len, ...). */
+static int huge_header_child(void) {
+  unsigned char *p = kite_malloc(40 * MiB);
+  if (!p) return 3;
+  size_t *hdr = (size_t *)(((uintptr_t)p - 1) & ~(uintptr_t)((64 * MiB) - 1));
+  if (hdr[1] != (size_t)(uintptr_t)p || hdr[2] < 40 * MiB) return 4; /* not the layout above */
+  hdr[2] *= 3;
+  kite_free(p);
+  return 0; /* the free took the changed header */
+}
+TEST(huge_header_checksum) {
+  int fds[2];
+  assert_int_eq(pipe(fds), 0);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 2);
+    execl("/proc/self/exe", "test_core_smoke", "huge-header-child", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char out[1024];
+  size_t len = 0;
+  ssize_t n;
+  while (len + 1 < sizeof out && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
+  out[len] = 0;
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  expect_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+  expect_true(strstr(out, "kite: heap corruption: huge block header does not match its checksum: ") != NULL);
+  if (!strstr(out, "huge block header")) fprintf(stderr, "  child status 0x%x, stderr: %s\n", st, out);
+}
+
 #define RUN_CHECKED(name) do { RUN(name); expect_int_eq(kite_check(), 1); } while (0)
 
 #if defined(KITE_TEST_HOOKS) && defined(__SANITIZE_ADDRESS__)
@@ -390,6 +463,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "KITE_PURGE_DELAY_MS=%s: option %ld, expected %ld\n", getenv("KITE_PURGE_DELAY_MS"), got, want);
     return got == want ? 0 : 1;
   }
+  if (argc == 2 && strcmp(argv[1], "huge-header-child") == 0) return huge_header_child();
   test_rng_init(1);
   expect_int_eq(kite_check(), 1);
   RUN_CHECKED(sizes);
@@ -400,8 +474,12 @@ int main(int argc, char **argv) {
   RUN_CHECKED(trim);
   RUN_CHECKED(stats_options);
   RUN_CHECKED(heaps);
+  RUN_CHECKED(huge_live_counters);
 #ifdef KITE_TEST_HOOKS
   RUN_CHECKED(huge_trim_order);
+#endif
+  RUN_CHECKED(huge_header_checksum);
+#ifdef KITE_TEST_HOOKS
   RUN_CHECKED(check_finds_corruption);
 #endif
 #if defined(KITE_TEST_HOOKS) && defined(__SANITIZE_ADDRESS__)
