@@ -195,7 +195,20 @@ static bool stack_has(const char *err, const char *title, uintptr_t fn, uintptr_
   return found;
 }
 
-static void check_fault(const char *mode, const char *kind, const char *offset, bool freed, int want_exit) {
+/* The report's block line: the block's address and its size as asked (size) and usable
+ * (rounded up to 16), and the fault address at the stated offset from that block. */
+static void check_block_line(const char *err, size_t size, const char *offset) {
+  const char *fa = strstr(err, "  fault address: 0x"), *bl = strstr(err, "  block: 0x");
+  unsigned long fault = 0, block = 0, n = 0, usable = 0;
+  expect_true(fa && sscanf(fa, "  fault address: 0x%lx", &fault) == 1);
+  expect_true(bl && sscanf(bl, "  block: 0x%lx, %lu bytes (usable %lu)\n", &block, &n, &usable) == 3);
+  expect_uint_eq(n, size);
+  expect_uint_eq(usable, (size + 15) & ~(size_t)15);
+  expect_int_eq((long)(fault - block), strtol(offset, NULL, 10));
+}
+
+static void check_fault(const char *mode, const char *kind, const char *offset, bool freed, int want_exit,
+                        size_t size) {
   child_run_t r;
   run_child(mode, &r);
   if (want_exit) {
@@ -211,6 +224,7 @@ static void check_fault(const char *mode, const char *kind, const char *offset, 
   snprintf(want, sizeof want, "  offset from the block's start: %s\n", offset);
   expect_true(strstr(r.err, want) != NULL);
   expect_true(strstr(r.err, "kite: aborting\n") != NULL);
+  check_block_line(r.err, size, offset);
   uintptr_t a = (uintptr_t)sa, f = (uintptr_t)sf;
   uintptr_t win = a > f ? a - f : f - a;
   if (win > 64) win = 64;
@@ -226,15 +240,15 @@ static void check_fault(const char *mode, const char *kind, const char *offset, 
   if (test_current_failed) fprintf(stderr, "--- child %s stdout:\n%s--- stderr:\n%s---\n", mode, r.out, r.err);
 }
 
-TEST(use_after_free) { check_fault("uaf", "use after free", "+3", true, 0); }
-TEST(overflow) { check_fault("overflow", "buffer overflow", "+112", false, 0); }
+TEST(use_after_free) { check_fault("uaf", "use after free", "+3", true, 0, 100); }
+TEST(overflow) { check_fault("overflow", "buffer overflow", "+112", false, 0, 100); }
 TEST(underflow) {
   char off[32];
   snprintf(off, sizeof off, "%ld", 96 - (long)test_os_page());
-  check_fault("underflow", "buffer underflow", off, false, 0);
+  check_fault("underflow", "buffer underflow", off, false, 0, 100);
 }
-TEST(freed_by_another_thread) { check_fault("threads", "use after free", "+0", true, 0); }
-TEST(forked_child) { check_fault("fork", "use after free", "+3", true, 42); }
+TEST(freed_by_another_thread) { check_fault("threads", "use after free", "+0", true, 0, 200); }
+TEST(forked_child) { check_fault("fork", "use after free", "+3", true, 42, 100); }
 
 /* With the option set from the start, every eligible request is guarded (and nothing
  * else): the sampler sees each one (the lists it hands the fast path are counted from the
