@@ -293,7 +293,7 @@ static KITE_NOINLINE void *realloc_small_move(void *p, size_t old, size_t n) {
  * space after it is free, else moves its pages (mremap, no copy). Everything else is a new
  * block, a copy and a free.
  *
- * Small blocks first (40 instructions when the block stays, x86-64 -O2): page map says
+ * Small blocks first (the block stays where it is, with no copy and no call): page map says
  * "arena" -> head descriptor -> kind SMALL -> one multiply gives "p is a block start" and its
  * index i -> links[i] == LIVE (uncarved blocks' entries read 0; an index past the last block
  * lands on the spare entry, never LIVE) -> n in (size / 2, size]. Everything else goes to

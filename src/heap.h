@@ -9,8 +9,8 @@
  * page (whose free list is NULL) so a miss lands in the generic path without a branch;
  * direct_start[n] is that page's first byte.
  * The first page of each queue is "pinned": its used count carries +1, so freeing its
- * last block does not leave the fast path (malloc/free of one block in a loop stays at
- * ~30 instructions); the bias moves whenever another page becomes first.
+ * last block does not leave the fast path (malloc/free of one block in a loop never reaches
+ * the slow path); the bias moves whenever another page becomes first.
  */
 #ifndef KITE_HEAP_H
 #define KITE_HEAP_H
