@@ -74,6 +74,7 @@
 void (*_kite_test_hook_remote_read)(void *p);
 void (*_kite_test_hook_remote_push)(void *p);
 void (*_kite_test_hook_remote_retry)(void *p);
+void (*_kite_test_hook_remote_relink)(void *p);
 void (*_kite_test_hook_remote_emptied)(void *p);
 #endif
 
@@ -94,6 +95,10 @@ void _kite_remote_push_again(kite_page_t *pg, void *b, size_t i, kite_remote_emp
   /* R2: the entry links to the head read above before the push (R3: fails on the owner's
    * store) */
   if (link != mine) {
+#ifdef KITE_TEST_HOOKS
+    void (*relink)(void *) = __atomic_load_n(&_kite_test_hook_remote_relink, __ATOMIC_ACQUIRE);
+    if (relink) relink(b);
+#endif
     if (!__atomic_compare_exchange_n(e, &mine, link, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       _kite_remote_invalid(pg, i);
       return;

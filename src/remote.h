@@ -23,11 +23,13 @@ void _kite_remote_invalid(const kite_page_t *pg, uint32_t i) KITE_COLD; /* the r
 #ifdef KITE_TEST_HOOKS
 /* Test builds: called by a remote free between its read of the block's entry and the
  * claim's CAS (_read), between the claim and the push (_push), by the push's retry loop
- * before each of its CASes on thread_free (_retry), and by the push that emptied an
+ * before each of its CASes on thread_free (_retry), by the first re-link (out of line)
+ * between its read of the entry and its CAS (_relink), and by the push that emptied an
  * abandoned page before it settles the page (_emptied). */
 extern void (*_kite_test_hook_remote_read)(void *p);
 extern void (*_kite_test_hook_remote_push)(void *p);
 extern void (*_kite_test_hook_remote_retry)(void *p);
+extern void (*_kite_test_hook_remote_relink)(void *p);
 extern void (*_kite_test_hook_remote_emptied)(void *p);
 #endif
 

@@ -19,6 +19,9 @@
  *                             non-empty): exactly one report, each block handed out once
  *   relink_is_a_cas           R2, R3: the owner's store lands while the claimer is parked
  *                             and the list's head moves: the re-link fails and reports
+ *   first_relink_is_a_cas     R2, R3: the first re-link (out of line) is a CAS: the
+ *                             owner's store landing between its read of the entry and its
+ *                             CAS makes it fail and report, and nothing is pushed
  *   relink_refuses_live       R3: as relink_is_a_cas, with the block handed out again
  *                             (LIVE) before the claimer goes on: it reports and pushes
  *                             nothing, the block stays its new user's
@@ -202,6 +205,51 @@ TEST(relink_is_a_cas) {
   expect_int_eq((kite_check)(), 1);
   expect_handed_out_once(176, c.p, c.j, c.pg->reserved);
   kite_free(c.keep);
+}
+
+/* The first re-link (out of line) reads its entry, finds REMOTE|next (its own claim), and
+ * the owner's store lands before its CAS: the CAS fails on the store (R2, R3), so the free
+ * is reported and nothing is pushed; a plain store there would put the owner's freed block
+ * on thread_free as well (twice free). The claimer parks before its first push (the head
+ * then moves) and again inside the re-link, between its read and its CAS. */
+TEST(first_relink_is_a_cas) {
+  enum { SIZE = 2304 }; /* a class no other test uses */
+  reports_reset();
+  park_reset();
+  void *p = kite_malloc(SIZE), *j = kite_malloc(SIZE), *keep = kite_malloc(SIZE);
+  kite_page_t *pg = page_of(p);
+  if (page_of(j) != pg) {
+    expect_ptr_eq(page_of(j), pg);
+    return;
+  }
+  uint32_t ip = index_of(pg, p), ij = index_of(pg, j);
+  __atomic_store_n(&_kite_test_hook_remote_push, park, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_relink, park, __ATOMIC_RELEASE);
+  pthread_t claimer = spawn(free_parked2_body, p);
+  expect_true(wait_parked()); /* claimed, before its first push */
+  free_on_thread(j);          /* the head moves: the first push fails, the re-link follows */
+  unpark();
+  expect_true(wait_parked()); /* in the re-link: its entry read, before its CAS */
+  _kite_test_owner_free_store(p); /* the owner read LIVE before the claim */
+  unpark();
+  pthread_join(claimer, NULL);
+  __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&_kite_test_hook_remote_relink, NULL, __ATOMIC_RELEASE);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  uint64_t tf = tf_of(pg);
+  expect_int_eq(KITE_TF_COUNT(tf), 1);
+  expect_uint_eq(KITE_TF_HEAD(tf), ij);
+  expect_true(!_kite_link_is_remote(entry(pg, ip)));
+  expect_int_eq((kite_check)(), 1);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, 1);
+  expect_int_eq(reports_now(), 1);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq((kite_check)(), 1);
+  expect_handed_out_once(SIZE, p, j, pg->reserved);
+  kite_free(keep);
 }
 
 /* The owner's store lands while the claimer waits before its first push, then the owner
@@ -451,6 +499,7 @@ int main(void) {
   RUN_CHECKED(take_reports_owner_store);
   RUN_CHECKED(claim_is_one_rmw);
   RUN_CHECKED(relink_is_a_cas);
+  RUN_CHECKED(first_relink_is_a_cas);
   RUN_CHECKED(relink_refuses_live);
   RUN_CHECKED(push_retries_moved_head);
   RUN_CHECKED(retry_relink_is_a_cas);
