@@ -702,7 +702,8 @@ int main(int argc, char **argv) {
   self_path = realpath("/proc/self/exe", NULL);
   test_rng_init(20261126);
   /* KITE_GUARDED_TEST_INPROCESS=1: the TSan build's run (its runtime takes the children's
-   * SIGSEGV and abort over, so they do not die of SIGABRT there); the normal build runs all */
+   * SIGSEGV and abort over, so they do not die of SIGABRT there); the normal and ASan
+   * builds run all (cmake/core-tests.cmake: ASan lets kite's handler replace its own) */
   const char *inprocess = getenv("KITE_GUARDED_TEST_INPROCESS");
   if (!inprocess || strcmp(inprocess, "1") != 0) {
     RUN(use_after_free);
