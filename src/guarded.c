@@ -40,7 +40,10 @@
  * larger ones come here every time and are popped at once while their page has a block):
  * the refill is counted whole (every block of the list is handed out before the class
  * comes back), from the page's counts before its first pop, the quick refill's (the page's
- * local list) here and the generic one's by the heap (heap.h's _kite_heap_refill_charged),
+ * local list) here and the generic one's by the heap (heap.h's _kite_heap_refill_charged,
+ * which first joins a page's local list to its allocation list: a page from further down
+ * the queue may hold both, and the fast path takes one list at a time, so a count of the
+ * two would count the local one again at the quick refill after it),
  * and when the sampled allocation falls inside the
  * list, the list is cut after `left` blocks (the rest goes to the page's local free list,
  * where the next refill finds it: page.h's lists stay whole), so the fast path fails
@@ -213,6 +216,9 @@ static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p);
 static inline __attribute__((always_inline)) void *account_page(kite_heap_t *h, unsigned cls, kite_page_t *pg, void *p) {
   kite_assert(!pg->in_full && pg == h->queue[cls].first && pg == h->pinned[cls]);
   if (pg->free == KITE_LINK_END) return p;
+  /* a generic refill's page may hold its own frees on the local list: counted once, on
+   * the one list the fast path is handed (heap.h's _kite_heap_list_join) */
+  if (unlikely(pg->local_free != KITE_LINK_END)) _kite_heap_list_join(h, pg);
   int64_t k = _kite_heap_list_count(pg);
   if (left >= k) {
     left -= k;
@@ -228,12 +234,10 @@ static inline __attribute__((always_inline)) void *account_list(kite_heap_t *h, 
 }
 
 /* account_list's rare part: the sampled allocation falls inside pg's list (left < its
- * length): cut the list after `left` blocks. Returns p (the block just served). */
+ * length): cut the list after `left` blocks, the rest to the local list, which every
+ * refill that counts leaves empty (_kite_heap_list_join). Returns p (the block just served). */
 static KITE_NOINLINE void *cut_list(kite_page_t *pg, void *p) {
-  if (pg->local_free != KITE_LINK_END) { /* the rest cannot move there: sample at the next visit */
-    left = 0;
-    return p;
-  }
+  kite_assert(pg->local_free == KITE_LINK_END);
   uint16_t *l = pg->links;
   if (left == 0) { /* the next allocation of this class is the sampled one */
     pg->local_free = pg->free;

@@ -221,11 +221,14 @@ static KITE_NOINLINE void *malloc_class_generic(kite_heap_t *h, unsigned cls) {
 void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) {
   kite_page_t *pg = class_refill(h, cls);
   if (unlikely(pg == NULL)) return NULL;
+  if (unlikely(pg->local_free != KITE_LINK_END)) page_collect(h, pg, true); /* heap.h: one list */
   int64_t k = _kite_heap_list_count(pg);
   if (unlikely(*left < k)) return over(pg);
   *left -= k;
   return _kite_page_pop(pg);
 }
+
+void _kite_heap_list_join(kite_heap_t *h, kite_page_t *pg) { page_collect(h, pg, true); }
 
 void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) {
   unsigned cls = _kite_class_of(n);

@@ -104,12 +104,18 @@ void *_kite_malloc_small_generic(kite_heap_t *h, size_t n) KITE_NOINLINE;
 void *_kite_malloc_small_cls(kite_heap_t *h, unsigned cls) KITE_NOINLINE;
 /* The generic refill of class cls of thread heap h (the caller is its thread; not the
  * empty heap), charged to a countdown: the class's current page (pinned, heap.c I-P1) is
- * given a free block on its allocation list; when its lists' count, |free| + |local_free|
- * with the block this request takes, is at most *left, *left drops by it and that block is
- * returned; else nothing is charged or popped and the result is over(pg)'s. NULL + ENOMEM
- * when no page can be had. (guarded.c's sampler: the lists the fast path is handed are
- * counted whole, from the page's counts, before their first pop.) */
+ * given a free block on its allocation list and an empty local list (_kite_heap_list_join);
+ * when its count, |free| with the block this request takes, is at most *left, *left drops
+ * by it and that block is returned; else nothing is charged or popped and the result is
+ * over(pg)'s. NULL + ENOMEM when no page can be had. (guarded.c's sampler: the lists the
+ * fast path is handed are counted whole, from the page's counts, before their first pop.) */
 void *_kite_heap_refill_charged(kite_heap_t *h, unsigned cls, int64_t *left, void *(*over)(kite_page_t *pg)) KITE_NOINLINE;
+/* The local list of pg, a current page of h (owner only), joined to its allocation list
+ * (other threads' frees collected there too), so that a refill's count is of the one list
+ * the fast path is handed: a generic refill may take a page from further down the queue
+ * whose collect put other threads' frees on the allocation list and left the page's own on
+ * the local list, which the quick refill after it hands out (and counts) again. */
+void _kite_heap_list_join(kite_heap_t *h, kite_page_t *pg) KITE_NOINLINE;
 /* The blocks a refill hands the fast path on pg, the class's current page: |free| +
  * |local_free| by page.h's invariant on used, less the pin's +1 (heap.c I-P1: the queue's
  * first page is the pinned one). A page in the class's queue is never on the full list

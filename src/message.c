@@ -29,7 +29,8 @@ static bool same_file(int a, int b) {
 
 void _kite_message_init(void) {
   if (likely(_kite_once_done(&msg_once))) return;
-  if (_kite_once_claim(&msg_once, _kite_os_getpid(), _kite_os_yield)) { /* (else another thread recorded it) */
+  /* a claim this thread does not win waits until another thread has recorded it */
+  if (_kite_once_claim(&msg_once, _kite_os_getpid(), _kite_os_yield)) {
     /* the duplicate first, then its identity: both are surely the same file. An
      * inherited duplicate (M1: -1 but in a takeover) is reused while it is fd 2's file. */
     int fd = msg_fd;
@@ -57,7 +58,8 @@ __attribute__((constructor(101))) static void message_ctor(void) { _kite_message
 /* Tests: set the recording's word (-1: as a thread of this process recording it), return
  * the word before (to set it back). */
 int _kite_test_message_stage(int w) {
-  return __atomic_exchange_n(&msg_once.state, w < 0 ? _kite_once_busy_word(_kite_os_getpid()) : w, __ATOMIC_ACQ_REL);
+  return __atomic_exchange_n(&msg_once.state, w < 0 ? _kite_once_busy_word(_kite_os_getpid()) : w,
+                             __ATOMIC_ACQ_REL);
 }
 /* Tests: set the recorded duplicate (as a claimer whose dup returned fd, M1), return the one
  * before (to set it back). */

@@ -49,7 +49,8 @@ static size_t read_number(const char *path) {
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   size_t v = 0;
-  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (size_t)(buf[i] - '0');
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+    v = v * 10 + (size_t)(buf[i] - '0');
   return v;
 }
 
@@ -121,7 +122,8 @@ static void os_munmap(void *p, size_t size) {
 
 static void *os_mmap_raw(void *hint, size_t size, int extra_flags) {
   CHECK_RANGE("mmap", hint, size);
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags,
+                 -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -131,7 +133,8 @@ bool _kite_test_os_noreplace_hint;
  * is free, else elsewhere at the kernel's page alignment but not the forced page's (where
  * the kernel put it when it is aligned by chance: one kernel page further). */
 static void *mmap_hint_instead(void *p, size_t size, int flags) {
-  uint8_t *q = mmap(p, size + kernel_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+  uint8_t *q = mmap(p, size + kernel_page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (q == MAP_FAILED) return MAP_FAILED;
   bool skip = q != p && ((uintptr_t)q & (_kite_os_page_size - 1)) == 0;
   munmap(skip ? q : q + size, kernel_page);
@@ -164,9 +167,11 @@ static void *os_mmap_exact(void *p, size_t size, int extra_flags) {
 static void *os_mmap(void *hint, size_t size, int extra_flags) {
   size_t extra = _kite_os_page_size - kernel_page;
   if (extra == 0) return os_mmap_raw(hint, size, extra_flags);
-  uint8_t *q = mmap(hint, size + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+  uint8_t *q = mmap(hint, size + extra, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
   if (q == MAP_FAILED) return NULL;
-  uint8_t *a = (uint8_t *)(((uintptr_t)q + _kite_os_page_size - 1) & ~(uintptr_t)(_kite_os_page_size - 1));
+  uint8_t *a =
+      (uint8_t *)(((uintptr_t)q + _kite_os_page_size - 1) & ~(uintptr_t)(_kite_os_page_size - 1));
   if (a > q) munmap(q, (size_t)(a - q));
   if (q + size + extra > a + size) munmap(a + size, (size_t)(q + size + extra - (a + size)));
   return a;
@@ -228,7 +233,8 @@ static bool maps_range(const char *s, const char *e, uintptr_t *lo, uintptr_t *h
   for (int k = 0; k < 2; k++) {
     const char *start = s;
     for (; s < e; s++) {
-      unsigned d = (unsigned)(*s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : 16);
+      unsigned d = (unsigned)(*s >= '0' && *s <= '9' ? *s - '0'
+                              : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : 16);
       if (d == 16) break;
       v[k] = v[k] << 4 | d;
     }
@@ -313,7 +319,8 @@ void _kite_os_unmap(void *p, size_t size) {
   for (char *at = p; at < end;) {
     char *bad = __asan_region_is_poisoned(at, (size_t)(end - at));
     if (!bad) break;
-    char *from = (char *)((uintptr_t)bad & ~(uintptr_t)7), *stop = (char *)(((uintptr_t)bad | (span - 1)) + 1);
+    char *from = (char *)((uintptr_t)bad & ~(uintptr_t)7);
+    char *stop = (char *)(((uintptr_t)bad | (span - 1)) + 1);
     if (from < at) from = at;
     if (stop > end) stop = end;
     ASAN_UNPOISON_MEMORY_REGION(from, (size_t)(stop - from));
@@ -578,8 +585,10 @@ static void fault_handler(int sig, siginfo_t *si, void *ctx) {
 static bool fault_handler_in_place(void);
 
 bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
-  if (!_kite_once_claim(&fault_once, _kite_os_getpid(), NULL)) return _kite_once_done(&fault_once); /* installed, or refused */
-  if (fault_handler_in_place()) { /* taken over from an ancestor's claimer that installed it (once.h O6) */
+  if (!_kite_once_claim(&fault_once, _kite_os_getpid(), NULL))
+    return _kite_once_done(&fault_once); /* installed, or refused */
+  /* taken over from an ancestor's claimer that installed it (once.h O6) */
+  if (fault_handler_in_place()) {
     _kite_once_end(&fault_once, true);
     return true;
   }
@@ -606,7 +615,8 @@ bool _kite_os_catch_faults(bool (*fn)(void *addr)) {
 static bool fault_handler_in_place(void) {
   int saved = errno;
   struct sigaction cur;
-  bool in = sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == fault_handler;
+  bool in = sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_sigaction == fault_handler;
   errno = saved;
   return in;
 }
@@ -617,7 +627,9 @@ static bool fault_handler_in_place(void) {
  * again (a second installation would keep kite's own handler as the one before, which a
  * fault that is not kite's would then call for good); else the child's next call installs
  * it. */
-void _kite_os_faults_fork_child(void) { _kite_once_fork_child(&fault_once, fault_handler_in_place); }
+void _kite_os_faults_fork_child(void) {
+  _kite_once_fork_child(&fault_once, fault_handler_in_place);
+}
 
 #ifdef KITE_TEST_HOOKS
 /* Tests: set the installation's state (1: as a thread of this process inside it; 0: as a
@@ -628,7 +640,9 @@ int _kite_test_faults_stage(int st) {
     fault_fn = NULL;
     memset(&fault_prev, 0, sizeof fault_prev);
   }
-  return __atomic_exchange_n(&fault_once.state, st == KITE_ONCE_BUSY ? _kite_once_busy_word(_kite_os_getpid()) : st, __ATOMIC_ACQ_REL);
+  return __atomic_exchange_n(&fault_once.state,
+                             st == KITE_ONCE_BUSY ? _kite_once_busy_word(_kite_os_getpid()) : st,
+                             __ATOMIC_ACQ_REL);
 }
 #endif
 
