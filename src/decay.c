@@ -14,9 +14,10 @@
  * windows with their bound (DEMAND_WINDOWS) and the stretch (below).
  *
  * Invariants (the units' fields are arena_int.h's, arena.c I1-I4 hold under the slot lock):
- *   D1 Purging and unmapping run only under purge_lock: a forced purge waits for it, a
- *      decay step only tries it (a free never waits). So an arena read in a slot stays
- *      mapped through the step (it is re-read under the slot lock: NULL, gone before).
+ *   D1 Free units are purged, and empty arenas unmapped, only under purge_lock: a forced
+ *      purge waits for it, a decay step only tries it (a free never waits). So an arena
+ *      read in a slot stays mapped through the step (re-read under the slot lock: NULL,
+ *      gone before). (With delay 0 a run is decommitted by its freer before it is free.)
  *   D2 The demand windows and the judging ledgers (demand_*, used_peak_*, judge_*,
  *      stretch) are read and written only under purge_lock (decay_policy); stretch's
  *      stores are atomic but nothing reads it without that lock.
