@@ -24,9 +24,10 @@
  *      user, user_len or off on a header it owns (U6), which seals it before letting go;
  *      a header is verified before it is trusted (huge_header, the cache's take, expiry).
  *   U4 A free counts itself in huge_free_readers (seq_cst read-modify-write) before it
- *      reads the page map or the header, and out (release) after its CAS; huge_unmap
- *      clears the page map, then waits, on a read-modify-write of the same word, until no
- *      free is counted in, and only then unmaps. A fork's child starts at 0.
+ *      reads the page map or the header, and out (release) after its CAS; huge_unmap and
+ *      huge_grow's move clear the page map, then wait, on a read-modify-write of the same
+ *      word, until no free is counted in, and only then give the header's place up. A
+ *      fork's child starts at 0.
  *   U5 huge_cache[] (maps and stamps) and huge_cache_bytes are written only under
  *      huge_lock. A cached map has off == 4 KiB, magic 0, a sealed mac, one slot; the
  *      bytes are the sum of the cached user_len, at most HUGE_CACHE_BYTES. Peeks without
@@ -113,16 +114,26 @@ static kite_huge_t *huge_header(const void *p) {
 typedef struct { kite_huge_t *h; uint64_t freed_ms; } huge_cached_t;
 static huge_cached_t huge_cache[HUGE_CACHE_SLOTS];
 
-/* Frees in the middle of reading a header (huge_free_readers, U4): a free of a huge block counts
- * itself in before it reads the page map and the header, and out after its claim (the CAS on
- * magic). huge_unmap clears the page map first, then waits until no free is counted in, and
- * only then unmaps: a free that counted in after the clear sees the page map empty and never
- * reads the header; one that counted in before is waited for. So of two racing frees of one
- * block, the loser reports the double free even when the winner unmaps at once. (Both sides
- * order by a locked read-modify-write of the counter: its increment before the page-map load,
- * the page-map clear before the counter's read.) Waits last a few instructions unless a free is preempted
- * mid-read; huge frees are rare and each costs a munmap anyway. */
+/* Frees in the middle of reading a header (huge_free_readers, U4): a free of a huge block
+ * counts itself in before it reads the page map and the header, and out after its claim (the
+ * CAS on magic). huge_unmap clears the page map first, then waits until no free is counted
+ * in, and only then unmaps: a free that counted in after the clear sees the page map empty
+ * and never reads the header; one that counted in before is waited for. So of two racing
+ * frees of one block, the loser reports the double free even when the winner unmaps at
+ * once; and a double free of a cached map reads its header safely while an allocation
+ * moves the map away (huge_grow waits the same way). (Both sides order by a locked
+ * read-modify-write of the counter: its increment before the page-map load, the page-map
+ * clear before the counter's read.) Waits last a few instructions unless a free is
+ * preempted mid-read; huge frees are rare and each costs a munmap anyway. */
 static unsigned huge_free_readers;
+
+/* After the page-map slots of a header's place read NONE, before that place is given up
+ * (unmapped or moved away): no free is reading the header any more (U4). */
+static void huge_readers_wait(void) {
+  /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
+   * do the same, but TSan builds refuse standalone fences): U1 then U4 */
+  while (__atomic_fetch_add(&huge_free_readers, 0, __ATOMIC_SEQ_CST)) _kite_os_yield();
+}
 
 static void huge_unmap(kite_huge_t *h) {
   uintptr_t base = (uintptr_t)h;
@@ -130,9 +141,7 @@ static void huge_unmap(kite_huge_t *h) {
   void *p = h->user;
   __atomic_store_n(&h->magic, 0, __ATOMIC_RELAXED); /* atomic: a losing free may read it (U2) */
   _kite_pagemap_set(base, off + len, KITE_PM_NONE);
-  /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
-   * do the same, but TSan builds refuse standalone fences): U1 then U4 */
-  while (__atomic_fetch_add(&huge_free_readers, 0, __ATOMIC_SEQ_CST)) _kite_os_yield();
+  huge_readers_wait();
   if (off > KITE_OS_PAGE) {
     _kite_os_unmap((void *)base, KITE_OS_PAGE);
     _kite_os_unmap(p, len);
@@ -227,6 +236,7 @@ static kite_huge_t *huge_grow(kite_huge_t *h, size_t len) {
     }
     _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_HUGE); /* magic 0 there: no block yet */
     _kite_pagemap_set(base, old_total, KITE_PM_NONE);
+    huge_readers_wait(); /* a double free of a cached map may be reading its header (U4) */
     if (!_kite_os_remap_to(h, old_total, total, dest)) {
       _kite_pagemap_set(base, old_total, KITE_PM_HUGE);
       _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_NONE);
