@@ -12,6 +12,33 @@
  * step (unless it is the only one); malloc_trim (a forced purge) and a failed mapping unmap
  * every empty arena. Two rules adapt D to a program that is claiming memory: the demand
  * windows with their bound (DEMAND_WINDOWS) and the stretch (below).
+ *
+ * Invariants (the units' fields are arena_int.h's, arena.c I1-I4 hold under the slot lock):
+ *   D1 Free units are purged, and empty arenas unmapped, only under purge_lock: a forced
+ *      purge waits for it, a decay step only tries it (a free never waits). So an arena
+ *      read in a slot stays mapped through the step (re-read under the slot lock: NULL,
+ *      gone before). (With delay 0 a run is decommitted by its freer before it is free.)
+ *   D2 The demand windows and the judging ledgers (demand_*, used_peak_*, judge_*,
+ *      stretch) are read and written only under purge_lock (decay_policy); stretch's
+ *      stores are atomic but nothing reads it without that lock.
+ *   D3 _kite_decay_demand, _kite_decay_back, used_hi and last_purge_ms are relaxed
+ *      counters, ordered with nothing: a stale value moves a step or its need, never the
+ *      units' state. used_hi only rises between steps (note_use's CAS) and a step takes it
+ *      to 0 (exchange); _kite_decay_demand and _kite_decay_back only grow (the windows
+ *      and ledgers take differences).
+ *   D4 A unit is purged only with the slot lock held, free and committed (is_free, dirty:
+ *      its dirty_map bit) and old enough for the cut. While the OS call runs (no slot
+ *      lock) its units are reserved in the buddy heap with is_free, dirty and their
+ *      dirty_map bits 0, and dirty_free lowered: no claim takes them and no other walk
+ *      counts them; after it they are free and clean (is_free 1, dirty 0). The global
+ *      _kite_arena_dirty_units is lowered after the slot lock is let go (a moment high).
+ *   D5 purged_ms[u] is a decay step's clock reading | 1 (never 0) for a unit a step
+ *      purged, 0 for a forced purge or a unit claimed since: 0 means "not purged by a
+ *      step" (_kite_decay_is_back). Ages are differences mod 2^32 ms, a stamp later than
+ *      the step's reading counts as age 0 (unit_age).
+ *   D6 A step unmaps only an arena it found empty under the slot lock (all free, none
+ *      dirty, not growing; arena.c I4), a decay step never the last one; purge_all lowers
+ *      the committed total by exactly the units its steps purged.
  */
 #include "arena_int.h"
 #include "options.h"
@@ -58,7 +85,7 @@ static uint64_t demand_prev;         /* units claimed in the previous window (pu
 static uint64_t demand_epoch_ms;     /* start of this window (purge_lock) */
 static uint64_t used_peak_cur;       /* most units in use (committed, not free) seen by a step */
 static uint64_t used_peak_prev;      /* in this and the previous window (purge_lock) */
-static uint32_t stretch;             /* atomic (written under purge_lock): delay D << stretch */
+static uint32_t stretch;             /* atomic (written under purge_lock, D2): D << stretch */
 static uint64_t judge_epoch_ms;      /* start of this judging period (purge_lock) */
 static uint64_t judge_purged;        /* units the decay purged: in this period, plus half of
                                       * the previous periods' ledger (purge_lock) */
@@ -69,7 +96,7 @@ static uint64_t judge_back_mark;     /* _kite_decay_back at its start (purge_loc
  * later than now: a step reads the clock once before it walks the arenas, and a free stamps
  * its own reading, taken any time before it gets the slot lock (purge_range drops the lock
  * in the middle of a step). Such a unit was freed during the step: age 0, never the
- * wrapped difference (about 2^32 ms: "older than any delay", purged at once). */
+ * wrapped difference (about 2^32 ms: "older than any delay", purged at once): D5. */
 static inline uint32_t unit_age(uint64_t now, uint32_t stamp) {
   int32_t age = (int32_t)((uint32_t)now - stamp);
   return age > 0 ? (uint32_t)age : 0;
@@ -78,7 +105,8 @@ static inline uint32_t unit_age(uint64_t now, uint32_t stamp) {
 /* Use rises only at claims, and steps run only from frees: between two steps a program can
  * claim far past what either step reads, and a ceiling made of the steps' readings alone
  * left that peak over the bound, to be purged at the next step and faulted in again by the
- * next claims. The mark is stored only when it rises: a program at its peak only reads it. */
+ * next claims. The mark is stored only when it rises: a program at its peak only reads it
+ * (D3). */
 void _kite_decay_note_use(void) {
   uint64_t dirty = __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_RELAXED);
   uint64_t used = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
@@ -141,9 +169,10 @@ void _kite_arena_free_run_done(uint64_t now) {
 
 /* ---- purging (caller holds purge_lock) ---- */
 
-/* Decommit [i, j) of a: reserved while the OS call runs without the slot lock. Entered and
- * left with the slot lock held. stamp (a decay step's clock reading, or 0 for a forced purge)
- * goes to purged_ms: a claim of the units within DECAY_BACK_MS of it counts them back. */
+/* Decommit [i, j) of a: reserved while the OS call runs without the slot lock (D4). Entered
+ * and left with the slot lock held. stamp (a decay step's clock reading, or 0 for a forced
+ * purge: D5) goes to purged_ms: a claim of the units within DECAY_BACK_MS of it counts them
+ * back. */
 static void purge_range(kite_arena_slot_t *s, kite_arena_t *a, uint32_t i, uint32_t j, uint32_t stamp) {
   kite_check(kite_buddy_reserve(a->buddy, i, j - i) == 0);
   for (uint32_t k = i; k < j; k++) {
@@ -236,14 +265,15 @@ static uint32_t dirty_prev(const kite_arena_t *a, uint32_t u) {
  * now all free and all purged. */
 static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_t d, bool curve, uint64_t *need, bool *empty) {
   size_t purged = 0;
-  uint32_t stamp = force ? 0 : ((uint32_t)now | 1); /* 0 means "not purged by a step" */
+  uint32_t stamp = force ? 0 : ((uint32_t)now | 1); /* 0 means "not purged by a step" (D5) */
   *empty = false;
   _kite_lock(&s->lock);
-  kite_arena_t *a = s->arena;
+  kite_arena_t *a = s->arena; /* D1: NULL when it was unmapped before this lock */
   if (!a) { _kite_unlock(&s->lock); return 0; }
   decay_cut_t c = {0, 0, 0};
   if (!a->dirty_free) goto done;
   if (!force && (d <= 0 || !decay_cut(a, now, d, curve, *need, &c))) goto done;
+  /* D4: free and committed (its dirty_map bit), and old enough */
 #define PURGEABLE(k, age) (a->is_free[k] && a->dirty[k] && unit_age(now, a->freed_ms[k]) >= (age))
   for (uint32_t i = dirty_next(a, a->meta_units); i < KITE_ARENA_UNITS;) {
     if (!PURGEABLE(i, c.min_age)) { i = dirty_next(a, i + 1); continue; }
@@ -266,15 +296,16 @@ static size_t arena_decay(kite_arena_slot_t *s, bool force, uint64_t now, int64_
   }
 #undef PURGEABLE
 done:
+  /* D6: all free, all purged, not growing (the unmap looks again, arena.c I4) */
   *empty = a->dirty_free == 0 && !a->growing && kite_buddy_free_units(a->buddy) == a->mapped_units - a->meta_units;
   _kite_unlock(&s->lock);
-  if (purged) __atomic_fetch_sub(&_kite_arena_dirty_units, purged, __ATOMIC_RELAXED);
+  if (purged) __atomic_fetch_sub(&_kite_arena_dirty_units, purged, __ATOMIC_RELAXED); /* D4 */
   *need = *need > purged ? *need - purged : 0;
   return purged;
 }
 
 /* The demand windows and the stretch, read by a step at `now` with the option's delay d > 0
- * (purge_lock held): returns the delay the step uses. *curve: the plain decay curve (a
+ * (purge_lock held: D2): returns the delay the step uses. *curve: the plain decay curve (a
  * program that is not claiming memory); else the step purges only what is older than the
  * delay, and *need units more, oldest first, so that the committed total comes down to the
  * ceiling (the most in use that the steps of the demand windows saw). */
@@ -292,7 +323,7 @@ static int64_t decay_policy(uint64_t now, int64_t d, bool *curve, uint64_t *need
   uint64_t committed = __atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED) >> KITE_UNIT_SHIFT;
   uint64_t used = committed > dirty ? committed - dirty : 0;
   /* the peak of use between this step and the last: the claims' mark, not only this
-   * step's reading (a program claims between steps, and it frees before the next one) */
+   * step's reading (a program claims between steps, and it frees before the next one): D3 */
   uint64_t hi = __atomic_exchange_n(&used_hi, 0, __ATOMIC_RELAXED);
   if (hi > used) used = hi;
   if (used > used_peak_cur) used_peak_cur = used;
@@ -333,12 +364,12 @@ static size_t purge_all(bool force, uint64_t now) {
     if (!__atomic_load_n(&_kite_arena_slots[i].arena, __ATOMIC_ACQUIRE)) continue;
     bool empty;
     purged += arena_decay(&_kite_arena_slots[i], force, now, d, curve, &need, &empty);
-    /* a decay step keeps one arena mapped (the next run would map it again) */
+    /* a decay step keeps one arena mapped (the next run would map it again): D6 */
     if (empty && (force || __atomic_load_n(&_kite_arenas_mapped, __ATOMIC_RELAXED) > 1)) unmapped += _kite_arena_unmap(i);
   }
   if (!force) judge_purged += purged;
   purged <<= KITE_UNIT_SHIFT;
-  if (purged) {
+  if (purged) { /* D6 */
     _kite_stat_commit(-(int64_t)purged);
     __atomic_fetch_add(&_kite_stats.purged, purged, __ATOMIC_RELAXED);
   }
@@ -347,7 +378,7 @@ static size_t purge_all(bool force, uint64_t now) {
 
 size_t _kite_arena_purge(bool force) {
   if (force) _kite_lock(&_kite_arena_purge_lock);
-  else if (!_kite_trylock(&_kite_arena_purge_lock)) return 0; /* someone else purges */
+  else if (!_kite_trylock(&_kite_arena_purge_lock)) return 0; /* someone else purges (D1) */
   uint64_t now = _kite_os_now_ms();
   __atomic_store_n(&last_purge_ms, now, __ATOMIC_RELAXED);
   size_t r = purge_all(force, now);

@@ -10,6 +10,34 @@
  * into the header page -- an underflow from a neighbour -- cannot produce a matching mac, so
  * a header whose magic and user pointer match but whose mac does not is reported as heap
  * corruption and the process aborts, before anything is unmapped.
+ *
+ * Invariants:
+ *   U1 h = base is 64 MiB aligned, user = base + off, off (4 KiB, or min(align, 64 MiB)) and
+ *      user_len are multiples of 4 KiB. Every page-map slot of [base, user + user_len)
+ *      reads HUGE while the block is live or cached, and a slot reads NONE before any of
+ *      the memory it covers goes back to the OS (huge_unmap, huge_trim, huge_grow's move).
+ *   U2 magic == KITE_HUGE_MAGIC iff the block is live: stored before the block is handed
+ *      out, taken to 0 by its free's one CAS (of racing frees exactly one wins); cached
+ *      maps and maps being unmapped read 0. magic is atomic: a losing free reads it while
+ *      the winner clears it.
+ *   U3 mac == huge_mac(h) while h is live or cached, except in the code that changes
+ *      user, user_len or off on a header it owns (U6), which seals it before letting go;
+ *      a header is verified before it is trusted (huge_header, the cache's take, expiry).
+ *   U4 A free counts itself in huge_free_readers (seq_cst read-modify-write) before it
+ *      reads the page map or the header, and out (release) after its CAS; huge_unmap and
+ *      huge_grow's move clear the page map, then wait, on a read-modify-write of the same
+ *      word, until no free is counted in, and only then give the header's place up. A
+ *      fork's child starts at 0.
+ *   U5 huge_cache[] (maps and stamps) and huge_cache_bytes are written only under
+ *      huge_lock. A cached map has off == 4 KiB, magic 0, a sealed mac, one slot; the
+ *      bytes are the sum of the cached user_len, at most HUGE_CACHE_BYTES. Peeks without
+ *      the lock may be stale (they only skip or try the cache); an insertion's store is
+ *      seq_cst for purger.c's load (BG2). Stamps are read under huge_lock: none is later
+ *      than a later holder's clock.
+ *   U6 A header's fields (magic aside, U2) are written only by h's owner: its allocator
+ *      before it returns the block, the block's user (resize), its free's CAS winner,
+ *      huge_lock's holder while it is cached, the thread that took it from the cache. A
+ *      map counts user_len + 4 KiB in the committed total from its map to its unmap.
  */
 #include "huge.h"
 #include "arena.h"
@@ -32,7 +60,7 @@ typedef struct kite_huge_s {
   void *user;
   size_t user_len; /* mapped bytes at user (multiple of 4 KiB) */
   size_t off;
-  uint64_t mac;    /* huge_mac(h) while the header is live or cached */
+  uint64_t mac;    /* huge_mac(h) while the header is live or cached (U3) */
   kite_owned_t owned;
 } kite_huge_t;
 
@@ -41,7 +69,7 @@ static uint64_t huge_mac(const kite_huge_t *h) {
   return _kite_mac3((uint64_t)(uintptr_t)h->user ^ ((uint64_t)h->off << 47), h->user_len, (uint64_t)(uintptr_t)h);
 }
 static void huge_seal(kite_huge_t *h) { h->mac = huge_mac(h); }
-/* A header about to be trusted (freed, resized, unmapped from the cache) must verify. */
+/* A header about to be trusted (freed, resized, unmapped from the cache) must verify (U3). */
 static void huge_verify(const kite_huge_t *h) {
   if (unlikely(h->mac != huge_mac(h))) _kite_report_corruption("huge block header does not match its checksum", h->user);
 }
@@ -70,7 +98,7 @@ static kite_huge_t *huge_header(const void *p) {
   uintptr_t base = (u - 1) & ~(uintptr_t)KITE_ARENA_MASK;
   if (_kite_pagemap_kind(base) != KITE_PM_HUGE) return NULL;
   kite_huge_t *h = (kite_huge_t *)base;
-  /* magic is read atomically: a racing free's claim (a CAS) may clear it meanwhile */
+  /* magic is read atomically: a racing free's claim (a CAS) may clear it meanwhile (U2) */
   if (__atomic_load_n(&h->magic, __ATOMIC_RELAXED) != KITE_HUGE_MAGIC || h->user != p) return NULL;
   huge_verify(h);
   return h;
@@ -86,26 +114,34 @@ static kite_huge_t *huge_header(const void *p) {
 typedef struct { kite_huge_t *h; uint64_t freed_ms; } huge_cached_t;
 static huge_cached_t huge_cache[HUGE_CACHE_SLOTS];
 
-/* Frees in the middle of reading a header (huge_free_readers): a free of a huge block counts
- * itself in before it reads the page map and the header, and out after its claim (the CAS on
- * magic). huge_unmap clears the page map first, then waits until no free is counted in, and
- * only then unmaps: a free that counted in after the clear sees the page map empty and never
- * reads the header; one that counted in before is waited for. So of two racing frees of one
- * block, the loser reports the double free even when the winner unmaps at once. (Both sides
- * order by a locked read-modify-write of the counter: its increment before the page-map load,
- * the page-map clear before the counter's read.) Waits last a few instructions unless a free is preempted
- * mid-read; huge frees are rare and each costs a munmap anyway. */
+/* Frees in the middle of reading a header (huge_free_readers, U4): a free of a huge block
+ * counts itself in before it reads the page map and the header, and out after its claim (the
+ * CAS on magic). huge_unmap clears the page map first, then waits until no free is counted
+ * in, and only then unmaps: a free that counted in after the clear sees the page map empty
+ * and never reads the header; one that counted in before is waited for. So of two racing
+ * frees of one block, the loser reports the double free even when the winner unmaps at
+ * once; and a double free of a cached map reads its header safely while an allocation
+ * moves the map away (huge_grow waits the same way). (Both sides order by a locked
+ * read-modify-write of the counter: its increment before the page-map load, the page-map
+ * clear before the counter's read.) Waits last a few instructions unless a free is
+ * preempted mid-read; huge frees are rare and each costs a munmap anyway. */
 static unsigned huge_free_readers;
+
+/* After the page-map slots of a header's place read NONE, before that place is given up
+ * (unmapped or moved away): no free is reading the header any more (U4). */
+static void huge_readers_wait(void) {
+  /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
+   * do the same, but TSan builds refuse standalone fences): U1 then U4 */
+  while (__atomic_fetch_add(&huge_free_readers, 0, __ATOMIC_SEQ_CST)) _kite_os_yield();
+}
 
 static void huge_unmap(kite_huge_t *h) {
   uintptr_t base = (uintptr_t)h;
   size_t len = h->user_len, off = h->off;
   void *p = h->user;
-  __atomic_store_n(&h->magic, 0, __ATOMIC_RELAXED); /* atomic: a losing free may still read it */
+  __atomic_store_n(&h->magic, 0, __ATOMIC_RELAXED); /* atomic: a losing free may read it (U2) */
   _kite_pagemap_set(base, off + len, KITE_PM_NONE);
-  /* a read-modify-write, not a load: a full barrier after the page-map clear (a fence would
-   * do the same, but TSan builds refuse standalone fences) */
-  while (__atomic_fetch_add(&huge_free_readers, 0, __ATOMIC_SEQ_CST)) _kite_os_yield();
+  huge_readers_wait();
   if (off > KITE_OS_PAGE) {
     _kite_os_unmap((void *)base, KITE_OS_PAGE);
     _kite_os_unmap(p, len);
@@ -117,7 +153,7 @@ static void huge_unmap(kite_huge_t *h) {
 
 /* Unmap cached maps freed before now - delay (all of them if force). Returns bytes. Caller
  * holds huge_lock; unmapping under it is fine: nothing else in the cache is touched. Callers
- * read the clock under huge_lock, so no stamp is later than now; the difference is signed
+ * read the clock under huge_lock, so no stamp is later than now (U5); the difference is signed
  * all the same: a later stamp is a map freed just now, never one older than any delay. */
 static size_t huge_cache_expire(bool force, uint64_t now) {
   size_t r = 0;
@@ -139,8 +175,8 @@ void (*_kite_test_hook_huge_trimmed)(void *gone, size_t len);
 #endif
 
 /* Trim the user part of h to len bytes (len <= user_len, multiples of 4 KiB). The slots
- * wholly past the new end read NONE before the tail is unmapped: once it is, another thread
- * may map an arena or huge block there and set them. */
+ * wholly past the new end read NONE before the tail is unmapped (U1): once it is, another
+ * thread may map an arena or huge block there and set them. */
 static void huge_trim(kite_huge_t *h, size_t len) {
   uintptr_t base = (uintptr_t)h;
   size_t old = h->user_len;
@@ -158,7 +194,8 @@ static void huge_trim(kite_huge_t *h, size_t len) {
 }
 
 /* Take the cached map that fits len best: the smallest one that holds it, else the largest
- * one (the caller grows it: its pages are reused, only the difference is new). */
+ * one (the caller grows it: its pages are reused, only the difference is new). The caller
+ * owns the map from then on (U6). */
 static kite_huge_t *huge_cache_take(size_t len) {
   int best = -1;
   _kite_lock(&huge_lock);
@@ -183,8 +220,8 @@ static kite_huge_t *huge_cache_take(size_t len) {
 /* Grow h (off = 4 KiB, owned by the caller: a live block being resized or a map taken from
  * the cache) to len user bytes: in place when the address space after it is free, else
  * moved, pages and all (mremap: nothing is copied), to a fresh 64 MiB aligned place. The
- * page-map slots of the old place read NONE before it is given up. Returns the header
- * (moved or not; its mac is for the caller to seal), or NULL with h unchanged. */
+ * page-map slots of the old place read NONE before it is given up (U1). Returns the header
+ * (moved or not; its mac is for the caller to seal, U3), or NULL with h unchanged. */
 static kite_huge_t *huge_grow(kite_huge_t *h, size_t len) {
   uintptr_t base = (uintptr_t)h;
   size_t old_total = KITE_OS_PAGE + h->user_len, total = KITE_OS_PAGE + len;
@@ -199,6 +236,7 @@ static kite_huge_t *huge_grow(kite_huge_t *h, size_t len) {
     }
     _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_HUGE); /* magic 0 there: no block yet */
     _kite_pagemap_set(base, old_total, KITE_PM_NONE);
+    huge_readers_wait(); /* a double free of a cached map may be reading its header (U4) */
     if (!_kite_os_remap_to(h, old_total, total, dest)) {
       _kite_pagemap_set(base, old_total, KITE_PM_HUGE);
       _kite_pagemap_set((uintptr_t)dest, total, KITE_PM_NONE);
@@ -224,8 +262,8 @@ static void *huge_alloc_cached(size_t len) {
   }
   if (!c) return NULL;
   huge_trim(c, len);
-  __atomic_store_n(&c->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
-  huge_seal(c);
+  __atomic_store_n(&c->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE); /* U2 */
+  huge_seal(c); /* U3 */
   huge_live(1, (int64_t)c->user_len);
   KITE_TOOL_RUN_FRESH(c->user, c->user_len);
   __atomic_fetch_add(&_kite_stats.huge_allocs, 1, __ATOMIC_RELAXED);
@@ -268,7 +306,7 @@ void *_kite_huge_alloc(size_t size, size_t align, bool *zero) {
   if ((uintptr_t)raw + total > p + len) _kite_os_unmap((void *)(p + len), (uintptr_t)raw + total - (p + len));
   if (off > KITE_OS_PAGE) _kite_os_unmap((void *)(base + KITE_OS_PAGE), off - KITE_OS_PAGE);
   kite_huge_t *h = (kite_huge_t *)base;
-  __atomic_store_n(&h->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE);
+  __atomic_store_n(&h->magic, KITE_HUGE_MAGIC, __ATOMIC_RELEASE); /* U2 */
   h->user = (void *)p;
   h->user_len = len;
   h->off = off;
@@ -297,7 +335,7 @@ size_t _kite_huge_usable(const void *p) {
 bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o)) {
   /* a second free is reported; the cache keeps it mapped for a while. One CAS: of two
    * racing frees one wins, and the loser's reads are over before the winner may unmap
-   * (huge_free_readers, above huge_unmap) */
+   * (huge_free_readers, above huge_unmap): U2, U4 */
   __atomic_add_fetch(&huge_free_readers, 1, __ATOMIC_SEQ_CST);
   kite_huge_t *h = huge_header(p);
   uint64_t magic = KITE_HUGE_MAGIC;
@@ -310,7 +348,7 @@ bool _kite_huge_free(void *p, void (*disown)(kite_owned_t *o)) {
   if (h->off == KITE_OS_PAGE && delay != 0 && h->user_len <= HUGE_CACHE_BYTES / 2) {
     _kite_lock(&huge_lock);
     /* the clock is read under the lock: a reading taken before it could be older than the
-     * stamp of a map another thread cached meanwhile */
+     * stamp of a map another thread cached meanwhile (U5) */
     uint64_t now = _kite_os_now_ms();
     huge_cache_expire(false, now);
     int slot = -1;
@@ -353,7 +391,7 @@ void *_kite_huge_resize(void *p, size_t new_size, bool may_move) {
     if (!g) return NULL;
     h = g;
   }
-  huge_seal(h);
+  huge_seal(h); /* U3 */
   huge_live(0, (int64_t)h->user_len - (int64_t)old);
   if (h->user_len > old) KITE_TOOL_RUN_FRESH(h->user, h->user_len); /* ASan: see huge_alloc */
   kite_assert_internal(huge_check_block(h, true));
@@ -412,7 +450,7 @@ void _kite_test_huge_readers(int delta) { __atomic_add_fetch(&huge_free_readers,
 void _kite_huge_fork_child(void) {
   _kite_lock_fork_child(&huge_lock);
   /* a thread of the parent that was reading a header at the fork does not exist here: its
-   * count would make every later unmap wait forever */
+   * count would make every later unmap wait forever (U4) */
   __atomic_store_n(&huge_free_readers, 0, __ATOMIC_RELAXED);
 }
 
@@ -420,7 +458,8 @@ void _kite_huge_fork_child(void) {
 /* ---- validators (contract in huge.h) ---- */
 
 /* Huge block h: header fields (magic when live, 0 when cached), user = base + off, off and
- * user_len multiples of 4 KiB, and every page-map slot of [base, user + user_len) says HUGE. */
+ * user_len multiples of 4 KiB, and every page-map slot of [base, user + user_len) says HUGE
+ * (U1, U2). */
 static bool huge_check_block(const kite_huge_t *h, bool live) {
   uintptr_t base = (uintptr_t)h;
   if (base & KITE_ARENA_MASK) return _kite_check_failed("huge: header not at a 64 MiB boundary", base);
@@ -434,6 +473,7 @@ static bool huge_check_block(const kite_huge_t *h, bool live) {
   return true;
 }
 
+/* U5 */
 bool _kite_huge_check(void) {
   bool ok = true;
   size_t bytes = 0;

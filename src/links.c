@@ -10,8 +10,21 @@
  * memory); a trim takes off what it decommits (remembered in the free array's header) and
  * a reuse puts it back.
  *
- * Invariants (under links_lock): every free array is on exactly one bucket list, that of
- * its size; cur <= end, [cur, end) unused.
+ * Invariants (bucket_free, cur, end and cur_in_arena change only under links_lock):
+ *   L1 Every free array is on exactly one bucket list, that of its size (linked through its
+ *      first word); its second word is the bytes malloc_trim decommitted of it (whole OS
+ *      pages past those two words), counted back as committed when it is reused.
+ *   L2 cur <= end, and [cur, end) of the current chunk was never handed out and reads zero
+ *      (fresh from the OS, or an arena unit zeroed between its guards).
+ *   L3 An array handed out is zero filled and has cap >= n entries with bucket_bytes(cap)
+ *      its bucket's bytes, so that the free of (array, cap) puts it on the list it came
+ *      from (L1).
+ *   L4 Lock order: links_lock, then an arena's locks (the arena fallback); nothing that
+ *      holds an arena lock takes links_lock. Held across fork, re-made in the child.
+ *   L5 Chunks are never given back (an arena unit used as one stays kind META). An array
+ *      cut from a mapped chunk counts as committed from its cut, an arena unit used as a
+ *      chunk is counted whole by the arena; a trim takes off what it decommits, a reuse
+ *      puts it back.
  */
 #include "links.h"
 #include "arena.h"
@@ -41,14 +54,14 @@ static bool cur_in_arena; /* the current chunk is an arena unit: the arena count
 static inline size_t bucket_bytes(uint32_t n) { return ((size_t)n * 2 + LINKS_STEP - 1) & ~(size_t)(LINKS_STEP - 1); }
 
 /* Pop a free array of bucket b or, with any, of the smallest larger bucket that has one;
- * zero filled; *cap = its entries. Called and returns with links_lock held. */
+ * zero filled; *cap = its entries (L3). Called and returns with links_lock held. */
 static uint16_t *pop_free(size_t b, bool any, uint32_t *cap) {
   for (size_t k = b; k < LINKS_BUCKETS; k++) {
     links_free_t *f = bucket_free[k];
     if (f) {
       bucket_free[k] = f->next;
       *cap = (uint32_t)(k * LINKS_STEP / 2);
-      if (f->decommitted) _kite_stat_commit((int64_t)f->decommitted);
+      if (f->decommitted) _kite_stat_commit((int64_t)f->decommitted); /* L1, L5 */
       memset(f, 0, k * LINKS_STEP); /* recommits what malloc_trim gave back */
       return (uint16_t *)f;
     }
@@ -73,7 +86,8 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
   uint16_t *a = pop_free(b, false, cap);
   if (!a && (cur == NULL || (size_t)(end - cur) < bytes)) {
     /* a new chunk (the old one's tail, under one array, goes unused). The OS is called
-     * under links_lock: chunks are rare, and nothing that holds an arena lock takes it */
+     * under links_lock: chunks are rare, and nothing that holds an arena lock takes it
+     * (L4) */
     size_t size = KITE_LINKS_CHUNK;
     uint8_t *m = map_chunk(size);
     if (!m) { size = (bytes + KITE_OS_PAGE - 1) & ~(size_t)(KITE_OS_PAGE - 1); m = map_chunk(size); }
@@ -100,7 +114,7 @@ uint16_t *_kite_links_alloc(uint32_t n, uint32_t *cap) {
     }
   }
   if (!a && cur != NULL && (size_t)(end - cur) >= bytes) {
-    a = (uint16_t *)cur; /* fresh from the OS: zero */
+    a = (uint16_t *)cur; /* fresh from the OS: zero (L2) */
     cur += bytes;
     *cap = (uint32_t)(bytes / 2);
     if (!cur_in_arena) _kite_stat_commit((int64_t)bytes);
@@ -116,7 +130,7 @@ void _kite_links_free(uint16_t *a, uint32_t cap) {
   size_t bytes = bucket_bytes(cap), b = bytes / LINKS_STEP;
   links_free_t *f = (links_free_t *)a;
   _kite_lock(&links_lock);
-  f->decommitted = 0;
+  f->decommitted = 0; /* L1: its bucket's list (L3's cap) */
   f->next = bucket_free[b];
   bucket_free[b] = f;
   _kite_unlock(&links_lock);
@@ -133,7 +147,7 @@ size_t _kite_links_trim(void) {
       uintptr_t hi = ((uintptr_t)f + bytes) & ~(uintptr_t)(KITE_OS_PAGE - 1);
       if (hi > lo && !f->decommitted) {
         _kite_os_decommit((void *)lo, hi - lo);
-        f->decommitted = hi - lo;
+        f->decommitted = hi - lo; /* L1 */
         _kite_stat_commit(-(int64_t)(hi - lo));
         given += hi - lo;
       }
@@ -144,6 +158,7 @@ size_t _kite_links_trim(void) {
   return given;
 }
 
+/* L4 */
 void _kite_links_fork_prepare(void) { _kite_lock(&links_lock); }
 void _kite_links_fork_parent(void) { _kite_unlock(&links_lock); }
 void _kite_links_fork_child(void) { _kite_lock_fork_child(&links_lock); }

@@ -1,4 +1,4 @@
-/* src/page.c -- small pages (contract and invariants in page.h). */
+/* src/page.c -- small pages (contract and invariants PG1-PG7 in page.h). */
 #include "page.h"
 #include "links.h"
 #include "remote.h"
@@ -16,7 +16,7 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
    * (when the page size is not a multiple of bs) lands there, and it is never LIVE */
   uint32_t need = reserved + 1;
   if (pg->links && pg->links_cap >= need && pg->links_cap <= 2 * need + 32) {
-    memset(pg->links, 0, (size_t)pg->links_cap * sizeof(uint16_t)); /* a cached page's */
+    memset(pg->links, 0, (size_t)pg->links_cap * sizeof(uint16_t)); /* a cached page's: PG2 */
   } else {
     _kite_page_fini(pg);
     uint32_t cap;
@@ -39,7 +39,8 @@ bool _kite_page_init_small(kite_page_t *pg, struct kite_heap_s *h, unsigned cls)
   pg->thread_free = KITE_TF_EMPTY;
   pg->next = pg->prev = NULL;
   pg->owned.owner = NULL;
-  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE); /* the heap layer sets owner_key (heap.h) */
+  /* PG1: heap last, with release; the heap layer sets owner_key (heap.h) */
+  __atomic_store_n(&pg->heap, h, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -64,7 +65,8 @@ uint32_t _kite_page_extend(kite_page_t *pg) {
   if (KITE_DEBUG >= 3) for (uint32_t i = 0; i < n; i++) _kite_block_fill_free(pg, _kite_page_block(pg, first + i));
   pg->free = (uint16_t)first;
 #endif
-  __atomic_store_n(&pg->capacity, first + n, __ATOMIC_RELAXED); /* read by lookups in other threads */
+  /* read by lookups in other threads (PG2) */
+  __atomic_store_n(&pg->capacity, first + n, __ATOMIC_RELAXED);
   return n;
 }
 
@@ -72,8 +74,8 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_
   uint32_t issued = 0;
   *remote = 0;
   if ((all || pg->free == KITE_LINK_END) && KITE_TF_LIST(__atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED)) != KITE_TF_EMPTY) {
-    uint32_t moved = _kite_remote_take(pg);
-    pg->used -= (int32_t)moved;
+    uint32_t moved = _kite_remote_take(pg); /* PG6 */
+    pg->used -= (int32_t)moved; /* PG5: collected, no longer counted */
     issued += moved;
     *remote = moved;
   }
@@ -92,7 +94,7 @@ uint32_t _kite_page_collect(kite_page_t *pg, bool all, bool count_local, uint32_
   return issued;
 }
 
-/* ---- validators (contracts in page.h) ---- */
+/* ---- validators (contracts in page.h; they check PG2, PG4 and PG5) ---- */
 
 /* Walk the owner list from i, marking each block in seen[] (one bit per block). False on an
  * index that is not carved, or seen before (two lists share it, or a cycle). *n = length. */

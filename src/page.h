@@ -8,30 +8,35 @@
  * a block's memory, so no write after free or overflow can steer malloc, and a double free
  * is found by the entry, whatever the block holds.
  *
- * Invariants of a small page (owner = the heap in page->heap; only the owner touches
- * free/local_free/used/capacity, the queue links, and entries that are not LIVE or REMOTE):
- *   - blocks [0, capacity) are carved (capacity <= reserved); uncarved blocks are untouched
- *     (a fresh page costs RSS only for what is used) and their entries read 0.
- *   - zero_tail: every uncarved block's bytes are zero. Set only by the heap layer for a
- *     page made from a run the arena gave as known zero (never touched, or given back to
- *     the kernel, MADV_DONTNEED, since: arena.h's *zero), 0 for every other page (a cached
- *     page holds its last blocks' bytes); it holds for the page's life, as nothing writes
- *     uncarved blocks (the secure build's carve skips its zeroing there: secure_layout.h).
- *   - every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
- *     on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
- *     on thread_free);
- *   - the count of a page, _kite_page_used = carved - |free| - |local_free|, i.e. the
- *     number of blocks handed out plus those freed by other threads and not yet collected
- *     (plus 1 while the page is its heap's pinned one), is the field used, except while
- *     the page sits on its heap's full list (in_full): then the count is capacity (every
- *     carved block out, nothing collected until it leaves the list) and used reads 1, so
- *     that the free fast path's decrement reaches 0 on a full page as on an emptied one
- *     (one test): the generic path moves it back.
- *   - thread_free holds the blocks other threads freed (head, count, and the ABANDONED
- *     bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
- *     free; the owner takes them back in _kite_page_collect.
- *   - heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
- *     every free to it is generic.
+ * Invariants of a small page (numbered for the code that keeps them; PG: page.h, page.c):
+ *   PG1 owner = the heap in page->heap: only the owner touches free, local_free, used,
+ *       capacity, the queue links, and entries that are not LIVE or REMOTE. heap is
+ *       stored last, with release, once the page's fields are set (_kite_page_init_small,
+ *       heap.h's page_own): a thread that reads it with acquire sees them (remote.c).
+ *   PG2 blocks [0, capacity) are carved (capacity <= reserved, and it only grows while
+ *       the page is a small page: relaxed atomic stores, lookups in other threads read it);
+ *       uncarved blocks are untouched (a fresh page costs RSS only for what is used) and
+ *       their entries read 0.
+ *   PG3 zero_tail: every uncarved block's bytes are zero. Set only by the heap layer for a
+ *       page made from a run the arena gave as known zero (never touched, or given back to
+ *       the kernel, MADV_DONTNEED, since: arena.h's *zero), 0 for every other page (a cached
+ *       page holds its last blocks' bytes); it holds for the page's life, as nothing writes
+ *       uncarved blocks (the secure build's carve skips its zeroing there: secure_layout.h).
+ *   PG4 every carved block is in exactly one of: handed out (LIVE), on free, on local_free,
+ *       on thread_free (REMOTE), or claimed by a thread that is pushing it (REMOTE, not yet
+ *       on thread_free);
+ *   PG5 the count of a page, _kite_page_used = carved - |free| - |local_free|, i.e. the
+ *       number of blocks handed out plus those freed by other threads and not yet collected
+ *       (plus 1 while the page is its heap's pinned one), is the field used, except while
+ *       the page sits on its heap's full list (in_full): then the count is capacity (every
+ *       carved block out, nothing collected until it leaves the list) and used reads 1, so
+ *       that the free fast path's decrement reaches 0 on a full page as on an emptied one
+ *       (one test): the generic path moves it back.
+ *   PG6 thread_free holds the blocks other threads freed (head, count, and the ABANDONED
+ *       bit): remote.c's protocol (R1-R7) pushes them, with the claim that detects a double
+ *       free; the owner takes them back in _kite_page_collect.
+ *   PG7 heap == NULL: the page has no owner (abandoned, large run, free unit, metadata):
+ *       every free to it is generic.
  * Layer: above links and arena; below heap. Owner-only functions say so.
  */
 #ifndef KITE_PAGE_H

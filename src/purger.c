@@ -17,6 +17,26 @@
  * state; wake_collapse), the one job the thread has when KITE_BACKGROUND is off. The wait
  * keeps a program whose work comes in bursts from starting a thread for each; its bound
  * keeps an idle program from holding one for good.
+ *
+ * Invariants:
+ *   BG1 Who moves state: 0 -> 1 a waker's CAS (purger_start), which then creates the
+ *       thread; 1 -> 2 that same waker when the creation fails (2 stays, in a fork's child
+ *       too); 1 -> 3 the thread (park); 3 -> 1 a waker's CAS (then a futex wake) or the
+ *       thread's own; 3 -> 0 the thread's CAS when its wait ran out, after which it exits;
+ *       1, 3 -> 0 a fork's child, which has no thread. So one thread at most is in its
+ *       loop, but for an exiting one that already stored 0 (it only returns).
+ *   BG2 No work is left without a thread: a producer's update of its work word (the
+ *       dirty units, arena.c; the cache bytes, huge.c U5; the pending granules, thp.c) and
+ *       its later load of state are seq_cst, as are the thread's store of 3 and its later
+ *       loads of the work words (pending). In the single order of those accesses either
+ *       the producer's load comes after the store of 3 (it sees 3, or 0, and wakes or
+ *       starts a thread) or the thread's loads come after the update (it sees the work).
+ *   BG3 The hooks are stored with release (enable) and loaded with acquire by the
+ *       producers, and are called with no lock of kite's held (arena.h's free_run_held /
+ *       _done split is for a caller that holds one): wake may create the thread, and
+ *       pthread_create may call malloc.
+ *   BG4 The thread holds no lock of kite's between its steps; each step takes the locks
+ *       the foreground takes (purge_lock tried by its decay step, huge_lock, slot locks).
  */
 #define _GNU_SOURCE
 #include "purger.h"
@@ -51,15 +71,15 @@ static bool pending(void) {
  * state is 0, the thread exits). */
 static bool park(void) {
   uint64_t start = _kite_os_now_ms();
-  __atomic_store_n(&state, 3, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&state, 3, __ATOMIC_SEQ_CST); /* BG1; BG2: before pending()'s loads */
   for (;;) {
     int expected = 3;
     if (pending()) {
       __atomic_compare_exchange_n(&state, &expected, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-      return true; /* (a failed exchange: a waker took it to 1 already) */
+      return true; /* (a failed exchange: a waker took it to 1 already: BG1) */
     }
     uint64_t waited = _kite_os_now_ms() - start;
-    if (waited >= PURGER_IDLE_MS)
+    if (waited >= PURGER_IDLE_MS) /* 3 -> 0 and exit, unless a waker came first (BG1) */
       return !__atomic_compare_exchange_n(&state, &expected, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     _kite_os_wait(&state, 3, (uint32_t)(PURGER_IDLE_MS - waited));
     if (__atomic_load_n(&state, __ATOMIC_SEQ_CST) == 1) return true; /* woken */
@@ -101,10 +121,10 @@ static void purger_start(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
   }
-  if (rc != 0) __atomic_store_n(&state, 2, __ATOMIC_SEQ_CST);
+  if (rc != 0) __atomic_store_n(&state, 2, __ATOMIC_SEQ_CST); /* BG1: never retried */
 }
 
-/* Start the thread, or wake it from its wait (see above). */
+/* Start the thread, or wake it from its wait (see above; BG1). */
 static void start_or_wake(void) {
   int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
   if (st == 0) {
@@ -114,13 +134,15 @@ static void start_or_wake(void) {
   }
 }
 
-/* The hook: a free left committed free memory behind. */
+/* The hook: a free left committed free memory behind. Its load of state follows the
+ * free's seq_cst update of the dirty units or the cache bytes (BG2); no lock held (BG3). */
 static void wake(void) {
   int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
   if ((st == 0 || st == 3) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) start_or_wake();
 }
 
-/* The hook: a claim marked a granule for the collapse pass. */
+/* The hook: a claim marked a granule for the collapse pass (BG2: after the pending count's
+ * seq_cst increment; BG3). */
 static void wake_collapse(void) {
   int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
   if (st == 0 || st == 3) start_or_wake();
@@ -132,7 +154,7 @@ void _kite_purger_enable(bool on) {
   __atomic_store_n(&_kite_arena_collapse_hook, wake_collapse, __ATOMIC_RELEASE);
 }
 
-/* The child has no thread, running or parked: the next wake starts one. */
+/* The child has no thread, running or parked: the next wake starts one (BG1). */
 void _kite_purger_fork_child(void) {
   int st = __atomic_load_n(&state, __ATOMIC_RELAXED);
   if (st == 1 || st == 3) __atomic_store_n(&state, 0, __ATOMIC_RELAXED);

@@ -4,6 +4,29 @@
  * asked for (runs of 2 MiB or more are 2 MiB aligned) are advised as transparent huge pages
  * in every mode: a big buffer is faulted in 2 MiB at a time, not 4 KiB at a time, and a
  * small request in a big (aligned) run is not.
+ *
+ * Invariants (advised[] below; the modes' rules in the comments that follow it):
+ *   T1 advised[] is read and written only under the arena's slot lock (every function here
+ *      takes it or is called with it). The state is decided under the lock; the system
+ *      call that acts on it (advice, mincore, collapse) comes after the lock is let go.
+ *   T2 A granule's state is the entry of its first unit. THP_ADVISED, THP_SMALL and THP_RUN
+ *      are written over whole granules; THP_LOOKING, THP_PENDING and THP_COLLAPSED at the
+ *      first unit only (dense mode, never the arena's first granule).
+ *   T3 The picks start from THP_UNDECIDED only: a granule left THP_SMALL is never advised
+ *      for small pages or collapsed again; only a large run of a granule or more claimed
+ *      over it advises it (THP_RUN, _kite_arena_advise_run).
+ *   T4 THP_LOOKING has one looker, who alone moves it on: a claim (set from UNDECIDED in
+ *      _kite_thp_dense_pick; _kite_thp_dense_check ends it) or the collapse pass (set from
+ *      PENDING in dense_collapse, which holds purge_lock until it ends it). A fork's child
+ *      has no looker: it takes THP_LOOKING back to UNDECIDED (only a claim's look can be
+ *      in flight: fork_prepare takes purge_lock first).
+ *   T5 Every granule marked THP_PENDING was counted in dense_pending after the mark
+ *      (seq_cst; a fork's child counts its marks again); the pass takes the count to 0
+ *      before it reads the marks: a mark is found by the pass running or counted for the
+ *      next, whose thread the count wakes (purger.c BG2).
+ *   T6 A collapse holds purge_lock from its look to its final state: no purge decommits
+ *      part of the granule and no arena is unmapped meanwhile (decay.c D1); it reads a's
+ *      marks only after finding a still in its slot (the pass's walk held no purge_lock).
  */
 #include "arena_int.h"
 #include "options.h"
@@ -126,7 +149,8 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
 #endif
 
 /* Granules marked THP_PENDING since the last collapse pass began (atomic); the pass takes
- * it to 0 first, so a granule marked during a pass is found by it or makes the next one. */
+ * it to 0 first, so a granule marked during a pass is found by it or makes the next one
+ * (T5). */
 static uint32_t dense_pending;
 void (*_kite_arena_collapse_hook)(void);
 
@@ -149,7 +173,7 @@ uint32_t _kite_thp_dense_pick(kite_arena_t *a, uint32_t u, unsigned order) {
   if (g < 2 * THP_UNITS) return 0;
   uint32_t c = g - THP_UNITS;
   if (a->advised[c] != THP_UNDECIDED || !granule_in_use(a, c) || !thp_program_big()) return 0;
-  a->advised[c] = THP_LOOKING;
+  a->advised[c] = THP_LOOKING; /* T4: this claim looks */
   return c;
 }
 
@@ -168,9 +192,9 @@ void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
   bool resident = _kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE;
   _kite_lock(&s->lock);
-  a->advised[c] = resident ? THP_PENDING : THP_UNDECIDED;
+  a->advised[c] = resident ? THP_PENDING : THP_UNDECIDED; /* T4: the look ends */
   _kite_unlock(&s->lock);
-  if (resident) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST);
+  if (resident) __atomic_fetch_add(&dense_pending, 1, __ATOMIC_SEQ_CST); /* T5 */
 }
 
 bool _kite_arena_collapse_pending(void) {
@@ -179,7 +203,8 @@ bool _kite_arena_collapse_pending(void) {
 
 /* Collapse granule c of the arena in slot s (marked THP_PENDING when a was there) if it is
  * still in that arena, all in use and resident. Takes purge_lock (no purge decommits part
- * of the granule meanwhile, no arena is unmapped), then the slot lock; none held on entry. */
+ * of the granule meanwhile, no arena is unmapped: T6), then the slot lock; none held on
+ * entry. */
 static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   _kite_lock(&_kite_arena_purge_lock);
   _kite_lock(&s->lock);
@@ -207,7 +232,7 @@ static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
  * fork_prepare takes first, for as long as it holds a granule THP_LOOKING. A granule
  * marked THP_PENDING counts in dense_pending again: the parent's pass may have taken the
  * count to 0 before the fork and not reached the granule yet, and the child's thread
- * (started at its next claim, _kite_run_alloc) would not look for it. */
+ * (started at its next claim, _kite_run_alloc) would not look for it. T4, T5. */
 void _kite_thp_fork_child(kite_arena_t *a) {
   for (uint32_t c = THP_UNITS; c + THP_UNITS <= KITE_ARENA_UNITS; c += THP_UNITS) {
     if (a->advised[c] == THP_LOOKING) a->advised[c] = THP_UNDECIDED;
@@ -221,7 +246,7 @@ uint64_t _kite_test_collapse_taken; /* tests: granules the collapse passes took 
 #endif
 
 size_t _kite_arena_collapse_run(void) {
-  if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0;
+  if (!__atomic_exchange_n(&dense_pending, 0, __ATOMIC_SEQ_CST)) return 0; /* T5 */
 #ifdef KITE_TEST_HOOKS
   if (_kite_test_hook_collapse_taken) _kite_test_hook_collapse_taken();
 #endif
@@ -256,7 +281,7 @@ uint32_t _kite_thp_run_unadvise(kite_arena_t *a, uint32_t u, unsigned order) {
   if ((1u << order) >= THP_UNITS || _kite_opt(KITE_OPT_HUGEPAGES) == KITE_HUGEPAGES_ARENAS)
     return 0;
   uint32_t g = u & ~(THP_UNITS - 1);
-  if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules */
+  if (a->advised[g] != THP_RUN) return 0; /* advise_run advises whole granules (T2) */
   memset(&a->advised[g], THP_SMALL, THP_UNITS);
   return g + 1;
 }
@@ -291,7 +316,7 @@ void _kite_arena_advise_run(kite_page_t *head, size_t bytes) {
   kite_arena_slot_t *s = &_kite_arena_slots[a->slot];
   _kite_lock(&s->lock);
   for (uint32_t i = 0; i < n; i++)
-    /* (auto's advice stays auto's) */
+    /* (auto's advice stays auto's; a THP_SMALL granule is advised again: T3) */
     if (a->advised[idx + i] != THP_RUN && a->advised[idx + i] != THP_ADVISED) {
       a->advised[idx + i] = THP_RUN;
       if (i < first) first = i;

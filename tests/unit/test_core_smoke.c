@@ -301,6 +301,53 @@ TEST(huge_trim_order) {
 }
 #endif
 
+#ifdef KITE_TEST_HOOKS
+/* A free reading a cached map's header (counted in huge_free_readers: a double free of the
+ * block the map held) while another thread's allocation takes the map and, the address
+ * space after it being taken, moves it (huge_grow: mremap elsewhere). The old place must
+ * stay mapped until the reader is out, as huge_unmap waits for it (huge.c U4); it was
+ * given up at once, under the reader's feet. */
+void _kite_test_huge_readers(int delta);
+static int grow_done;
+static void *grow_thread(void *arg) {
+  *(void **)arg = kite_malloc(40 * MiB); /* takes the 20 MiB map, grows it by moving it */
+  __atomic_store_n(&grow_done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+static bool page_mapped(uintptr_t a) {
+  unsigned char v;
+  return mincore((void *)a, 4096, &v) == 0;
+}
+TEST(huge_grow_waits_for_readers) {
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  assert_int_eq(kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 600000), 0); /* cached, kept */
+  kite_malloc_trim(0); /* the huge cache empty: the map below is the one taken */
+  unsigned char *p = kite_malloc(20 * MiB);
+  assert_true(p != NULL);
+  uintptr_t base = ((uintptr_t)p - 1) & ~(uintptr_t)KITE_ARENA_MASK, end = (uintptr_t)p + 20 * MiB;
+  void *wall = mmap((void *)end, 4096, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  assert_true(wall == (void *)end); /* no growth in place */
+  kite_free(p); /* to the huge cache */
+  _kite_test_huge_readers(+1);
+  void *q = NULL;
+  pthread_t t;
+  assert_int_eq(pthread_create(&t, NULL, grow_thread, &q), 0);
+  while (_kite_pagemap_kind(base) == KITE_PM_HUGE && !__atomic_load_n(&grow_done, __ATOMIC_ACQUIRE))
+    sched_yield(); /* the move has begun: the old place's page-map slot reads NONE */
+  for (int i = 0; i < 300 && !__atomic_load_n(&grow_done, __ATOMIC_ACQUIRE); i++) usleep(1000);
+  expect_true(page_mapped(base)); /* the header a reader may be reading is still there */
+  _kite_test_huge_readers(-1);
+  pthread_join(t, NULL);
+  expect_true(q != NULL && q != (void *)p);
+  expect_true(!page_mapped(base)); /* given up once the reader was out */
+  kite_free(q);
+  munmap(wall, 4096);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_malloc_trim(0);
+}
+#endif
+
 #if defined(KITE_TEST_DEBUG) && KITE_TEST_DEBUG >= 3
 /* KITE_DEBUG=3: blocks handed out are filled with 0xAA; a byte written into a free block is
  * found when the block is handed out again: reported, and the process aborts. */
@@ -477,6 +524,7 @@ int main(int argc, char **argv) {
   RUN_CHECKED(huge_live_counters);
 #ifdef KITE_TEST_HOOKS
   RUN_CHECKED(huge_trim_order);
+  RUN_CHECKED(huge_grow_waits_for_readers);
 #endif
   RUN_CHECKED(huge_header_checksum);
 #ifdef KITE_TEST_HOOKS
