@@ -53,7 +53,16 @@ static KITE_NOINLINE KITE_NO_IPA void free_remote(kite_page_t *pg, void *p, uint
   _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned); /* C1: the claim refuses an uncarved block (R1) */
 }
 
-/* The fast path (docs/design.md): this thread's LIVE block of a small page. */
+/* The fast path (docs/design.md): this thread's LIVE block of a small page.
+ * - owner_key is stored by other threads, with release after the page's set-up (heap_impl.h
+ *   page_own): read with acquire (a plain load on x86-64), so that a key of another thread
+ *   makes the descriptor's other fields read below at least as new as that set-up, as the
+ *   remote path needs (remote.c). heap.h: it is this thread's key exactly when pg->heap is
+ *   this thread's heap; classify.h C2: any key makes pg a head, with p in its first unit:
+ *   its offset is u's low 16 bits.
+ * - The entry is read with an atomic load in every build (other threads CAS it, remote.c
+ *   R1): gcc then addresses it in place, where a plain read makes it build the address
+ *   first and keep it for the store that links the block. */
 KITE_API void kite_free(void *p) {
   uintptr_t u = (uintptr_t)p;
   if (unlikely((u >> KITE_ARENA_SHIFT) >= KITE_PAGEMAP_SIZE)) {
@@ -61,12 +70,6 @@ KITE_API void kite_free(void *p) {
     return;
   }
   kite_page_t *pg = _kite_pagemap_unit(u); /* pagemap.h M1: a readable descriptor */
-  /* owner_key is stored by other threads, with release after the page's set-up (heap_impl.h
-   * page_own): read with acquire (a plain load on x86-64), so that a key of another thread
-   * makes the descriptor's other fields read below at least as new as that set-up, as the
-   * remote path needs (remote.c). heap.h: it is this thread's key exactly when pg->heap is
-   * this thread's heap; classify.h C2: any key makes pg a head, with p in its first unit:
-   * its offset is u's low 16 bits. */
   uintptr_t owner = __atomic_load_n(&pg->owner_key, __ATOMIC_ACQUIRE);
   uint64_t i;
   if (unlikely(!_kite_block_index(pg, u & 0xffff, &i))) {
@@ -80,9 +83,6 @@ KITE_API void kite_free(void *p) {
       free_arena_generic(pg, p); /* no key: abandoned, a first-class heap's, not a small page */
     return;
   }
-  /* The entry is read with an atomic load in every build (other threads CAS it, remote.c
-   * R1): gcc then addresses it in place, where a plain read makes it build the address
-   * first and keep it for the store below. */
   if (unlikely(__atomic_load_n(&pg->links[i], __ATOMIC_RELAXED) != KITE_LINK_LIVE)) {
     free_arena_generic(pg, p); /* reported there (remote.c R1) */
     return;
