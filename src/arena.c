@@ -71,8 +71,8 @@ static uint64_t taken[AVAIL_WORDS];  /* slot has an arena; guarded by _kite_aren
 static uint64_t growable[AVAIL_WORDS]; /* atomic: slot's arena is not all mapped (may grow) */
 uint32_t _kite_arena_slots_hi;
 uint32_t _kite_arenas_mapped;       /* changed under _kite_arena_table_lock; read without it (atomic) */
-kite_lock_t _kite_arena_table_lock = KITE_LOCK_INIT;
-kite_lock_t _kite_arena_purge_lock = KITE_LOCK_INIT;
+kite_lock_t _kite_arena_table_lock = KITE_LOCK_INIT; /* lock: slot assignment (taken[], a slot's arena coming and going) */
+kite_lock_t _kite_arena_purge_lock = KITE_LOCK_INIT; /* lock: purge steps, collapses and unmapping (held: no arena is unmapped) */
 static uintptr_t arena_hint;         /* where to map the next arena (atomic) */
 size_t _kite_arena_dirty_units;
 static __thread uint32_t tls_slot __attribute__((tls_model("initial-exec")));

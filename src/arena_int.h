@@ -50,7 +50,7 @@ typedef struct kite_arena_s {
 #define ARENA_BUDDY_OFF ((ARENA_HDR_OFF + sizeof(kite_arena_t) + 63) & ~(size_t)63)
 
 typedef struct {
-  kite_lock_t lock;
+  kite_lock_t lock; /* lock: the arena in the slot (its buddy heap, per-unit state, advised[]) */
   kite_arena_t *arena; /* written under lock (atomic: peeked by the fork hooks) */
 } __attribute__((aligned(64))) kite_arena_slot_t;
 

@@ -84,8 +84,8 @@ typedef struct {
 static uint8_t *region;  /* set once, before region_once is done */
 static slot_t *slots;    /* SLOTS entries, mapped with the region */
 static kite_once_t region_once; /* once.h: the region's making (FAILED: no region, for good) */
-static kite_lock_t slot_lock = KITE_LOCK_INIT;
-static kite_lock_t make_lock = KITE_LOCK_INIT; /* G5 */
+static kite_lock_t slot_lock = KITE_LOCK_INIT; /* lock: the slots' states, the freed queue, fresh, the counts */
+static kite_lock_t make_lock = KITE_LOCK_INIT; /* lock: the region's making (G5) */
 static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT;
 static uint64_t n_allocs, n_frees;
 

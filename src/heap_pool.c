@@ -67,7 +67,7 @@
 #define KITE_HANDLE_SHIFT 48
 _Static_assert(KITE_ADDR_BITS <= KITE_HANDLE_SHIFT, "kite's mappings lie below the handle tag");
 
-kite_lock_t _kite_heap_lock = KITE_LOCK_INIT;
+kite_lock_t _kite_heap_lock = KITE_LOCK_INIT; /* lock: the heap pool and carving, the live heaps' list, owned blocks, abandoned pages */
 static kite_heap_t *heap_pool;     /* heaps of exited threads and destroyed heaps, for reuse (via next_all) */
 kite_heap_t *_kite_heap_all;       /* all live heaps */
 static pthread_key_t heap_key;

@@ -52,7 +52,7 @@
 
 #define KITE_HUGE_MAGIC 0x6b69746568756765ull /* "kitehuge" */
 
-static kite_lock_t huge_lock = KITE_LOCK_INIT;
+static kite_lock_t huge_lock = KITE_LOCK_INIT; /* lock: the huge cache (huge_cache[], writes of huge_cache_bytes) */
 static size_t huge_cache_bytes; /* written under huge_lock, peeked without it */
 
 typedef struct kite_huge_s {

@@ -46,7 +46,7 @@ typedef struct links_free_s {
 
 const size_t _kite_link_remote_word = KITE_LINK_REMOTE; /* links.h */
 
-static kite_lock_t links_lock = KITE_LOCK_INIT;
+static kite_lock_t links_lock = KITE_LOCK_INIT; /* lock: the free link arrays (bucket_free[]) and the current chunk */
 static links_free_t *bucket_free[LINKS_BUCKETS];
 static uint8_t *cur, *end;
 static bool cur_in_arena; /* the current chunk is an arena unit: the arena counts it committed */

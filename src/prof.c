@@ -49,7 +49,7 @@ typedef struct {
   double weight;                /* 1 / P(sampled) */
 } plive_t;
 
-static kite_lock_t prof_lock = KITE_LOCK_INIT;
+static kite_lock_t prof_lock = KITE_LOCK_INIT; /* lock: the profile's stacks and live records, the kept runs */
 static pstack_t *stacks;        /* STACKS_MAX entries, entry 0 the overflow (depth 0) */
 static uint32_t *stack_bucket;
 static uint32_t n_stacks = 1;

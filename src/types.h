@@ -294,7 +294,17 @@ static inline uint8_t *_kite_page_start(const kite_page_t *pg) {
   return (uint8_t *)(u + (u & KITE_ARENA_MASK) * _kite_desc_ratio_m1 - R * KITE_ARENA_GUARD);
 }
 
-/* ---- locks (pthread mutexes: held only on slow paths) ---- */
+/* ---- locks (pthread mutexes: held only on slow paths) ----
+ * The lock order, stated here once (tools/gen_tables.py reads the lock-chain and lock-alone
+ * lines below, and each kite_lock_t's `lock:` comment, into docs/design.md's lock table).
+ * A thread that holds a lock of the chain takes only locks after it in the chain; an arena's
+ * slot lock is held one at a time (fork_prepare alone holds them all, taken in slot order).
+ * A lone lock is taken with no other lock of kite's held, and takes none. init.c's
+ * fork_prepare takes them all, the chain's in its order. (A heap's full-list spin lock,
+ * heap_impl.h, comes after _kite_heap_lock and is no kite_lock_t.)
+ *   lock-chain: _kite_heap_lock links_lock _kite_arena_purge_lock _kite_arena_table_lock
+ *   lock-chain: kite_arena_slot_t.lock
+ *   lock-alone: huge_lock prof_lock make_lock slot_lock */
 #include <pthread.h>
 typedef pthread_mutex_t kite_lock_t;
 #define KITE_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
