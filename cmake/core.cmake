@@ -171,9 +171,10 @@ if(KITE_SANITIZE STREQUAL "" AND KITE_PYTHON3)
 endif()
 
 # The docs' option and statistics tables are generated from the library's own tables
-# (src/options.c, src/visit.c) by build/kite-tables and tools/gen_tables.py --write;
-# tools_tables fails when one in README.md, docs/design.md, docs/stats.md or man/kite.3 is
-# stale; test_gen_tables checks the tool's own failure modes.
+# (src/options.c, src/visit.c) by build/kite-tables and tools/gen_tables.py --write, and
+# docs/design.md's lock table from the sources (tools/gen_locks.py); tools_tables fails when
+# one in README.md, docs/design.md, docs/stats.md or man/kite.3 is stale, or when the
+# sources break a rule of the lock table; test_gen_tables checks the tool's own failure modes.
 if(TARGET kite-noover)
   add_executable(kite-tables ${_kc}/gen/kite_tables.c)
   target_include_directories(kite-tables PRIVATE ${_kc})
