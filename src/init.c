@@ -28,7 +28,7 @@
 static int process_init_done;
 
 static void fork_prepare(void) {
-  _kite_prof_fork_prepare(); /* leaf locks, taken before the heap lock */
+  _kite_prof_fork_prepare(); /* never nested with another kite lock (types.h), so first is safe */
   _kite_guarded_fork_prepare();
   _kite_heap_fork_prepare();
   _kite_huge_fork_prepare();
