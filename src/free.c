@@ -170,8 +170,11 @@ static KITE_NOINLINE void free_generic(void *p) {
  * _kite_heap_free_local) and others' through _kite_core_free_remote. */
 __attribute__((flatten)) void _kite_core_free_small(kite_page_t *pg, void *p, uint32_t i) { free_small(pg, p, i); }
 /* The same for a block whose page the wrapper found not the calling thread's (another
- * thread's, or abandoned): the remote protocol at once. */
-void _kite_core_free_remote(kite_page_t *pg, void *p, uint32_t i) { _kite_remote_free(pg, p, i, _kite_heap_settle_abandoned); }
+ * thread's, or abandoned): the remote protocol at once, its claim a checked plain store
+ * (remote.c R8: the wrapper's canary claim made the calling thread p's only freer). */
+void _kite_core_free_remote(kite_page_t *pg, void *p, uint32_t i) {
+  _kite_remote_free_as(pg, p, i, _kite_heap_settle_abandoned, !KITE_SECURE_FLOOR);
+}
 #endif
 
 #ifdef KITE_TEST_HOOKS

@@ -14,14 +14,16 @@
  *       from LIVE (the claim). Of two such frees of one block, the second's CAS fails: it
  *       is reported ("free(): invalid pointer or double free") and changes nothing. An
  *       entry that is not LIVE (free, uncarved: 0, the spare entry past the last block: 0,
- *       already claimed) fails the claim the same way.
+ *       already claimed) fails the claim the same way. (The secure build's release from
+ *       its quarantine claims with a checked plain store instead: R8.)
  *   R2. The claim writes the block's link on thread_free in the same CAS: REMOTE|head, head
  *       the list's head read just before (END for an empty list). The push CAS installs
  *       (head i, count + 1) only over that head; when another push or the owner's take
  *       changed it, the claimer re-links its entry with a CAS, then tries again: from the
  *       value it wrote last, or, for the first re-link (out of line, given only the page
  *       and the index), from the entry as read there, which must be REMOTE|next (R3). A
- *       thread that does not own the page never writes an entry with a plain store.
+ *       thread that does not own the page never writes an entry with a plain store (but R8's
+ *       claim).
  *   R3. The owner frees with plain accesses (free.c: read LIVE, store its local link). When
  *       another thread's claim lands between the owner's read and store (the owner and that
  *       thread free one block at once), the owner's store replaces the claim, and the block
@@ -32,7 +34,8 @@
  *       push fails (the head moved), the first re-link reads the entry and refuses one that
  *       is not REMOTE|next (a local link, or LIVE once the block is handed out again), and a
  *       later re-link's CAS fails on the store: it reports and pushes nothing. Either way
- *       one report, and the block is free once.
+ *       one report, and the block is free once. (In the secure build this race does not
+ *       arise: the owner's free and the other thread's are one canary claim's winner, R8.)
  *   R4. The owner (or heap_lock's holder, for an abandoned page) takes thread_free whole
  *       with one exchange and walks exactly its count of blocks; each entry must be
  *       REMOTE|next with next a carved block (or END for the last). The first that is not
@@ -60,10 +63,23 @@
  *   R7. The ABANDONED bit changes only under heap_lock (abandon, adopt); the take keeps it,
  *       and clears the target and KITE_TF_EMPTIED (only a settle, heap_lock held, takes an
  *       abandoned page's list).
+ *   R8. The secure build (secure.c) frees a small block in the core only after its own
+ *       claim, one CAS of the block's canary (secure_layout.h: of two frees of one hand-out,
+ *       exactly one wins; the loser is reported there and never reaches the core), and
+ *       the block stays LIVE in the core until its winner releases it from the quarantine.
+ *       So no two threads free one block in the core at once, and while the winner holds
+ *       it no other thread writes its entry (an entry leaves LIVE only by a free; the
+ *       owner's pop and carve write only free and uncarved entries; the take, only
+ *       claimed ones). Its remote free (_kite_core_free_remote, remote.h's sole claim)
+ *       therefore claims with a plain read, refusing an entry that is not LIVE (reported,
+ *       nothing changed, as R1), and a plain store of REMOTE|head: no CAS. R2 and R4-R7
+ *       hold as stated; the default build, and every core free not behind the canary
+ *       claim (the secure build's floor, KITE_SECURE_FLOOR, included), keep R1's CAS.
  * The claim and the push are inline in remote.h (the remote free's path, out of line in
  * free.c); the rest of the protocol is here.
  * Memory order: the claim acquires (the block's last user's writes happen before its
- * reuse); the push releases the entry's link to the owner's exchange, which acquires.
+ * reuse; R8's plain claim: the canary claim's CAS acquired, on the same thread); the push
+ * releases the entry's link to the owner's exchange, which acquires.
  */
 #include "remote.h"
 #include "page.h"

@@ -72,8 +72,10 @@ void _kite_remote_push_again(kite_page_t *pg, void *b, size_t i, kite_remote_emp
 /* Free block i (<= reserved, classify.h C1) at b of small page pg (head) from a thread that
  * does not own it, owned or abandoned: claim it and push it on thread_free, or report an
  * invalid or double free (R1, R3); the push that empties an abandoned page calls
- * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep. */
-static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied) {
+ * emptied(pg). i is a size_t, as the push's fallback takes it: no zero-extension to keep.
+ * sole (a constant): the caller has made itself the block's only freer before (the secure
+ * build's canary claim, R8), so the claim is its check and a plain store, no CAS. */
+static inline __attribute__((always_inline)) void _kite_remote_free_as(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied, bool sole) {
   uint16_t *e = &pg->links[i];
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
@@ -89,7 +91,14 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
     hook(b);
   }
 #endif
-  if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
+  if (sole) { /* R8: no other thread writes a LIVE entry of a block this thread claimed (a
+               * plain read: one compare with the entry in memory) */
+    if (unlikely(*e != seen)) {
+      _kite_remote_invalid(pg, i);
+      return;
+    }
+    __atomic_store_n(e, link, __ATOMIC_RELAXED);
+  } else if (unlikely(!__atomic_compare_exchange_n(e, &seen, link, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))) { /* R1 */
     _kite_remote_invalid(pg, i);
     return;
   }
@@ -108,6 +117,9 @@ static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t 
   if (likely(__atomic_compare_exchange_n(&pg->thread_free, &want, nw, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)))
     return;
   _kite_remote_push_again(pg, b, i, emptied);
+}
+static inline __attribute__((always_inline)) void _kite_remote_free(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied) {
+  _kite_remote_free_as(pg, b, i, emptied, false);
 }
 
 /* Take thread_free whole and put its blocks on the allocation list. Returns the blocks

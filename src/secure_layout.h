@@ -113,7 +113,7 @@ typedef uint32_t kite_secure_v4_t __attribute__((vector_size(16), may_alias));
 static inline uint32_t _kite_secure_mid_lane(uint32_t bs) { return (bs >> 2) & 16; }
 static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *p, uint32_t bs) {
   kite_secure_v2_t z = {0, 0};
-  if (__builtin_expect(bs - 16 >= KITE_SECURE_ZERO_MAX, 1)) {
+  if (__builtin_expect(bs >= KITE_SECURE_ZERO_MAX + 16, 1)) {
     memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
   } else if (bs > 16) {
 #if KITE_SECURE_ZERO_MAX <= 64 /* [0, bs - 16) in three lanes, overlapping where fewer suffice */
@@ -138,7 +138,7 @@ static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *
  * last 16 bytes (the word before the mark, and the mark) are read as two words. */
 static inline __attribute__((always_inline)) bool _kite_secure_free_block_ok(const uint64_t *w, uint32_t bs, uint64_t freed) {
   kite_secure_v2_t a = {0, 0}, b = a;
-  if (likely(bs - 16 >= KITE_SECURE_ZERO_MAX)) { /* a constant count: straight-line loads */
+  if (likely(bs >= KITE_SECURE_ZERO_MAX + 16)) { /* a constant count: straight-line loads */
     for (uint32_t i = 0; i < KITE_SECURE_ZERO_MAX; i += 32) {
       a |= *(const kite_secure_v2_t *)((const uint8_t *)w + i);
       b |= *(const kite_secure_v2_t *)((const uint8_t *)w + i + 16);
@@ -230,7 +230,7 @@ static inline void _kite_secure_carve(kite_page_t *pg, uint8_t *start, uint32_t 
   uint8_t *b = start, *end = start + (size_t)n * bs;
   if (pg->zero_tail && !KITE_SECURE_CARVE_ZERO_ALWAYS) {
     for (; b < end; b += bs) *(uint64_t *)(b + bs - KITE_SECURE_CANARY) = (_kite_secure_freed_mark_of(_kite_secure_canary_keyed(b, k0, k1)) ^ 1);
-  } else if (bs - 16 >= KITE_SECURE_ZERO_MAX) {
+  } else if (bs >= KITE_SECURE_ZERO_MAX + 16) {
     for (; b < end; b += bs) {
       memset(b, 0, KITE_SECURE_ZERO_MAX);
       *(uint64_t *)(b + bs - 16) = 0;

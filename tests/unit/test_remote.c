@@ -41,6 +41,9 @@
  *                             short list: reported) and one less (the last block stays
  *                             claimed): the take's three-step rounds and its last steps
  *                             each stop with the right count and list
+ *   sole_claim_checks_live    R8: the sole claim (a plain store, for a caller that is the
+ *                             block's only freer) pushes a LIVE block as the CAS does, and
+ *                             still refuses one that is not LIVE: reported, nothing changed
  */
 #include "remote_test.h"
 
@@ -492,6 +495,43 @@ TEST(take_counts_at_every_step) {
 }
 
 
+/* The secure build's release of a block from its quarantine (secure.c, remote.c R8). */
+static void *sole_free_body(void *p) {
+  kite_page_t *pg = page_of(p);
+  _kite_remote_free_as(pg, p, index_of(pg, p), _kite_heap_settle_abandoned, true);
+  return NULL;
+}
+TEST(sole_claim_checks_live) {
+  reports_reset();
+  void *a = kite_malloc(400), *b = kite_malloc(400), *keep = kite_malloc(400);
+  kite_page_t *pg = page_of(a);
+  assert_ptr_eq(page_of(b), pg);
+  /* LIVE: claimed and pushed, as by the CAS */
+  uint64_t tf = tf_of(pg);
+  pthread_join(spawn(sole_free_body, b), NULL);
+  expect_int_eq(reports_now(), 0);
+  expect_int_eq(KITE_TF_COUNT(tf_of(pg)), KITE_TF_COUNT(tf) + 1);
+  expect_uint_eq(KITE_TF_HEAD(tf_of(pg)), index_of(pg, b));
+  expect_uint_eq(entry(pg, index_of(pg, b)), (uint16_t)(KITE_LINK_REMOTE | KITE_LINK_END));
+  /* not LIVE (the owner freed it: on local_free): reported, its entry and the list as they were */
+  uint32_t i = index_of(pg, a);
+  kite_free(a);
+  uint16_t before = entry(pg, i);
+  tf = tf_of(pg);
+  pthread_join(spawn(sole_free_body, a), NULL);
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, a);
+  expect_uint_eq(entry(pg, i), before);
+  expect_uint_eq(tf_of(pg), tf);
+  expect_true(_kite_page_check(pg, true, -1));
+  uint32_t remote = 0;
+  collect(pg, &remote); /* R4: b taken once */
+  expect_uint_eq(remote, 1);
+  expect_int_eq(on_free_list(pg, index_of(pg, b)), 1);
+  expect_true(_kite_page_check(pg, true, -1));
+  kite_free(keep);
+}
+
 int main(void) {
   remote_test_init();
   RUN_CHECKED(push_then_take);
@@ -507,5 +547,6 @@ int main(void) {
   RUN_CHECKED(take_reports_short_list);
   RUN_CHECKED(take_reports_block_met_twice);
   RUN_CHECKED(take_counts_at_every_step);
+  RUN_CHECKED(sole_claim_checks_live);
   return test_main_end();
 }
