@@ -53,9 +53,9 @@ bool _kite_os_protect(void *p, size_t size, bool accessible);
 void _kite_os_advise_huge(void *p, size_t size);
 /* madvise(MADV_NOHUGEPAGE): no transparent huge pages there from now on. */
 void _kite_os_advise_small(void *p, size_t size);
-/* How many of the OS pages of [p, p+size) are resident (mincore; size at most 2 MiB); 0 when
- * the kernel will not say. */
-uint32_t _kite_os_resident_pages(void *p, size_t size);
+/* Are all the OS pages of [p, p+size) resident but at most max_missing? (mincore; size at
+ * most 2 MiB, a multiple of the OS page); false when the kernel will not say. */
+bool _kite_os_resident_whole(void *p, size_t size, uint32_t max_missing);
 /* Is every page of [p, p+size) mapped? (mincore). No allocation, errno kept. */
 bool _kite_os_mapped(void *p, size_t size);
 /* Rebuild [p, p+size) (2 MiB aligned) on transparent huge pages now (MADV_COLLAPSE: the

@@ -128,7 +128,8 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
  * than a granule is claimed in the granule above it (the carving has moved on), the process
  * has THP_MIN_COMMITTED committed, every unit of the granule is in use (small pages,
  * large runs, or the arena's metadata) and all of its 4 KiB pages are resident (mincore, by
- * the claiming thread: one system call; THP_DENSE_MAX_MISSING may be missing), the granule
+ * the claiming thread, in growing pieces that stop at the first page missing past
+ * THP_DENSE_MAX_MISSING: os.h's _kite_os_resident_whole), the granule
  * is marked THP_PENDING and the background thread (purger.c, started for it even when
  * KITE_BACKGROUND is off) is woken. That thread's collapse pass (_kite_arena_collapse_run)
  * looks again and, if the granule is still all in use and resident, rebuilds it in place
@@ -190,7 +191,7 @@ void _kite_thp_dense_check(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
   if (_kite_test_hook_thp_looking) _kite_test_hook_thp_looking(p);
 #endif
   size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
-  bool resident = _kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE;
+  bool resident = _kite_os_resident_whole(p, len, THP_DENSE_MAX_MISSING);
   _kite_lock(&s->lock);
   a->advised[c] = resident ? THP_PENDING : THP_UNDECIDED; /* T4: the look ends */
   _kite_unlock(&s->lock);
@@ -216,7 +217,7 @@ static void dense_collapse(kite_arena_slot_t *s, kite_arena_t *a, uint32_t c) {
     uint8_t state = THP_UNDECIDED; /* not resident whole any more: looked at again later */
     void *p = _kite_page_start(&arena_pages(a)[c]);
     size_t len = (size_t)THP_UNITS << KITE_UNIT_SHIFT;
-    if (_kite_os_resident_pages(p, len) + THP_DENSE_MAX_MISSING >= len / KITE_OS_PAGE)
+    if (_kite_os_resident_whole(p, len, THP_DENSE_MAX_MISSING))
       state = _kite_os_collapse_huge(p, len) ? THP_COLLAPSED : THP_SMALL;
     _kite_lock(&s->lock);
     a->advised[c] = state;

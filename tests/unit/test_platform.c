@@ -10,6 +10,10 @@
  *                   kite undoes that mapping without tripping the check, leaves the range's
  *                   owner alone, and an arena whose growth such a range blocks leaves the
  *                   runs to another arena
+ *   resident_whole  the dense huge-page mode's residency check (_kite_os_resident_whole) gives
+ *                   the answer of a count of the whole granule's resident pages, at 4, 16 and
+ *                   64 KiB pages, and over a granule with its first page missing it asks
+ *                   mincore about the first 64 KiB (or OS page) only: it stops there
  *   high_addresses  an address above KITE_ADDR_BITS is never kite's: kite_owns says no, free
  *                   reports it as invalid without touching it; a real mapping there (the
  *                   kernel gives one only with 5-level paging) is treated the same
@@ -228,10 +232,53 @@ TEST(noreplace_hint) {
   if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) printf("  status %d, stderr: %s\n", st, buf);
 }
 
+/* The answer against the count it must equal, and the kernel pages mincore was asked about. */
+extern uint64_t _kite_test_os_mincore_pages;
+static uint64_t whole_asked(uint8_t *g, size_t len, uint32_t max_missing, bool want, int code) {
+  uint64_t before = _kite_test_os_mincore_pages;
+  if (_kite_os_resident_whole(g, len, max_missing) != want) _exit(code);
+  return _kite_test_os_mincore_pages - before;
+}
+static void resident_whole_child(void) {
+  const size_t page = _kite_os_page_size, len = (size_t)2 << 20;
+  const size_t kpage = (size_t)sysconf(_SC_PAGESIZE), all = len / kpage;
+  const size_t first = (page > 65536 ? page : 65536) / kpage; /* the first look's pages */
+  uint8_t *g = _kite_os_map_aligned(len, len, NULL);
+  if (!g) _exit(10);
+  if (whole_asked(g, len, 0, false, 11) > first) _exit(12); /* nothing resident */
+  memset(g, 0x5c, len);
+  if (whole_asked(g, len, 0, true, 13) != all) _exit(14); /* all resident: all looked at */
+  _kite_os_decommit(g + len - page, page);                   /* the last page missing */
+  whole_asked(g, len, 0, false, 15);
+  whole_asked(g, len, 1, true, 16);
+  memset(g + len - page, 0x5c, page);
+  _kite_os_decommit(g, page); /* the first page missing: the first look tells */
+  if (whole_asked(g, len, 0, false, 17) > first) _exit(18);
+  whole_asked(g, len, 1, true, 19);
+  _kite_os_decommit(g + len / 2, page); /* and one in the middle: two missing */
+  whole_asked(g, len, 1, false, 20);
+  whole_asked(g, len, 2, true, 21);
+  if (g[0] != 0 || g[page] != 0x5c || g[len - 1] != 0x5c) _exit(22); /* decommitted: zero */
+  _kite_os_unmap(g, len);
+  _exit(0);
+}
+TEST(resident_whole) {
+  static const char *const env[] = {"KITE_TEST_OS_PAGE=4096", "KITE_TEST_OS_PAGE=16384",
+                                    "KITE_TEST_OS_PAGE=65536"};
+  for (int i = 0; i < 3; i++) {
+    char buf[512];
+    int st = run_child(resident_whole_child, env[i], buf, sizeof buf);
+    expect_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+      printf("  %s: status %d, stderr: %s\n", env[i], st, buf);
+  }
+}
+
 static const child_t children[] = {
   {"page_in_force", page_in_force_child}, {"misaligned_protect", misaligned_protect_child},
   {"misaligned_advise", misaligned_advise_child}, {"big_page", big_page_child},
-  {"huge_page", huge_page_child}, {"noreplace_hint", noreplace_hint_child}, {NULL, NULL}};
+  {"huge_page", huge_page_child}, {"noreplace_hint", noreplace_hint_child},
+  {"resident_whole", resident_whole_child}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   children_ = children;
@@ -244,6 +291,7 @@ int main(int argc, char **argv) {
   RUN(check_fires);
   RUN(refuse_big_page);
   RUN(huge_page_size);
+  RUN(resident_whole);
   RUN(high_addresses);
   RUN(noreplace_hint);
   return test_main_end();
