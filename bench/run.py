@@ -44,7 +44,11 @@ What it does
     from the crates.io package that ships its sources; `make peers`, which `make bench`
     runs, builds it when cargo has the package or can fetch it; the runner only finds it).
     --install-peers apt-get installs the missing Debian ones; --alloc NAME=PATH adds any other preloadable .so. A
-    missing allocator is listed as skipped, with the reason.
+    missing allocator is listed as skipped, with the reason. --alloc NAME=PATH:VAR=VALUE
+    (any number of :VAR=VALUE) runs that .so with VAR=VALUE in its runs' environment alone,
+    e.g. kite with a run-time setting beside plain kite
+    (--alloc kite-sampled=build/libkite.so:KITE_GUARDED_SAMPLE=5000); the report's
+    allocator line gives the setting.
   * Each repetition runs every case with every allocator, round robin over the allocators
     (so slow drifts of the machine hit all of them alike), the order rotated by one
     allocator at each repetition. Every run is one child process
@@ -448,18 +452,42 @@ def discover_allocators(build_dir, extra, want_install):
     if any(a["name"] == "kite-secure" for a in allocs):  # only beside the secure build
         allocs += secure_peer_allocs()
     for spec in extra:
-        if "=" not in spec:
-            raise SystemExit(f"--alloc wants NAME=PATH, got {spec!r}")
-        name, path = spec.split("=", 1)
-        path = os.path.abspath(path)
+        name, path, env = parse_alloc_spec(spec)
         if any(a["name"] == name for a in allocs):
             allocs = [a for a in allocs if a["name"] != name]
         if os.path.exists(path):
-            allocs.append(dict(name=name, path=path, status="ok", reason=""))
+            allocs.append(dict(name=name, path=path, status="ok", reason="", env=env))
         else:
-            allocs.append(dict(name=name, path=path, status="skipped",
+            allocs.append(dict(name=name, path=path, status="skipped", env=env,
                                reason=f"{path} not found"))
     return allocs
+
+
+def parse_alloc_spec(spec):
+    """--alloc's NAME=PATH[:VAR=VALUE...] as (name, absolute path, {VAR: VALUE}). A colon
+    cannot be part of a preloaded path (the loader splits LD_PRELOAD at colons), so it is
+    free to start the settings."""
+    if "=" not in spec:
+        raise SystemExit(f"--alloc wants NAME=PATH[:VAR=VALUE...], got {spec!r}")
+    name, rest = spec.split("=", 1)
+    path, *sets = rest.split(":")
+    env = {}
+    for kv in sets:
+        var, eq, val = kv.partition("=")
+        if not eq or not var or var == "LD_PRELOAD":
+            raise SystemExit(f"--alloc {spec!r}: {kv!r} is not VAR=VALUE")
+        env[var] = val
+    if not name or not path:
+        raise SystemExit(f"--alloc wants NAME=PATH[:VAR=VALUE...], got {spec!r}")
+    return name, os.path.abspath(path), env
+
+
+def alloc_where(a, quote="`"):
+    """The allocator's preload and its run-time settings, as the reports give them."""
+    where = f"{quote}{a['path']}{quote}" if a["path"] else "no preload"
+    if a.get("env"):
+        where += " with " + " ".join(f"{k}={v}" for k, v in a["env"].items())
+    return where
 
 
 # --------------------------------------------------------------------------------------
@@ -512,8 +540,10 @@ def launcher_verdict(res, rep, st):
     return int(f["exited"])
 
 
-def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=WRONG_EXIT):
-    """Runs argv (argv[0] a path) with LD_PRELOAD=preload (None: no preload). Returns a
+def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=WRONG_EXIT,
+             alloc_env=None):
+    """Runs argv (argv[0] a path) with LD_PRELOAD=preload (None: no preload) and the
+    allocator's settings alloc_env ({VAR: VALUE}, or None) in its environment. Returns a
     dict: status ('ok', 'CRASH sig N', 'FAIL rc=N', 'WRONG', 'TIMEOUT'), wall_s, user_s,
     sys_s, maxrss_kib, minflt, majflt, nvcsw, nivcsw (page faults and voluntary/involuntary
     context switches), rc, output (the last 4000 characters).
@@ -525,6 +555,7 @@ def run_once(argv, preload, timeout, helper=None, needs_checksum=True, wrong_rc=
     own session so that a timeout kills everything it started."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(alloc_env or {})
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r") as resf:
         if helper:
             cmd = [helper, resf.name, preload or "", "--"] + list(argv)
@@ -764,8 +795,8 @@ def program_case(name, param, build_dir, timeout):
     return c, None
 
 
-def run_case(c, preload, timeout, helper):
-    """One run of case c under `preload`, as run_once, plus the output check of a real
+def run_case(c, preload, timeout, helper, alloc_env=None):
+    """One run of case c under `preload` (with alloc_env), as run_once, plus the output check of a real
     program: the digest of its output (stdout, or the file it writes in place of {out})
     must equal the reference made under glibc, else the run is WRONG."""
     argv = c["argv"]
@@ -776,7 +807,8 @@ def run_case(c, preload, timeout, helper):
         argv = [a.replace("{out}", outf) for a in argv]
     try:
         r = run_once(argv, preload, timeout, helper, needs_checksum=c["checksum"],
-                     wrong_rc=c["wrong_rc"] if c["wrong_rc"] is not None else -1)
+                     wrong_rc=c["wrong_rc"] if c["wrong_rc"] is not None else -1,
+                     alloc_env=alloc_env)
         if "ref" in c:
             if outf:
                 with open(outf, "rb") as f:
@@ -979,7 +1011,7 @@ def markdown(meta, rows, allocs, skipped_wl, cases):
     out.append(f"kite at `{meta.get('kite_commit') or '?'}`  ")
     out.append("Allocators: " + "; ".join(
         f"{a['name']} " + (f"{a['version']} " if a.get("version") else "")
-        + (f"(`{a['path']}`)" if a["path"] else "(no preload)")
+        + f"({alloc_where(a)})"
         for a in allocs if a["status"] == "ok") + "  ")
     out.append(f"Size `{meta['size']}`, {meta['reps']} repetitions per pair (median shown), "
                "allocators interleaved round robin, their order rotated by one at every "
@@ -1469,8 +1501,8 @@ def parse_strace_c(text):
     return calls
 
 
-def strace_counts(c, preload, timeout):
-    """One run of case c under `preload` traced by `strace -c -f`: (calls dict, status).
+def strace_counts(c, preload, timeout, alloc_env=None):
+    """One run of case c under `preload` (with alloc_env) traced by `strace -c -f`: (calls dict, status).
     The trace is a separate run: strace slows every system call, so its times are not
     the measured ones."""
     if not shutil.which("strace"):
@@ -1481,6 +1513,7 @@ def strace_counts(c, preload, timeout):
             cmd += ["-E", f"LD_PRELOAD={preload}"]
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        env.update(alloc_env or {})
         try:
             argv = [a.replace("{out}", os.devnull) for a in c["argv"]]
             q = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True,
@@ -1527,7 +1560,7 @@ def run_pairs(c, a, b, pairs, timeout, helper, progress=True):
             if progress:
                 print(f"[pair {i + 1}/{pairs}] {c['label']} [{x['name']}]", file=sys.stderr,
                       flush=True)
-            r = run_case(c, x["path"], timeout, helper)
+            r = run_case(c, x["path"], timeout, helper, x.get("env"))
             if r["status"] != "ok":
                 return out, f"{x['name']}: {r['status']}: {r['output'][-300:]}"
             got[x["name"]] = r
@@ -1586,7 +1619,9 @@ def ab_markdown(c, a, b, sm, calls, meta):
         return f"{x / y:.2f}" if x and y else "-"
     lines = [f"A/B on `{c['label']}` (`{' '.join(map(shlex.quote, c['argv']))}`), size "
              f"`{meta['size']}`: {an} against {bn}, {sm['pairs']} interleaved pairs (order "
-             "swapped at every pair); CPU time is user+sys of the workload process.", "",
+             "swapped at every pair); CPU time is user+sys of the workload process."
+             + "".join(f" {x['name']} runs {alloc_where(x)}." for x in (a, b) if x.get("env")),
+             "",
              f"| | {an} | {bn} | {an} / {bn} |", "|---|---:|---:|---:|",
              f"| CPU time, median | {sm['a']['cpu_s']:.3f} s | {sm['b']['cpu_s']:.3f} s | "
              f"{r['median']:.3f} (pairs: min {r['min']:.3f}, max {r['max']:.3f}) |",
@@ -1640,7 +1675,7 @@ def ab_mode(ap, args, allocs, build_dir, helper, command):
         return 1
     calls, why = {}, {}
     for x in (a, b):
-        calls[x["name"]], why[x["name"]] = strace_counts(c, x["path"], args.timeout)
+        calls[x["name"]], why[x["name"]] = strace_counts(c, x["path"], args.timeout, x.get("env"))
     meta = dict(command=command, size=args.size, machine=machine, load=load,
                 kite_commit=git_describe())
     sm = ab_summary(pairs)
@@ -1680,7 +1715,7 @@ def syscalls_mode(args, cases, active):
         for a in active:
             if not args.no_progress:
                 print(f"strace {c['label']} [{a['name']}]", file=sys.stderr, flush=True)
-            calls, st = strace_counts(c, a["path"], args.timeout)
+            calls, st = strace_counts(c, a["path"], args.timeout, a.get("env"))
             cells.append(f"{calls.get('futex', 0)} / {calls.get('madvise', 0)}" if calls
                          else f"**{st}**")
         lines.append(f"| {c['workload']} | {c['threads']} | " + " | ".join(cells) + " |")
@@ -1714,8 +1749,9 @@ def add_suite_arguments(ap):
                          "--list shows them)")
     ap.add_argument("--allocs", default="all",
                     help="comma-separated allocators to run (default: every one found)")
-    ap.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH",
-                    help="add a preloadable .so as allocator NAME (repeatable)")
+    ap.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH[:VAR=VALUE...]",
+                    help="add a preloadable .so as allocator NAME, run with VAR=VALUE in "
+                         "its environment when given (repeatable)")
     ap.add_argument("--threads", default=None,
                     help="comma-separated thread counts for every multi-thread workload "
                          "(default: each workload's own list)")
@@ -1826,7 +1862,7 @@ def list_mode(allocs):
         print(f"  {w:14s} threads {th:6s} {s['desc']}")
     print("allocators:")
     for a in allocs:
-        where = a["path"] or "(no preload)"
+        where = alloc_where(a, quote="")
         print(f"  {a['name']:14s} {a['status']:8s} {where if a['status'] == 'ok' else a['reason']}")
     return 0
 
@@ -1862,7 +1898,7 @@ def run_suite(args, cases, active, helper):
                     bar.set_description(desc)
                 elif not args.no_progress:
                     print(f"[{done}/{total}] {desc}", file=sys.stderr, flush=True)
-                r = run_case(c, a["path"], args.timeout, helper)
+                r = run_case(c, a["path"], args.timeout, helper, a.get("env"))
                 r["order"] = order.index(a)
                 runs[key].append(r)
     if bar:

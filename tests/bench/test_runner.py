@@ -13,7 +13,8 @@ It also checks the runner's verdicts for exit codes, --list, and bad options; th
 (min, max, quartiles) and the rotation of the allocator order; the start-up-dominated
 cases kept out of the geometric means; the kite-secure column (a copy of libkite.so in a
 stand-in build directory) never counted as a peer; mimalloc3 found in .venv; the replay row
-(kite-wl-replay -l N TRACE); and the real-program rows: under glibc their output check
+(kite-wl-replay -l N TRACE); --alloc NAME=PATH:VAR=VALUE's settings reaching that
+allocator's runs alone and named in the report; and the real-program rows: under glibc their output check
 passes, a forged reference makes them WRONG, and the corrupting and crashing preloads are
 reported as failures; the load before and after in the report; the quick set; and the
 --ab mode (its verdicts on made-up pairs, then end to end on a tiny row with glibc against
@@ -275,6 +276,48 @@ def main():
         check(len(rows) == 1 and rows[0]["workload"] == "replay"
               and rows[0]["status"] == "ok" and rows[0]["command"].endswith(
                   "kite-wl-replay -l 200 " + trace), f"replay row {rows}")
+
+    def alloc_env_reaches_runs():
+        """--alloc NAME=PATH:VAR=VALUE: the setting is in that allocator's runs alone (through
+        kite-bench-exec and without it) and in the report's allocator line."""
+        import run
+        kite = os.path.join(build, "libkite.so")
+        fake = os.path.join(tmp, "envfake")
+        os.makedirs(fake)
+        os.symlink(os.path.join(build, "kite-bench-exec"), os.path.join(fake, "kite-bench-exec"))
+        log = os.path.join(tmp, "env.log")
+        with open(os.path.join(fake, "kite-wl-replay"), "w") as f:
+            f.write('#!/bin/sh\necho "${LD_PRELOAD:+preload} ${KITE_TEST_SET-unset} '
+                    f'${{KITE_TEST_TWO-unset}}" >> {log}\necho "checksum: 1 ok"\n')
+        os.chmod(os.path.join(fake, "kite-wl-replay"), 0o755)
+        trace = os.path.join(tmp, "env.trace")
+        with open(trace, "w") as f:
+            f.write("a 0 16\nf 0\n")
+        spec = f"withenv={kite}:KITE_TEST_SET=42:KITE_TEST_TWO=a=b"
+        q = subprocess.run([sys.executable, RUNNER, "--build-dir", fake, "--no-build",
+                            "--workloads", "replay", "--allocs", "glibc,withenv", "--alloc",
+                            spec, "--trace", trace, "--reps", "1", "--no-progress",
+                            "--no-charts", "--out", os.path.join(tmp, "e")],
+                           capture_output=True, text=True, timeout=60)
+        check(q.returncode == 0, f"--alloc with settings: {q.stderr[-1000:]}")
+        with open(log) as f:
+            seen = sorted(f.read().splitlines())
+        check(seen == [" unset unset", "preload 42 a=b"], f"settings in the runs: {seen}")
+        with open(os.path.join(tmp, "e", "results.md")) as f:
+            md = f.read()
+        check(f"withenv (`{kite}` with KITE_TEST_SET=42 KITE_TEST_TWO=a=b)" in md,
+              f"allocator line: {md[:600]}")
+        os.unlink(log)
+        c = dict(argv=[os.path.join(fake, "kite-wl-replay")], checksum=True, wrong_rc=None)
+        r = run.run_case(c, kite, 60, None, {"KITE_TEST_SET": "7"})
+        with open(log) as f:
+            seen = f.read()
+        check(r["status"] == "ok" and seen == "preload 7 unset\n", f"no launcher: {seen!r}")
+        for bad in ("x=" + kite + ":NOVALUE", "x=" + kite + ":=1", "x=:A=1"):
+            q = subprocess.run([sys.executable, RUNNER, "--build-dir", fake, "--no-build",
+                                "--list", "--alloc", bad], capture_output=True, text=True,
+                               timeout=60)
+            check(q.returncode != 0 and "--alloc" in q.stderr, f"{bad}: {q.stderr[-300:]}")
 
     def kite_secure_and_mimalloc3():
         kite = os.path.join(build, "libkite.so")
@@ -573,7 +616,8 @@ def main():
 
     return run_tests((runner_exits_zero, csv_is_well_formed, spread_and_rotation,
                       json_matches_csv, markdown_table, charts_written, verdicts,
-                      list_and_errors, replay_reported, kite_secure_and_mimalloc3,
+                      list_and_errors, replay_reported, alloc_env_reaches_runs,
+                      kite_secure_and_mimalloc3,
                       real_programs, docs_and_readme_blocks, load_reported, quick_set,
                       ab_verdicts, ab_end_to_end, ab_errors, syscalls_block))
 
