@@ -165,7 +165,8 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
  * out of the loop. The entry is stored as it was computed, so a step is a load, a
  * subtraction, a compare and a store, with no value kept for the step after it. Three
  * steps to a round, so that the blocks' three roles (the one before, this one, the next)
- * rotate through three variables without moves between them; the count is checked once a
+ * rotate through three variables without moves between them (its store goes through ls,
+ * the same array: see take_list); the count is checked once a
  * round while four or more blocks are left. A step that finds its entry odd leaves k at
  * the blocks left, this one included (`left`: the steps of the round before it), and
  * `last` at the block taken before it (NONE: none). */
@@ -179,9 +180,14 @@ bool _kite_remote_retarget(kite_page_t *pg, uint32_t used) {
     k -= left;                                                                           \
     goto odd;                                                                            \
   }                                                                                      \
-  __atomic_store_n(&l[cur], (uint16_t)nxt, __ATOMIC_RELAXED); /* REMOTE: the taker's */
+  __atomic_store_n(&ls[cur], (uint16_t)nxt, __ATOMIC_RELAXED); /* REMOTE: the taker's */
 static uint32_t take_list(kite_page_t *pg, size_t i, uint32_t n) {
   uint16_t *l = pg->links;
+  /* the same array, for the steps' stores: a second read of the base, which the compiler
+   * cannot prove equal to l (an atomic read is not merged), so that a step addresses its
+   * load and its store each from a base and the index, and computes no address to share
+   * between them; the page's owner alone writes links, before the page is shared */
+  uint16_t *ls = __atomic_load_n(&pg->links, __ATOMIC_RELAXED);
   size_t rm = _kite_link_remote_word; /* KITE_LINK_REMOTE (links.h: why a word) */
   size_t cap = pg->capacity, next, last, first = i; /* size_t: no zero-extension moves */
   uint32_t k = n;

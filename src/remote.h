@@ -76,8 +76,11 @@ void _kite_remote_push_again(kite_page_t *pg, void *b, size_t i, kite_remote_emp
  * sole (a constant): the caller has made itself the block's only freer before (the secure
  * build's canary claim, R8), so the claim is its check and a plain store, no CAS. */
 static inline __attribute__((always_inline)) void _kite_remote_free_as(kite_page_t *pg, void *b, size_t i, kite_remote_emptied_fn emptied, bool sole) {
-  uint16_t *e = &pg->links[i];
+  /* thread_free read before the link array's base (two plain reads of fields that do not
+   * order each other): so ordered, gcc keeps the base out of the register the claim's CAS
+   * takes its expected value in, and addresses the entry in place (no address computed) */
   uint64_t old = __atomic_load_n(&pg->thread_free, __ATOMIC_RELAXED);
+  uint16_t *e = &pg->links[i];
   /* the claim's read (R1): the value its CAS expects; LIVE without test hooks */
   uint16_t seen = KITE_LINK_LIVE, link = (uint16_t)old; /* REMOTE|head (types.h) */
 #ifdef KITE_TEST_HOOKS
