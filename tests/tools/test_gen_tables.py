@@ -10,6 +10,7 @@ nothing.
 
     test_gen_tables.py REPO_ROOT KITE_TABLES
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -31,13 +32,18 @@ def run(root, *args):
     return p.returncode, p.stdout, p.stderr
 
 
+@contextlib.contextmanager
 def copy_docs():
+    """A scratch tree with src/ (the lock table's source) and the docs, removed after."""
     d = tempfile.mkdtemp(prefix="kite-tables-")
-    shutil.copytree(os.path.join(ROOT, "src"), os.path.join(d, "src"))  # the lock table's source
-    for rel in DOCS:
-        os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
-        shutil.copy(os.path.join(ROOT, rel), os.path.join(d, rel))
-    return d
+    try:
+        shutil.copytree(os.path.join(ROOT, "src"), os.path.join(d, "src"))
+        for rel in DOCS:
+            os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+            shutil.copy(os.path.join(ROOT, rel), os.path.join(d, rel))
+        yield d
+    finally:
+        shutil.rmtree(d)
 
 
 def edit(path, old, new):
@@ -54,8 +60,7 @@ def test_real_docs_are_current():
 
 
 def test_changed_row_is_stale_then_rewritten():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "README.md"), "| `KITE_PURGE_DELAY_MS` | 10 |", "| `KITE_PURGE_DELAY_MS` | 20 |")
         edit(os.path.join(d, "docs/stats.md"), "| `committed` |", "| `committed_bytes` |")
         rc, out, err = run(d, "--check")
@@ -70,32 +75,24 @@ def test_changed_row_is_stale_then_rewritten():
         for rel in DOCS:
             with open(os.path.join(d, rel)) as a, open(os.path.join(ROOT, rel)) as b:
                 check(a.read() == b.read(), f"{rel} rewritten as the real one")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_missing_marker():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "man/kite.3"), '.\\" tables:options-man:end', "")
         rc, out, err = run(d, "--check")
         eq(rc, 2, "a missing marker: exit 2")
         check("man/kite.3: no" in err, f"names the file: {err}")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_lock_row_edited_by_hand_is_stale():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "docs/design.md"), "| 1 | `_kite_heap_lock` |", "| 2 | `_kite_heap_lock` |")
         rc, out, err = run(d, "--check")
         eq(rc, 1, "an edited lock row fails --check")
         check("docs/design.md: the locks-md table is stale" in err, f"names the table: {err}")
         eq(run(d, "--write")[0], 0, "--write")
         eq(run(d, "--check")[0], 0, "--check after --write")
-    finally:
-        shutil.rmtree(d)
 
 
 DUMMY = "static kite_lock_t dummy_lock = KITE_LOCK_INIT;"
@@ -114,17 +111,13 @@ def lock_problem(d, want):
 
 
 def test_lock_without_comment():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "src/huge.c"), "static size_t huge_cache_bytes;", DUMMY + "\nstatic size_t huge_cache_bytes;")
         lock_problem(d, "src/huge.c:56: kite_lock_t dummy_lock has no `/* lock: what it guards */` comment")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_lock_outside_order_and_fork():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "src/huge.c"), "static size_t huge_cache_bytes;",
              DUMMY + " /* lock: nothing */\nstatic size_t huge_cache_bytes;\n"
              "void dummy(void) { _kite_lock(&dummy_lock); _kite_unlock(&dummy_lock); }")
@@ -137,28 +130,20 @@ def test_lock_outside_order_and_fork():
         eq(run(d, "--write")[0], 0, "--write")
         with open(os.path.join(d, "docs/design.md")) as f:
             check("| alone | `dummy_lock` | `huge.c` | nothing | `huge.c` |" in f.read(), "the new lock's row")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_unknown_lock_taken():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "src/links.c"), "void _kite_links_fork_parent(void)",
              "void mystery(pthread_mutex_t *m) { _kite_lock(&m[0]); }\nvoid _kite_links_fork_parent(void)")
         lock_problem(d, "takes 'm[0]', which is no kite_lock_t the table knows")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_fork_prepare_out_of_order():
-    d = copy_docs()
-    try:
+    with copy_docs() as d:
         edit(os.path.join(d, "src/init.c"), "  _kite_heap_fork_prepare();\n", "")
         edit(os.path.join(d, "src/init.c"), "  _kite_arena_fork_prepare();\n", "  _kite_arena_fork_prepare();\n  _kite_heap_fork_prepare();\n")
         lock_problem(d, "src/init.c: fork_prepare takes the chain's locks out of its order")
-    finally:
-        shutil.rmtree(d)
 
 
 def test_every_entry_printed():

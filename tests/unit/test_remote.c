@@ -210,6 +210,26 @@ TEST(relink_is_a_cas) {
   kite_free(c.keep);
 }
 
+/* After an owner's store raced a claimer (the claimer reported p once, and its push linked
+ * around it): thread_free holds the n other blocks with the last one freed (head) first, p's
+ * entry is the owner's link, not REMOTE, the owner's take collects the n and no new report,
+ * and p is on the page's free list exactly once. */
+static void expect_owner_race_settled(kite_page_t *pg, void *p, uint32_t ip, uint32_t n, uint32_t head) {
+  expect_int_eq(reports_now(), 1);
+  expect_ptr_eq(report_ptr, p);
+  uint64_t tf = tf_of(pg);
+  expect_uint_eq(KITE_TF_COUNT(tf), n);
+  expect_uint_eq(KITE_TF_HEAD(tf), head);
+  expect_true(!_kite_link_is_remote(entry(pg, ip)));
+  expect_int_eq((kite_check)(), 1);
+  uint32_t remote = 0;
+  collect(pg, &remote);
+  expect_uint_eq(remote, n);
+  expect_int_eq(reports_now(), 1);
+  expect_int_eq(on_free_list(pg, ip), 1);
+  expect_int_eq((kite_check)(), 1);
+}
+
 /* The first re-link (out of line) reads its entry, finds REMOTE|next (its own claim), and
  * the owner's store lands before its CAS: the CAS fails on the store (R2, R3), so the free
  * is reported and nothing is pushed; a plain store there would put the owner's freed block
@@ -238,19 +258,7 @@ TEST(first_relink_is_a_cas) {
   pthread_join(claimer, NULL);
   __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&_kite_test_hook_remote_relink, NULL, __ATOMIC_RELEASE);
-  expect_int_eq(reports_now(), 1);
-  expect_ptr_eq(report_ptr, p);
-  uint64_t tf = tf_of(pg);
-  expect_int_eq(KITE_TF_COUNT(tf), 1);
-  expect_uint_eq(KITE_TF_HEAD(tf), ij);
-  expect_true(!_kite_link_is_remote(entry(pg, ip)));
-  expect_int_eq((kite_check)(), 1);
-  uint32_t remote = 0;
-  collect(pg, &remote);
-  expect_uint_eq(remote, 1);
-  expect_int_eq(reports_now(), 1);
-  expect_int_eq(on_free_list(pg, ip), 1);
-  expect_int_eq((kite_check)(), 1);
+  expect_owner_race_settled(pg, p, ip, 1, ij);
   expect_handed_out_once(SIZE, p, j, pg->reserved);
   kite_free(keep);
 }
@@ -348,18 +356,7 @@ TEST(retry_relink_is_a_cas) {
   pthread_join(pusher, NULL);
   __atomic_store_n(&_kite_test_hook_remote_push, NULL, __ATOMIC_RELEASE);
   __atomic_store_n(&_kite_test_hook_remote_retry, NULL, __ATOMIC_RELEASE);
-  expect_int_eq(reports_now(), 1);
-  expect_ptr_eq(report_ptr, p);
-  uint64_t tf = tf_of(pg);
-  expect_int_eq(KITE_TF_COUNT(tf), 2);
-  expect_uint_eq(KITE_TF_HEAD(tf), ik);
-  expect_true(!_kite_link_is_remote(entry(pg, ip)));
-  expect_int_eq((kite_check)(), 1);
-  uint32_t remote = 0;
-  collect(pg, &remote);
-  expect_uint_eq(remote, 2);
-  expect_int_eq(on_free_list(pg, ip), 1);
-  expect_int_eq((kite_check)(), 1);
+  expect_owner_race_settled(pg, p, ip, 2, ik);
   expect_handed_out_once(240, p, k, pg->reserved);
   kite_free(keep);
 }
