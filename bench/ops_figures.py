@@ -18,7 +18,9 @@ kernel's transparent huge page modes are recorded with the figures.
 
 The KITE_* variables of the calling environment are not passed on (only what a variant
 sets). Every figure is the median over the repetitions, with the min..max beside it. A run that
-crashes, exits non-zero or fails its self-check is reported as such and gets no figure.
+crashes, exits non-zero or fails its self-check is reported as such and gets no figure, and
+a line on stderr names it; exit-rss exits 1 when a build of kite failed, 0 when only peers
+did (a peer that cannot run the program is a finding about it, not a failed run).
 Output, in --out (default bench/results/<what>-<UTC timestamp>/): results.csv (first line:
 the exact command; one row per run with every figure it printed), results.json, table.md.
 With --docs the raw files go to bench/results/<what>-run/ and the table replaces the
@@ -215,7 +217,11 @@ def cmd_exit_rss(args, command):
             "", md, ""])
     print(md)
     print(f"results in {os.path.relpath(outdir)}/")
-    return 0 if all(status_of(runs[n]) == "ok" for n in names) else 1
+    # a peer that fails is shown as such and does not fail the command; kite failing does
+    return runner.failures_exit([
+        (n, status_of(runs[n]), runner.why_failed(
+            next(r["output"] for r in runs[n] if r["status"] != "ok")))
+        for n in names if status_of(runs[n]) != "ok"])
 
 
 def cmd_hugepages(args, command):

@@ -23,7 +23,9 @@ rss_timeline.png (one line per allocator, kite drawn thicker; unless --no-charts
 table and chart replace the <!-- rss-timeline --> section of docs/benchmarks.md.
 
 A run that crashes, exits non-zero or whose self-check fails is reported as such and its
-samples are kept but it gets no peak or area.
+samples are kept but it gets no peak or area; a line on stderr names the allocator and the
+last line the program printed. Exit status 1 when a build of kite failed, 0 when only
+peers did (a peer that cannot run the program is a finding about it, not a failed run).
 """
 import argparse
 import csv
@@ -132,7 +134,9 @@ def chart(path, results, names, title):
     fig, ax = plt.subplots(figsize=(11, 5.5))
     for i, n in enumerate(names):
         r = results[n][0]  # the first repetition of each allocator
-        if not r["samples"]:
+        if not r["samples"]:  # failed at start: named in the legend with its status
+            if r["status"] != "ok":
+                ax.plot([], [], label=f"{n} ({r['status']})", color=colors.get(n, f"C{i}"))
             continue
         kite = n.startswith("kite")
         ax.plot([t for t, _ in r["samples"]], [k / 1024 for _, k in r["samples"]],
@@ -350,7 +354,10 @@ def main(argv=None):
     print()
     print(phases_md)
     print(f"results in {os.path.relpath(outdir)}/")
-    return 0 if all(s["status"] == "ok" for s in summary.values()) else 1
+    failed = [(n, summary[n]["status"],
+               runner.why_failed(next((r["output"] for r in results[n] if r["status"] != "ok"),
+                                      ""))) for n in names if summary[n]["status"] != "ok"]
+    return runner.failures_exit(failed)
 
 
 if __name__ == "__main__":

@@ -602,6 +602,25 @@ def classify_exit(rc, text, needs_checksum=True, wrong_rc=WRONG_EXIT):
     return "ok"
 
 
+def why_failed(text):
+    """The last line a failed run printed, which is often its own word on why ('out of
+    memory allocating 40 bytes'), as 'last output: ...'; 'no output' when it printed none."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return f"last output: {lines[-1]}" if lines else "no output"
+
+
+def failures_exit(failed, file=sys.stderr):
+    """failed: [(allocator, status, why)] of the allocators whose runs did not complete.
+    Prints one line for each and returns the command's exit status: 1 when a build of kite
+    (KITE_BUILDS) failed, since kite is what the command measures; 0 when only peers did,
+    since a peer that cannot run the program is a finding about that peer (its table row
+    and chart say FAIL), not a failure of the measurement."""
+    for name, status, why in failed:
+        who = "kite build" if name in KITE_BUILDS else "peer"
+        print(f"{who} {name} failed: {status} ({why})", file=file)
+    return 1 if any(name in KITE_BUILDS for name, _, _ in failed) else 0
+
+
 # --------------------------------------------------------------------------------------
 # The suite
 # --------------------------------------------------------------------------------------

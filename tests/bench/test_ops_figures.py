@@ -4,7 +4,8 @@
     test_ops_figures.py --build-dir BUILD
 
 exit-rss on a few threads with glibc, kite (when built) and a stand-in allocator that
-crashes: exit 1 (one allocator failed), results.csv with the command first and one row
+crashes: exit 0 (the failed allocator is a peer; a line on stderr names it, and the same
+stand-in in kite's place exits 1), results.csv with the command first and one row
 per run, every healthy run's high-water mark at least its later RSS readings, the table's
 medians those of the CSV, the crash reported as such. hugepages on an 8 MiB heap: a row
 per variant, the kernel's THP modes recorded, the pairwise ratio line. Also -h, a missing
@@ -46,6 +47,13 @@ def main():
                          "--allocs", ",".join(allocs), "--alloc",
                          "crash=" + os.path.join(build, "libkite-bench-crash.so"),
                          "--out", ex_out], capture_output=True, text=True, timeout=120)
+    # the same stand-in put in kite's place: kite failing fails the command
+    own = subprocess.run([sys.executable, SCRIPT, "exit-rss", "--build-dir", build, "--reps",
+                          "1", "--args", "-t 4 -n 20 -b 20 -k 50", "--idle-ms", "5",
+                          "--allocs", "glibc,kite", "--alloc",
+                          "kite=" + os.path.join(build, "libkite-bench-crash.so"),
+                          "--out", os.path.join(tmp, "own")],
+                         capture_output=True, text=True, timeout=120)
     hp_out = os.path.join(tmp, "huge")
     hp = None
     if have_kite:
@@ -54,7 +62,12 @@ def main():
                             capture_output=True, text=True, timeout=120)
 
     def exit_rss_runs():
-        check(ex.returncode == 1, f"exit {ex.returncode}: {ex.stderr[-1500:]}")
+        # exit 0: the allocator that did not complete is a peer, named on stderr with why
+        check(ex.returncode == 0, f"exit {ex.returncode}: {ex.stderr[-1500:]}")
+        check("peer crash failed: CRASH sig " in ex.stderr, f"stderr {ex.stderr[-1500:]}")
+        check(own.returncode == 1 and "kite build kite failed: CRASH sig " in own.stderr and
+              "glibc failed" not in own.stderr, f"kite failing: exit {own.returncode}: "
+              f"{own.stderr[-1500:]}")
         for f in ("results.csv", "results.json", "table.md"):
             check(os.path.exists(os.path.join(ex_out, f)), f"{f} written")
 

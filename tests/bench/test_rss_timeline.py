@@ -9,7 +9,8 @@ then allocator, rep, t_s, rss_mib rows; samples strictly increasing in time for 
 allocator; RSS positive and, for a healthy allocator, peaking above the tiny working set),
 rss.json (phases in the program's order, peak and area consistent with the samples, the
 crashing allocator reported as a crash with no peak), rss.md (a row per allocator, and the
-RSS at the end of each phase consistent with the samples). Also
+RSS at the end of each phase consistent with the samples). The crashing peer leaves the
+exit status 0 and is named on stderr; the same stand-in in kite's place exits 1. Also
 -h and a bad option (exit 2). Prints one line per test and "N passed, N failed".
 """
 import argparse
@@ -40,13 +41,30 @@ def main():
            "crash=" + os.path.join(build, "libkite-bench-crash.so"), "--no-charts",
            "--out", out]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    # the same stand-in put in kite's place: kite failing fails the command
+    own = subprocess.run([sys.executable, SCRIPT, "--build-dir", build, "--size", "tiny",
+                          "--allocs", "glibc,kite", "--alloc",
+                          "kite=" + os.path.join(build, "libkite-bench-crash.so"),
+                          "--no-charts", "--out", os.path.join(tmp, "own")],
+                         capture_output=True, text=True, timeout=120)
     state = {}
 
     def runs_and_writes():
-        # exit 1: one allocator (the crashing one) did not complete
-        check(p.returncode == 1, f"exit {p.returncode}: {p.stderr[-1500:]}")
+        # exit 0: the allocator that did not complete is a peer, named on stderr with why
+        check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
+        check("peer crash failed: CRASH sig " in p.stderr, f"stderr {p.stderr[-1500:]}")
+        check(not any(f"{n} failed" in p.stderr for n in allocs if n != "crash"),
+              "only the crash is named")
         for f in ("rss.csv", "rss.json", "rss.md"):
             check(os.path.exists(os.path.join(out, f)), f"{f} written")
+
+    def kite_failing_fails():
+        check(own.returncode == 1, f"exit {own.returncode}: {own.stderr[-1500:]}")
+        check("kite build kite failed: CRASH sig " in own.stderr, f"stderr {own.stderr[-1500:]}")
+        check("glibc failed" not in own.stderr, "glibc not named")
+        with open(os.path.join(tmp, "own", "rss.md")) as f:
+            md = f.read()
+        check("| kite | - | - | - | **CRASH sig " in md and "| glibc | " in md, md)
 
     def csv_parses():
         with open(os.path.join(out, "rss.csv")) as f:
@@ -128,7 +146,8 @@ def main():
                            capture_output=True, text=True)
         check(q.returncode == 2 and "unknown allocator" in q.stderr, "unknown allocator")
 
-    return run_tests((runs_and_writes, csv_parses, json_summary, usage_and_errors))
+    return run_tests((runs_and_writes, kite_failing_fails, csv_parses, json_summary,
+                      usage_and_errors))
 
 
 if __name__ == "__main__":
