@@ -155,9 +155,14 @@ uint32_t _kite_thp_auto_pick(kite_arena_t *a, uint32_t u, unsigned order) {
 static uint32_t dense_pending;
 void (*_kite_arena_collapse_hook)(void);
 
+/* Granule c (its first unit; c + THP_UNITS <= KITE_ARENA_UNITS, as every granule the pick
+ * and the pass name) has no free unit. The loop counts from 0 so that it has no bound
+ * c + THP_UNITS to wrap: with one, the compiler saw a path on which c was within THP_UNITS
+ * of UINT32_MAX (the loop not run, the granule taken as in use) and warned of the store to
+ * advised[c] that follows on it (gcc 13's -Wstringop-overflow in dense_collapse). */
 static bool granule_in_use(const kite_arena_t *a, uint32_t c) {
-  for (uint32_t v = c; v < c + THP_UNITS; v++)
-    if (a->is_free[v]) return false;
+  for (uint32_t v = 0; v < THP_UNITS; v++)
+    if (a->is_free[c + v]) return false;
   return true;
 }
 
