@@ -277,6 +277,7 @@ def main(argv=None):
     table = {}
     for cid, prog, args, _ in cases:
         for name, path in allocs:
+            out = ""
             if cid == "setuid-env":
                 cls, err = run_setuid(bd, name)
             else:
@@ -287,7 +288,10 @@ def main(argv=None):
                 cls = classify(rc, out, err, cid, leaked)
             table[(cid, name)] = cls
             first = err.strip().splitlines()[0][:120] if err.strip() else ""
-            print(f"{cid:18s} {name:12s} {cls:11s} {first}", flush=True)
+            # the race cases say how many of their races really overlapped (not judged)
+            note = next((l for l in out.splitlines() if l.startswith("overlapped: ")), "")
+            print(f"{cid:18s} {name:12s} {cls:11s} {first}" + (f" [{note}]" if note else ""),
+                  flush=True)
             if a.verbose and err.strip():
                 print("    " + err.strip()[-500:].replace("\n", "\n    "))
     bad = []
