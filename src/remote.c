@@ -34,7 +34,9 @@
  *       push fails (the head moved), the first re-link reads the entry and refuses one that
  *       is not REMOTE|next (a local link, or LIVE once the block is handed out again), and a
  *       later re-link's CAS fails on the store: it reports and pushes nothing. Either way
- *       one report, and the block is free once. (In the secure build this race does not
+ *       the block is free once; the report is one, but for a take's list that holds two
+ *       such blocks: R4 stops at the first (the owner's store erased the link to the
+ *       blocks pushed before it), so the second, behind it, is not reported. (In the secure build this race does not
  *       arise: the owner's free and the other thread's are one canary claim's winner, R8.)
  *   R4. The owner (or heap_lock's holder, for an abandoned page) takes thread_free whole
  *       with one exchange and walks exactly its count of blocks; each entry must be
