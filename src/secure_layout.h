@@ -106,19 +106,20 @@ static inline uint32_t _kite_secure_zero_head(uint32_t bs) {
  * (secure.c) and at carve (a reused run may hold old bytes). */
 typedef uint64_t kite_secure_v2_t __attribute__((vector_size(16), may_alias));
 typedef uint32_t kite_secure_v4_t __attribute__((vector_size(16), may_alias));
-/* With the zeroed head at 64 bytes, a block of 32 <= bs < 80 bytes keeps [0, bs - 16) zero
- * as three 16-byte lanes at 0, this offset and bs - 32 (the middle one is needed at bs = 64
- * only: 16; 0 at 32 and 48, the only other sizes here), so the zeroing and the check are
- * straight-line code. */
-static inline uint32_t _kite_secure_mid_lane(uint32_t bs) { return (bs >> 2) & 16; }
+/* With the zeroed head at 64 bytes, a block of 32 <= bs < 80 bytes keeps [0, bs - 16) zero:
+ * at bs = 32 (the class of 9-24 byte requests, the commonest) as one lane at 0, at 48 and 64
+ * as three 16-byte lanes at 0, 16 and bs - 32 (overlapping at 48), so the zeroing and the
+ * check are straight-line code with constant offsets but one. */
 static inline __attribute__((always_inline)) void _kite_secure_zero_block(void *p, uint32_t bs) {
   kite_secure_v2_t z = {0, 0};
   if (__builtin_expect(bs >= KITE_SECURE_ZERO_MAX + 16, 1)) {
     memset(p, 0, KITE_SECURE_ZERO_MAX); /* a constant size: inline stores */
-  } else if (bs > 16) {
-#if KITE_SECURE_ZERO_MAX <= 64 /* [0, bs - 16) in three lanes, overlapping where fewer suffice */
+  } else if (bs == 32) { /* [0, 16): one lane */
     *(kite_secure_v2_t *)p = z;
-    *(kite_secure_v2_t *)((uint8_t *)p + _kite_secure_mid_lane(bs)) = z;
+  } else if (bs > 16) {
+#if KITE_SECURE_ZERO_MAX <= 64 /* bs 48 or 64: [0, bs - 16) in three lanes, overlapping at 48 */
+    *(kite_secure_v2_t *)p = z;
+    *(kite_secure_v2_t *)((uint8_t *)p + 16) = z;
     *(kite_secure_v2_t *)((uint8_t *)p + bs - 32) = z;
 #else
     uint32_t i = 0, head = bs - 16;
@@ -143,9 +144,11 @@ static inline __attribute__((always_inline)) bool _kite_secure_free_block_ok(con
       a |= *(const kite_secure_v2_t *)((const uint8_t *)w + i);
       b |= *(const kite_secure_v2_t *)((const uint8_t *)w + i + 16);
     }
+  } else if (bs == 32) { /* _kite_secure_zero_block's one lane: three words and the mark, all scalar */
+    return (w[0] | w[1] | w[2] | ((w[3] ^ freed) >> 1)) == 0;
   } else if (bs > 16) { /* the lanes before the last, as _kite_secure_zero_block zeroes them */
 #if KITE_SECURE_ZERO_MAX <= 64
-    a = *(const kite_secure_v2_t *)w | *(const kite_secure_v2_t *)((const uint8_t *)w + _kite_secure_mid_lane(bs));
+    a = *(const kite_secure_v2_t *)w | *(const kite_secure_v2_t *)((const uint8_t *)w + 16);
     b = *(const kite_secure_v2_t *)((const uint8_t *)w + bs - 32);
 #else
     uint32_t i = 0, head = bs - 16;
