@@ -87,6 +87,12 @@ static void reclaim_list(kite_heap_t *h, unsigned c, bool full, uint32_t *budget
 static void reclaim_pinned(kite_heap_t *h, unsigned c) {
   kite_page_t *pin = h->pinned[c];
   uint64_t bit = (uint64_t)1 << (c & 63), *idle = &h->reclaim_idle[c >> 6];
+  /* Empty is used == 1 once the remote frees are collected, and thread_free's count says
+   * so before the collect (which walks the local free list to join it to the allocation
+   * list): a current page in use, the common case, is passed over with two loads. A
+   * remote free that lands after the load is seen at the next look. */
+  uint64_t tf = __atomic_load_n(&pin->thread_free, __ATOMIC_RELAXED);
+  if (pin->used - KITE_TF_COUNT(tf) != 1) { *idle &= ~bit; return; }
   page_collect(h, pin, true);
   if (pin->used != 1) { *idle &= ~bit; return; }
   if (!(*idle & bit)) { *idle |= bit; return; }

@@ -31,6 +31,8 @@
  *                  random order: no block is handed out twice, both heaps check out
  *   idle_classes   a thread fills and empties one page of each of 28 classes, then
  *                  allocates 8 MiB of another: the 28 empty current pages are given back
+ *   idle_classes_remote  the same, each page emptied by another thread's frees (still on
+ *                  the pages' thread_free lists when the owner looks)
  *   dirty_first    pages freed and purged at low addresses, pages freed and kept committed
  *                  above them: new pages come from the committed ones (no growth)
  *   dirty_other_arena  pages kept committed in a full arena, a thread whose last claim was
@@ -474,6 +476,59 @@ TEST(idle_classes) {
   expect_int_eq(kite_check(), 1);
 }
 
+/* idle_classes with the 28 pages emptied by another thread: their blocks sit on the pages'
+ * thread_free lists, uncollected, when the owner's reclaim looks at its current pages, so
+ * the look must count them (heap_reclaim.c, reclaim_pinned) to find the pages empty. */
+enum { ICR_MAX = 20000 };
+static void *icr_blocks[ICR_MAX];
+static int icr_n;
+static void *icr_free_all(void *arg) {
+  (void)arg;
+  for (int i = 0; i < icr_n; i++) kite_free(icr_blocks[i]);
+  return NULL;
+}
+static void *icr_owner(void *arg) {
+  size_t *out = arg; /* committed: at the start, after the remote frees, after the 8 MiB */
+  static void *big[IC_NB];
+  uintptr_t bad = 0;
+  out[0] = committed();
+  icr_n = 0;
+  for (int k = 1; k <= IC_SIZES; k++) { /* 16 .. 640 bytes: 28 classes, one page each */
+    size_t sz = (size_t)k * 16;
+    void *p = kite_malloc(sz);
+    if (!p) return (void *)1;
+    int n = (int)(65536 / kite_malloc_usable_size(p));
+    if (icr_n + n > ICR_MAX) return (void *)1;
+    icr_blocks[icr_n++] = p;
+    for (int i = 1; i < n; i++) if (!(icr_blocks[icr_n++] = kite_malloc(sz))) return (void *)1;
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, icr_free_all, NULL) != 0) return (void *)1;
+  pthread_join(t, NULL);
+  out[1] = committed();
+  for (int i = 0; i < IC_NB; i++) {
+    if (!(big[i] = kite_malloc(IC_BIG))) return (void *)1;
+    memset(big[i], i & 0xff, IC_BIG);
+  }
+  out[2] = committed();
+  for (int i = 0; i < IC_NB; i++) {
+    const unsigned char *p = big[i];
+    bad += p[0] != (unsigned char)(i & 0xff) || p[IC_BIG - 1] != (unsigned char)(i & 0xff);
+    kite_free(big[i]);
+  }
+  return (void *)bad;
+}
+
+TEST(idle_classes_remote) {
+  size_t c[3] = {0};
+  void *bad = run_owner_purging(icr_owner, c);
+  fprintf(stderr, "idle_classes_remote: committed %zu KiB at the start, %zu KiB after the remote frees, %zu KiB after 8 MiB of 4 KiB blocks\n",
+          c[0] >> 10, c[1] >> 10, c[2] >> 10);
+  expect_uint_eq((uintptr_t)bad, 0);
+  expect_true(c[2] <= c[0] + 8 * MiB + 512 * 1024); /* as idle_classes */
+  expect_int_eq(kite_check(), 1);
+}
+
 /* ---- committed units first ---- */
 /* 64 pages of 4 KiB blocks freed with the purge delay at 0 (decommitted, low addresses),
  * 64 pages of 2 KiB blocks above them freed with purging off (committed); then 64 pages of
@@ -801,6 +856,7 @@ int main(int argc, char **argv) {
   if (!only || !strcmp(only, "sleeper_paced")) RUN(sleeper_paced);
   if (!only || !strcmp(only, "steal_busy_owner")) RUN(steal_busy_owner);
   if (!only || !strcmp(only, "idle_classes")) RUN(idle_classes);
+  if (!only || !strcmp(only, "idle_classes_remote")) RUN(idle_classes_remote);
   if (!only || !strcmp(only, "dirty_first")) RUN(dirty_first);
   if (!only || !strcmp(only, "dirty_other_arena")) RUN(dirty_other_arena);
   kite_option_set(KITE_OPTION_BACKGROUND, 1);
