@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <alloca.h>
 
@@ -480,6 +481,36 @@ static char *guarded_malloc(size_t n) {
   return NULL;
 }
 
+/* The thread id a capture records is the capturing thread's, in a thread and in a forked
+ * child (whose one thread kept its parent thread's cached id: the fork hook clears it). */
+static void *tid_thread(void *arg) {
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  *(long *)arg = (long)st.tid == (long)syscall(SYS_gettid) && (long)st.tid != (long)getpid();
+  return NULL;
+}
+TEST(capture_thread_id) {
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  expect_int_eq(st.tid, (long)syscall(SYS_gettid));
+  _kite_stack_capture(&st, 0);
+  expect_int_eq(st.tid, (long)syscall(SYS_gettid));
+  long ok = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, tid_thread, &ok);
+  pthread_join(t, NULL);
+  expect_int_eq(ok, 1);
+  pid_t pid = fork();
+  if (pid == 0) {
+    kite_stack_t c;
+    _kite_stack_capture(&c, 0);
+    _exit((long)c.tid == (long)syscall(SYS_gettid) ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* realloc of a guarded block to a huge size and back keeps the content. */
 TEST(realloc_to_huge) {
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
@@ -781,6 +812,7 @@ int main(int argc, char **argv) {
   RUN(sampling_rate_collected);
   RUN(normal_operation);
   RUN(realloc_to_huge);
+  RUN(capture_thread_id);
   RUN(misuse);
   RUN(threads);
   RUN(thread_exit);
