@@ -89,6 +89,11 @@
 #define GUARDED_HOLD_MS 10000
 #endif
 #define HOLD_BATCH 64 /* aged slots decommitted at most by one free (G6) */
+#ifdef KITE_TEST_HOOKS
+static int64_t hold_ms = GUARDED_HOLD_MS; /* (tests shorten it: _kite_test_guarded_hold) */
+#else
+#define hold_ms ((int64_t)GUARDED_HOLD_MS)
+#endif
 enum { SLOT_NEVER = 0, SLOT_LIVE = 1, SLOT_FREEING = 2, SLOT_FREED = 3 };
 
 typedef struct {
@@ -202,7 +207,7 @@ static void queue_push(uint32_t s, uint64_t now) {
  * that may queue out of its order: a slot a little younger than now is one that waits on. */
 static void queue_age(uint64_t now) {
   for (int i = 0; i < HOLD_BATCH && q_held != NO_SLOT; i++) {
-    if ((int64_t)(now - slots[q_held].freed_ms) < GUARDED_HOLD_MS) break;
+    if ((int64_t)(now - slots[q_held].freed_ms) < hold_ms) break;
     _kite_os_decommit((void *)(slot_end(q_held) - KITE_OS_PAGE), KITE_OS_PAGE);
     q_held = slots[q_held].next;
   }
@@ -594,4 +599,10 @@ void _kite_guarded_fork_child(void) {
  * when it is made or being made already), then finish making it. */
 bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once, _kite_os_getpid()); }
 bool _kite_test_guarded_finish(void) { return region_build(); }
+/* Tests: how long a freed slot keeps its page (G6), in ms; returns the value before. */
+int64_t _kite_test_guarded_hold(int64_t ms) {
+  int64_t was = hold_ms;
+  hold_ms = ms;
+  return was;
+}
 #endif

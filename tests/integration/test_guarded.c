@@ -544,6 +544,33 @@ TEST(freed_page_held) {
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
 }
 
+/* A freed slot's page is given back once it has waited its time: checked at a later
+ * guarded free (the hold shortened to 50 ms; the purge delay positive). */
+int64_t _kite_test_guarded_hold(int64_t ms);
+TEST(freed_page_aged) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  int64_t hold = _kite_test_guarded_hold(50);
+  kite_malloc_trim(0); /* (no slot held from earlier tests: each free ages at most 64) */
+  char *p = guarded_malloc(100);
+  assert_true(p != NULL);
+  memset(p, 3, 100);
+  kite_free(p);
+  expect_true(page_resident(p));
+  usleep(120 * 1000);
+  char *q = guarded_malloc(200);
+  assert_true(q != NULL);
+  memset(q, 4, 200);
+  kite_free(q); /* p waited 120 ms: given back now; q stays */
+  expect_true(!page_resident(p));
+  expect_true(page_resident(q));
+  expect_true(check_all());
+  _kite_test_guarded_hold(hold);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
 /* The thread id a capture records is the capturing thread's, in a thread and in a forked
  * child (whose one thread kept its parent thread's cached id: the fork hook clears it). */
 static void *tid_thread(void *arg) {
@@ -877,6 +904,7 @@ int main(int argc, char **argv) {
   RUN(normal_operation);
   RUN(realloc_to_huge);
   RUN(freed_page_held);
+  RUN(freed_page_aged);
   RUN(capture_thread_id);
   RUN(misuse);
   RUN(threads);
