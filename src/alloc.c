@@ -402,6 +402,7 @@ KITE_API int kite_malloc_trim(size_t pad) {
   r += _kite_arena_purge(true);
   r += _kite_huge_cache_release(true);
   r += _kite_links_trim();
+  r += _kite_guarded_trim(); /* guarded.h */
   return r > 0;
 }
 

@@ -21,16 +21,29 @@
  *      FREEING (a free is making it inaccessible: not on the queue yet) or FREED (on the
  *      queue of freed slots exactly once); all three have block and size set.
  *   G2 Only a LIVE slot's pages [page of block, slot end) are accessible; a slot becomes
- *      FREED only after its pages were given back and made PROT_NONE.
+ *      FREED only after its pages were made PROT_NONE. Its pages below the last one are
+ *      given back at its free (a block over one page); its last page, where every block of
+ *      at most a page lies, stays committed while the slot waits (G6), so a reuse of the
+ *      slot faults nothing and no free of a small block asks the kernel to decommit.
  *   G3 A slot is reused only once every never-used slot has been taken, and then the
  *      oldest freed one first (a FIFO): a freed block stays inaccessible as long as possible.
  *   G4 slot_lock guards fresh, the queue, the counters and every slot's state; it is a leaf
- *      (nothing is called while it is held). The fault handler reads without it.
+ *      (nothing is called while it is held but G6's decommits, system calls that take no
+ *      lock of kite's). The fault handler reads without it.
  *   G5 The region is made (mapped, protected, published) under make_lock, which a fork's
  *      prepare takes (before slot_lock): a forked child never holds mappings a thread of
  *      the parent had made and not published. It finds the region made (the fork waited
  *      for the making), or not begun, or claimed and nothing mapped yet (a fork between the
  *      claim and the lock: once.h O5 takes it back, and the child makes its own).
+ *   G6 q_held is NO_SLOT or a slot on the queue: every queued slot before it (from the
+ *      head) has its last page given back; it and the slots after it may keep theirs. A
+ *      queued slot's last page is given back once it has waited GUARDED_HOLD_MS (checked at
+ *      each guarded free, in queue order, at most HOLD_BATCH a free, under slot_lock: a
+ *      slot on the queue can be taken at any moment, and a decommit after its reuse would
+ *      clear the live block), at once with KITE_PURGE_DELAY_MS=0, and at malloc_trim
+ *      (_kite_guarded_trim); with a negative delay at malloc_trim only. A program that
+ *      samples often reuses its slots before they age (it pays no decommit and no fault);
+ *      one that samples seldom pays them, seldom. At most one page a slot is held.
  *
  * Sampling, without a line in the malloc fast path: each thread keeps `left`, the eligible
  * allocations (at most KITE_GUARDED_MAX bytes) to let pass before its next sampled one,
@@ -71,6 +84,16 @@
 #define SLOTS ((uint32_t)((KITE_ARENA_SIZE - KITE_OS_PAGE) / STRIDE))
 #define SLOTS_MAX ((uint32_t)(KITE_ARENA_SIZE / (KITE_GUARDED_MAX + 4096))) /* SLOTS at 4 KiB pages */
 #define NO_SLOT UINT32_MAX
+#ifndef GUARDED_HOLD_MS
+/* How long a freed slot keeps its last page committed on the queue (G6), in ms. */
+#define GUARDED_HOLD_MS 10000
+#endif
+#define HOLD_BATCH 64 /* aged slots decommitted at most by one free (G6) */
+#ifdef KITE_TEST_HOOKS
+static int64_t hold_ms = GUARDED_HOLD_MS; /* (tests shorten it: _kite_test_guarded_hold) */
+#else
+#define hold_ms ((int64_t)GUARDED_HOLD_MS)
+#endif
 enum { SLOT_NEVER = 0, SLOT_LIVE = 1, SLOT_FREEING = 2, SLOT_FREED = 3 };
 
 typedef struct {
@@ -78,6 +101,7 @@ typedef struct {
   uint32_t size;     /* the request */
   uint8_t state;     /* SLOT_* (G1) */
   uint32_t next;     /* the queue of freed slots (NO_SLOT: last) */
+  uint64_t freed_ms; /* when it joined the queue (_kite_os_now_ms; 0 when no delay applies) */
   kite_stack_t alloc, freed;
 } slot_t;
 
@@ -86,7 +110,7 @@ static slot_t *slots;    /* SLOTS entries, mapped with the region */
 static kite_once_t region_once; /* once.h: the region's making (FAILED: no region, for good) */
 static kite_lock_t slot_lock = KITE_LOCK_INIT; /* lock: the slots' states, the freed queue, fresh, the counts */
 static kite_lock_t make_lock = KITE_LOCK_INIT; /* lock: the region's making (G5) */
-static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT;
+static uint32_t fresh, q_head = NO_SLOT, q_tail = NO_SLOT, q_held = NO_SLOT; /* G6 */
 static uint64_t n_allocs, n_frees;
 
 static __thread int64_t left __attribute__((tls_model("initial-exec")));
@@ -167,6 +191,28 @@ static KITE_COLD bool region_make(void) {
   return _kite_once_done(&region_once); /* another thread made it, or failed to */
 }
 
+/* Slot s, FREEING (or LIVE and never handed out), joins the queue's tail (slot_lock held). */
+static void queue_push(uint32_t s, uint64_t now) {
+  slot_t *m = &slots[s];
+  m->next = NO_SLOT;
+  m->freed_ms = now;
+  __atomic_store_n(&m->state, (uint8_t)SLOT_FREED, __ATOMIC_RELEASE);
+  if (q_tail != NO_SLOT) slots[q_tail].next = s; else q_head = s;
+  q_tail = s;
+  if (q_held == NO_SLOT) q_held = s;
+}
+
+/* G6: the slots that waited GUARDED_HOLD_MS give their last page back, oldest first, at
+ * most HOLD_BATCH of them (slot_lock held). The clock was read before the lock, by threads
+ * that may queue out of its order: a slot a little younger than now is one that waits on. */
+static void queue_age(uint64_t now) {
+  for (int i = 0; i < HOLD_BATCH && q_held != NO_SLOT; i++) {
+    if ((int64_t)(now - slots[q_held].freed_ms) < hold_ms) break;
+    _kite_os_decommit((void *)(slot_end(q_held) - KITE_OS_PAGE), KITE_OS_PAGE);
+    q_held = slots[q_held].next;
+  }
+}
+
 static KITE_NOINLINE void *guarded_alloc(size_t n) {
   if (!_kite_once_done(&region_once) && !region_make()) return NULL;
   kite_stack_t st;
@@ -180,6 +226,7 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
     s = q_head;
     q_head = slots[s].next;
     if (q_head == NO_SLOT) q_tail = NO_SLOT;
+    if (q_held == s) q_held = q_head; /* (its page held: the block finds it, no fault) */
   }
   uintptr_t b = 0;
   if (s != NO_SLOT) {
@@ -196,11 +243,9 @@ static KITE_NOINLINE void *guarded_alloc(size_t n) {
   if (s == NO_SLOT) return NULL; /* every slot live or waiting: not sampled */
   if (unlikely(!_kite_os_protect((void *)page_down(b), slot_end(s) - page_down(b), true))) {
     /* the kernel refused (its limit on mappings): the slot goes to the queue unused */
+    uint64_t now = _kite_os_now_ms();
     _kite_lock(&slot_lock);
-    __atomic_store_n(&slots[s].state, (uint8_t)SLOT_FREED, __ATOMIC_RELEASE);
-    slots[s].next = NO_SLOT;
-    if (q_tail != NO_SLOT) slots[q_tail].next = s; else q_head = s;
-    q_tail = s;
+    queue_push(s, now);
     n_frees++;
     _kite_unlock(&slot_lock);
     return NULL;
@@ -367,18 +412,36 @@ void _kite_guarded_free(void *p) {
   __atomic_store_n(&m->state, (uint8_t)SLOT_FREEING, __ATOMIC_RELEASE);
   n_frees++;
   _kite_unlock(&slot_lock);
-  uintptr_t lo = page_down(u);
-  _kite_os_decommit((void *)lo, slot_end(s) - lo);
+  /* G2, G6: the last page stays committed (given back at once only with a purge delay of
+   * 0); the PROT_NONE is what catches a use after free, the one system call a small
+   * block's free keeps */
+  uintptr_t lo = page_down(u), last = slot_end(s) - KITE_OS_PAGE;
+  int64_t delay = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+  if (delay == 0) _kite_os_decommit((void *)lo, slot_end(s) - lo);
+  else if (lo < last) _kite_os_decommit((void *)lo, last - lo);
   if (unlikely(!_kite_os_protect((void *)lo, slot_end(s) - lo, false))) {
-    /* cannot be made inaccessible: never reused either (it stays FREEING, off the queue) */
+    /* cannot be made inaccessible: never reused either (it stays FREEING, off the queue),
+     * its pages given back (a use after free reads zeroes, not the block) */
+    _kite_os_decommit((void *)lo, slot_end(s) - lo);
     return;
   }
+  uint64_t now = delay > 0 ? _kite_os_now_ms() : 0;
   _kite_lock(&slot_lock);
-  __atomic_store_n(&m->state, (uint8_t)SLOT_FREED, __ATOMIC_RELEASE);
-  m->next = NO_SLOT;
-  if (q_tail != NO_SLOT) slots[q_tail].next = s; else q_head = s;
-  q_tail = s;
+  queue_push(s, now);
+  if (delay > 0) queue_age(now);
   _kite_unlock(&slot_lock);
+}
+
+size_t _kite_guarded_trim(void) {
+  if (!_kite_once_done(&region_once)) return 0;
+  size_t given = 0;
+  _kite_lock(&slot_lock);
+  for (; q_held != NO_SLOT; q_held = slots[q_held].next) {
+    _kite_os_decommit((void *)(slot_end(q_held) - KITE_OS_PAGE), KITE_OS_PAGE);
+    given += KITE_OS_PAGE;
+  }
+  _kite_unlock(&slot_lock);
+  return given;
 }
 
 size_t _kite_guarded_usable(const void *p) {
@@ -499,6 +562,8 @@ bool _kite_guarded_check(void) {
     live += m->state == SLOT_LIVE;
     freeing += m->state == SLOT_FREEING;
   }
+  if (ok && q_held != NO_SLOT && (q_held >= fresh || !((seen[q_held >> 6] >> (q_held & 63)) & 1)))
+    ok = _kite_check_failed("guarded: the first held slot is not on the free queue", q_held);
   if (ok && live != n_allocs - n_frees) ok = _kite_check_failed("guarded: live slots != allocations - frees", live);
   if (ok && queued + freeing + live != fresh) ok = _kite_check_failed("guarded: slots unaccounted for", fresh);
   _kite_unlock(&slot_lock);
@@ -534,4 +599,10 @@ void _kite_guarded_fork_child(void) {
  * when it is made or being made already), then finish making it. */
 bool _kite_test_guarded_claim(void) { return _kite_once_try(&region_once, _kite_os_getpid()); }
 bool _kite_test_guarded_finish(void) { return region_build(); }
+/* Tests: how long a freed slot keeps its page (G6), in ms; returns the value before. */
+int64_t _kite_test_guarded_hold(int64_t ms) {
+  int64_t was = hold_ms;
+  hold_ms = ms;
+  return was;
+}
 #endif

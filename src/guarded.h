@@ -15,7 +15,8 @@
  *   heap_reclaim.c   heap_reclaim leaves the current pages alone while sampling is on.
  *   free.c   free_generic: a pointer the page map marks GUARDED goes to _kite_guarded_free;
  *            _kite_lookup (usable size, kite_owns): _kite_guarded_usable.
- *   init.c   the fork hooks; introspect.c kite_check: _kite_guarded_check.
+ *   init.c   the fork hooks; introspect.c kite_check: _kite_guarded_check; alloc.c
+ *            kite_malloc_trim: _kite_guarded_trim.
  * Layer: above heap (it refills and cuts the heap's allocation lists), below alloc/free.
  */
 #ifndef KITE_GUARDED_H
@@ -37,6 +38,9 @@ void _kite_guarded_free(void *p) KITE_NOINLINE;
 /* Usable size of live guarded block p (the request rounded up to 16 bytes), 0 if p is not
  * one (freed, or not a block start). */
 size_t _kite_guarded_usable(const void *p);
+/* malloc_trim: the freed slots give back the last page they keep (guarded.c G6); bytes
+ * given back (pages that may have been committed). */
+size_t _kite_guarded_trim(void);
 /* Blocks handed out and freed so far (for tests and statistics). */
 void _kite_guarded_counts(uint64_t *allocs, uint64_t *frees);
 /* Slot table, free-slot queue and the page map entry agree (kite_check). */

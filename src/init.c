@@ -45,6 +45,7 @@ static void fork_parent(void) {
 }
 static void fork_child(void) {
   _kite_secret_fork_child(); /* first: the reseed below reads the secrets */
+  _kite_os_thread_fork_child(); /* before anything captures a stack (its thread id) */
 #if defined(KITE_SECURE) && KITE_SECURE
   _kite_random_reseed(); /* secret.h: the child draws its own layout */
 #endif

@@ -105,8 +105,12 @@ bool _kite_os_catch_faults(bool (*fn)(void *addr));
  * not finished at the fork is finished (the handler is in place) or begun again at the
  * child's next call. */
 void _kite_os_faults_fork_child(void);
-/* The calling thread's kernel id (gettid). */
+/* The calling thread's kernel id (gettid, asked once a thread and kept). */
 uint32_t _kite_os_thread_id(void);
+/* A forked child's handler (init.c): the calling thread, the child's only one, asks its id
+ * again (it kept its parent thread's). A child that no fork handler runs in (a raw clone
+ * or vfork) reports its parent thread's id until it execs. */
+void _kite_os_thread_fork_child(void);
 /* Grow or move a mapping (mremap); NULL if it cannot (errno unchanged). */
 void *_kite_os_remap(void *p, size_t old_size, size_t new_size, bool may_move);
 /* Move the mapping [p, p+old_size) to dest (a range of new_size bytes the caller mapped, which

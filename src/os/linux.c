@@ -668,4 +668,14 @@ int _kite_test_faults_stage(int st) {
 }
 #endif
 
-uint32_t _kite_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }
+/* The thread's id, asked of the kernel once a thread (0: not asked yet; no thread has id 0).
+ * A forked child's only thread inherits its parent thread's word: the fork hook clears it. */
+static __thread uint32_t thread_id __attribute__((tls_model("initial-exec")));
+
+uint32_t _kite_os_thread_id(void) {
+  uint32_t t = thread_id;
+  if (unlikely(t == 0)) thread_id = t = (uint32_t)syscall(SYS_gettid);
+  return t;
+}
+
+void _kite_os_thread_fork_child(void) { thread_id = 0; }

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <alloca.h>
 
@@ -109,6 +111,27 @@ static int child(const char *mode) {
     for (int k = 0; k < LIVE; k++) kite_free(live[k]);
     printf("plain %d big_guarded %d\n", plain, big_guarded);
     return plain == 0 && big_guarded == 0 && check_all() ? 0 : 1;
+  } else if (strcmp(mode, "reuse") == 0) {
+    /* a slot freed, then every other slot taken, so that the next block reuses it: its page
+     * was kept (guarded.c G6), so the block works at once, without a fault; freed in turn,
+     * it is a use after free as any (the report names this block's two stacks) */
+    char *p0 = site_alloc(100), *q = NULL;
+    memset(p0, 1, 100); /* (its page committed: a page never written is never kept) */
+    kite_free(p0);
+    for (int i = 0; i < 4 * 4096 && q != p0; i++) {
+      q = site_alloc(100);
+      if (q != p0) kite_free(q);
+    }
+    if (q != p0) return 2;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    memset(q, 5, 112);
+    for (int i = 0; i < 112; i++) if (((volatile char *)q)[i] != 5) return 3;
+    getrusage(RUSAGE_THREAD, &r1);
+    printf("reuse faults %ld\n", r1.ru_minflt - r0.ru_minflt);
+    fflush(stdout);
+    site_free(q);
+    sink = ((volatile char *)q)[3];
   } else if (strcmp(mode, "fork") == 0) {
     char *q = site_alloc(64);
     memset(q, 9, 64);
@@ -207,6 +230,8 @@ static void check_block_line(const char *err, size_t size, const char *offset) {
   expect_int_eq((long)(fault - block), strtol(offset, NULL, 10));
 }
 
+static child_run_t last_child; /* check_fault's run, for more checks of its output */
+
 static void check_fault(const char *mode, const char *kind, const char *offset, bool freed, int want_exit,
                         size_t size) {
   child_run_t r;
@@ -238,6 +263,7 @@ static void check_fault(const char *mode, const char *kind, const char *offset, 
   }
   if (strcmp(mode, "threads") == 0) expect_true(ta != 0 && tf != 0 && ta != tf);
   if (test_current_failed) fprintf(stderr, "--- child %s stdout:\n%s--- stderr:\n%s---\n", mode, r.out, r.err);
+  last_child = r;
 }
 
 TEST(use_after_free) { check_fault("uaf", "use after free", "+3", true, 0, 100); }
@@ -249,6 +275,12 @@ TEST(underflow) {
 }
 TEST(freed_by_another_thread) { check_fault("threads", "use after free", "+0", true, 0, 200); }
 TEST(forked_child) { check_fault("fork", "use after free", "+3", true, 42, 100); }
+/* A reused slot works at once (its page kept, no fault) and is caught again after its free. */
+TEST(reused_slot) {
+  check_fault("reuse", "use after free", "+3", true, 0, 100);
+  expect_true(strstr(last_child.out, "reuse faults 0\n") != NULL);
+  if (test_current_failed) fprintf(stderr, "--- child reuse stdout:\n%s---\n", last_child.out);
+}
 
 /* With the option set from the start, every eligible request is guarded (and nothing
  * else): the sampler sees each one (the lists it hands the fast path are counted from the
@@ -478,6 +510,95 @@ static char *guarded_malloc(size_t n) {
     kite_free(p);
   }
   return NULL;
+}
+
+static bool page_resident(const void *p) {
+  size_t pg = test_os_page();
+  unsigned char v = 0;
+  void *at = (void *)((uintptr_t)p & ~(uintptr_t)(pg - 1));
+  return mincore(at, pg, &v) == 0 && (v & 1);
+}
+
+/* A freed guarded block's page stays committed while the slot waits (guarded.c G6), is
+ * given back by malloc_trim, and at once with a purge delay of 0; the slot is inaccessible
+ * all along (the children above). */
+TEST(freed_page_held) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  char *p = guarded_malloc(100);
+  assert_true(p != NULL);
+  memset(p, 3, 100);
+  kite_free(p);
+  expect_true(page_resident(p));
+  kite_malloc_trim(0);
+  expect_true(!page_resident(p));
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
+  p = guarded_malloc(100);
+  assert_true(p != NULL);
+  memset(p, 3, 100);
+  kite_free(p);
+  expect_true(!page_resident(p));
+  expect_true(check_all());
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* A freed slot's page is given back once it has waited its time: checked at a later
+ * guarded free (the hold shortened to 50 ms; the purge delay positive). */
+int64_t _kite_test_guarded_hold(int64_t ms);
+TEST(freed_page_aged) {
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 1);
+  long delay = kite_option_get(KITE_OPTION_PURGE_DELAY_MS);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 1000);
+  int64_t hold = _kite_test_guarded_hold(50);
+  kite_malloc_trim(0); /* (no slot held from earlier tests: each free ages at most 64) */
+  char *p = guarded_malloc(100);
+  assert_true(p != NULL);
+  memset(p, 3, 100);
+  kite_free(p);
+  expect_true(page_resident(p));
+  usleep(120 * 1000);
+  char *q = guarded_malloc(200);
+  assert_true(q != NULL);
+  memset(q, 4, 200);
+  kite_free(q); /* p waited 120 ms: given back now; q stays */
+  expect_true(!page_resident(p));
+  expect_true(page_resident(q));
+  expect_true(check_all());
+  _kite_test_guarded_hold(hold);
+  kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
+  kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
+}
+
+/* The thread id a capture records is the capturing thread's, in a thread and in a forked
+ * child (whose one thread kept its parent thread's cached id: the fork hook clears it). */
+static void *tid_thread(void *arg) {
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  *(long *)arg = (long)st.tid == (long)syscall(SYS_gettid) && (long)st.tid != (long)getpid();
+  return NULL;
+}
+TEST(capture_thread_id) {
+  kite_stack_t st;
+  _kite_stack_capture(&st, 0);
+  expect_int_eq(st.tid, (long)syscall(SYS_gettid));
+  _kite_stack_capture(&st, 0);
+  expect_int_eq(st.tid, (long)syscall(SYS_gettid));
+  long ok = 0;
+  pthread_t t;
+  pthread_create(&t, NULL, tid_thread, &ok);
+  pthread_join(t, NULL);
+  expect_int_eq(ok, 1);
+  pid_t pid = fork();
+  if (pid == 0) {
+    kite_stack_t c;
+    _kite_stack_capture(&c, 0);
+    _exit((long)c.tid == (long)syscall(SYS_gettid) ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  expect_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* realloc of a guarded block to a huge size and back keeps the content. */
@@ -772,6 +893,7 @@ int main(int argc, char **argv) {
     RUN(underflow);
     RUN(freed_by_another_thread);
     RUN(forked_child);
+    RUN(reused_slot);
     RUN(every_one_at_1);
   }
   RUN(off_means_none);
@@ -781,6 +903,9 @@ int main(int argc, char **argv) {
   RUN(sampling_rate_collected);
   RUN(normal_operation);
   RUN(realloc_to_huge);
+  RUN(freed_page_held);
+  RUN(freed_page_aged);
+  RUN(capture_thread_id);
   RUN(misuse);
   RUN(threads);
   RUN(thread_exit);
