@@ -67,8 +67,8 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "second after nothing is left (never in a "
     "program that never frees), started again in a forked child when needed; `idle` (2) the same thread, started only "
     "by a free that leaves 4 MiB or more free and committed in a process with 16 MiB or more committed (never in a "
-    "small program), and purging only while the program neither frees runs nor claims memory (for the purge "
-    "delay, at least 10 ms), so a program stopped after a burst gives it back; `0` no thread purges, but the "
+    "small program), and purging only once the program has neither freed runs nor claimed memory for 8 purge "
+    "delays (at least 80 ms), so a program stopped after a burst gives it back; `0` no thread purges, but the "
     "`dense` huge-page mode (`KITE_HUGEPAGES`) still starts one while granules wait for their collapse (set "
     "`KITE_HUGEPAGES=0` for a process with no thread of kite's)"},
   [KITE_OPT_GUARDED_SAMPLE] = {"KITE_GUARDED_SAMPLE", KITE_DEFAULT_GUARDED_SAMPLE, 0, INT32_MAX, KITE_OPT_NUMBER, NULL, NULL,

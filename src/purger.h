@@ -15,8 +15,8 @@
  * one. A forked child starts without it (fork hook) and starts its own the same lazy way. Not started when the delay is negative (only
  * malloc_trim purges then) or zero (frees purge at once).
  * KITE_BACKGROUND=idle: started only once a free leaves 4 MiB free and committed in a
- * process with 16 MiB committed, and it steps only while the program neither frees runs
- * nor claims (purger.c).
+ * process with 16 MiB committed, and it steps only once the program has neither freed
+ * runs nor claimed for 8 purge delays (purger.c).
  * The same thread runs the KITE_HUGEPAGES=dense collapse pass (arena.h), started by the
  * claim that marked a granule, whether KITE_BACKGROUND is on or not: a collapse costs
  * milliseconds of system time, which no request is to wait for.
