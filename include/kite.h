@@ -122,7 +122,7 @@ typedef enum kite_option_e {
   KITE_OPTION_ABORT_ON_ERROR,  /* abort after reporting an invalid or double free: 0 or 1 */
   KITE_OPTION_PURGE_DELAY_MS,  /* ms a free run stays committed (-2^31 .. 86400000); 0 at once; < 0 never */
   KITE_OPTION_HUGEPAGES,       /* transparent huge pages: 0 off, 1 whole arenas, 2 auto, 3 dense */
-  KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes: 0 or 1 */
+  KITE_OPTION_BACKGROUND,      /* background purger thread for idle processes: 0, 1, 2 (idle) */
   KITE_OPTION_GUARDED_SAMPLE,  /* one in N allocations guarded (KITE_GUARDED_SAMPLE): 0 (off) .. 2^31-1 */
   KITE_OPTION_PROF_SAMPLE,     /* heap profiler: mean bytes between samples, 1 .. 2^40 */
   KITE_OPTION_PROF_LEAKS,      /* heap profiler: leak summary at exit: 0 or 1 (read at start-up) */

@@ -64,6 +64,11 @@ bool _kite_arena_resize_run(kite_page_t *head, unsigned new_order, bool *tail_ze
 size_t _kite_arena_purge(bool force);
 /* Bytes in free runs that are still committed (a sequentially consistent load). */
 size_t _kite_arena_dirty_bytes(void);
+/* Bytes committed by the process (the stats' total; a relaxed load). */
+size_t _kite_arena_committed_bytes(void);
+/* The idle background purger's look (purger.c): a reading that changes with every claim
+ * and every decay step (a free of a run steps), and with nothing else. */
+uint64_t _kite_arena_activity(void);
 /* Arenas mapped now. */
 size_t _kite_arena_count(void);
 /* When set, called (with no lock held) after a free left committed free memory behind;

@@ -8,9 +8,10 @@
  * been free for D or more always goes, recent frees stay for reuse, and a steady free rate
  * leaves about half of the last D's frees committed. Steps run from frees at most every
  * D/16 ms (purge_lock is only tried: a free never waits for a purge), from thread exit, and
- * from the background purger. An arena whose units are all free and purged is unmapped by a
- * step (unless it is the only one); malloc_trim (a forced purge) and a failed mapping unmap
- * every empty arena. Two rules adapt D to a program that is claiming memory: the demand
+ * from the background purger (by default only once the program has stopped freeing runs
+ * and claiming: purger.c's idle mode, so the last free of a burst is not the last step).
+ * An arena whose units are all free and purged is unmapped by a step (unless it is the
+ * only one); malloc_trim (a forced purge) and a failed mapping unmap every empty arena. Two rules adapt D to a program that is claiming memory: the demand
  * windows with their bound (DEMAND_WINDOWS) and the stretch (below).
  *
  * Invariants (the units' fields are arena_int.h's, arena.c I1-I4 hold under the slot lock):
@@ -22,10 +23,11 @@
  *      stretch) are read and written only under purge_lock (decay_policy); stretch's
  *      stores are atomic but nothing reads it without that lock.
  *   D3 _kite_decay_demand, _kite_decay_back, used_hi and last_purge_ms are relaxed
- *      counters, ordered with nothing: a stale value moves a step or its need, never the
- *      units' state. used_hi only rises between steps (note_use's CAS) and a step takes it
- *      to 0 (exchange); _kite_decay_demand and _kite_decay_back only grow (the windows
- *      and ledgers take differences).
+ *      counters, ordered with nothing: a stale value moves a step, its need or the idle
+ *      purger's look (_kite_arena_activity), never the units' state. used_hi only rises
+ *      between steps (note_use's CAS) and a step takes it to 0 (exchange);
+ *      _kite_decay_demand and _kite_decay_back only grow (the windows and ledgers take
+ *      differences).
  *   D4 A unit is purged only with the slot lock held, free and committed (is_free, dirty:
  *      its dirty_map bit) and old enough for the cut. While the OS call runs (no slot
  *      lock) its units are reserved in the buddy heap with is_free, dirty and their
@@ -58,7 +60,8 @@
  * the delay, keeps the resident set near the recent peak of use; the curve purged a share
  * of the young free units at every step and the next claims faulted most of it in again.
  * Not claiming (an idle program, or one whose free memory no longer fits its requests): the
- * plain decay curve with D, at the first step after a pause. */
+ * plain decay curve with D, at the first step after a pause (in an idle program the
+ * background purger's: its steps roll the windows on, the claiming mode ends within two). */
 /* (DEMAND_WINDOWS is defined in arena_int.h, where the tests read it.) */
 
 /* Stretch: the delay a step uses is D << stretch, from what the program does with the memory
@@ -395,6 +398,16 @@ size_t _kite_test_arena_decay_at(uint64_t now) {
   return r;
 }
 #endif
+
+size_t _kite_arena_committed_bytes(void) { return (size_t)__atomic_load_n(&_kite_stats.committed, __ATOMIC_RELAXED); }
+
+/* Both counters only grow (D3: the units claimed, ever; the clock of the last step), so
+ * their sum changes when either does. Relaxed (D3): a stale reading moves the idle
+ * thread's step by a look, or lets it step beside a free's, which only tries purge_lock
+ * too (D1). */
+uint64_t _kite_arena_activity(void) {
+  return __atomic_load_n(&_kite_decay_demand, __ATOMIC_RELAXED) + __atomic_load_n(&last_purge_ms, __ATOMIC_RELAXED);
+}
 
 size_t _kite_arena_dirty_bytes(void) {
   return __atomic_load_n(&_kite_arena_dirty_units, __ATOMIC_SEQ_CST) << KITE_UNIT_SHIFT;

@@ -67,7 +67,7 @@ void _kite_process_init(void) {
    * in a child these handlers run in, unlike the secrets, the guarded region and the fault
    * handler, made on first use at any time (their child hooks above). */
   pthread_atfork(fork_prepare, fork_parent, fork_child); /* may call malloc: kite is ready */
-  _kite_purger_enable(_kite_opt(KITE_OPT_BACKGROUND) != 0); /* (and the collapse hook, purger.h) */
+  _kite_purger_enable((int)_kite_opt(KITE_OPT_BACKGROUND)); /* (and the collapse hook, purger.h) */
 }
 
 __attribute__((constructor)) static void kite_ctor(void) { _kite_process_init(); }

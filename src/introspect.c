@@ -205,7 +205,7 @@ KITE_API int kite_option_set(kite_option_t option, long value) {
     errno = EINVAL;
     return -1;
   }
-  if (option == KITE_OPTION_BACKGROUND) _kite_purger_enable(value != 0);
+  if (option == KITE_OPTION_BACKGROUND) _kite_purger_enable((int)value);
   return 0;
 }
 

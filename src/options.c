@@ -24,6 +24,7 @@ static const kite_opt_word_t bool_words[] = {KITE_BOOL_WORDS, {NULL, 0}};
 static const kite_opt_word_t show_stats_words[] = {KITE_BOOL_WORDS, {"json", 2}, {NULL, 0}};
 static const kite_opt_word_t hugepages_words[] = {KITE_BOOL_WORDS, {"auto", KITE_HUGEPAGES_AUTO},
                                                   {"dense", KITE_HUGEPAGES_DENSE}, {NULL, 0}};
+static const kite_opt_word_t background_words[] = {KITE_BOOL_WORDS, {"idle", KITE_BACKGROUND_IDLE}, {NULL, 0}};
 
 /* The longest decay kite computes with (a day): its arithmetic in milliseconds times a
  * unit count stays far inside 64 bits. Negative: purge only on malloc_trim. */
@@ -60,12 +61,16 @@ const kite_opt_desc_t _kite_opt_desc[KITE_OPT_COUNT] = {
     "`auto` does (faulted huge, no collapse); in every mode but `1`, "
     "large (>= 2 MiB) and huge blocks are advised over the whole 2 MiB pieces they were asked for once the "
     "process has 16 MiB committed (a program under 16 MiB gets no huge page)"},
-  [KITE_OPT_BACKGROUND] = KITE_OPT_BOOL("KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND,
+  [KITE_OPT_BACKGROUND] = {"KITE_BACKGROUND", KITE_DEFAULT_BACKGROUND, 0, 2, KITE_OPT_WORDS, background_words, NULL,
     "a background thread runs the purge while something freed is still committed, so an idle process gives "
-    "memory back; started by the first free that leaves memory to purge, exits a second after nothing is left (never in a "
-    "program that never frees), started again in a forked child when needed; off, no thread purges, but the "
+    "memory back; `1` started by the first free that leaves memory to purge, purging every purge delay / 8, exits a "
+    "second after nothing is left (never in a "
+    "program that never frees), started again in a forked child when needed; `idle` (2) the same thread, started only "
+    "by a free that leaves 4 MiB or more free and committed in a process with 16 MiB or more committed (never in a "
+    "small program), and purging only once the program has neither freed runs nor claimed memory for 8 purge "
+    "delays (at least 80 ms), so a program stopped after a burst gives it back; `0` no thread purges, but the "
     "`dense` huge-page mode (`KITE_HUGEPAGES`) still starts one while granules wait for their collapse (set "
-    "`KITE_HUGEPAGES=0` for a process with no thread of kite's)"),
+    "`KITE_HUGEPAGES=0` for a process with no thread of kite's)"},
   [KITE_OPT_GUARDED_SAMPLE] = {"KITE_GUARDED_SAMPLE", KITE_DEFAULT_GUARDED_SAMPLE, 0, INT32_MAX, KITE_OPT_NUMBER, NULL, NULL,
     "one in N allocations of up to 16 KiB (on average: a random countdown per thread) goes to a slot of its own "
     "with a guard page right after its end, kept inaccessible for a while once freed; a fault there prints the "
@@ -89,7 +94,7 @@ _Static_assert(KITE_DEFAULT_ABORT_ON_ERROR >= 0 && KITE_DEFAULT_ABORT_ON_ERROR <
 _Static_assert(KITE_DEFAULT_PURGE_DELAY_MS >= INT32_MIN && KITE_DEFAULT_PURGE_DELAY_MS <= KITE_PURGE_DELAY_MAX,
                "KITE_DEFAULT_PURGE_DELAY_MS: -2147483648..86400000");
 _Static_assert(KITE_DEFAULT_HUGEPAGES >= 0 && KITE_DEFAULT_HUGEPAGES <= 3, "KITE_DEFAULT_HUGEPAGES: 0..3");
-_Static_assert(KITE_DEFAULT_BACKGROUND >= 0 && KITE_DEFAULT_BACKGROUND <= 1, "KITE_DEFAULT_BACKGROUND: 0..1");
+_Static_assert(KITE_DEFAULT_BACKGROUND >= 0 && KITE_DEFAULT_BACKGROUND <= 2, "KITE_DEFAULT_BACKGROUND: 0..2");
 _Static_assert(KITE_DEFAULT_PROF_SAMPLE >= 1 && KITE_DEFAULT_PROF_SAMPLE <= ((int64_t)1 << 40), "KITE_DEFAULT_PROF_SAMPLE: 1..2^40");
 _Static_assert(KITE_DEFAULT_PROF_LEAKS >= 0 && KITE_DEFAULT_PROF_LEAKS <= 1, "KITE_DEFAULT_PROF_LEAKS: 0..1");
 _Static_assert(KITE_DEFAULT_PROF_PEAK >= 0 && KITE_DEFAULT_PROF_PEAK <= (1 << 30), "KITE_DEFAULT_PROF_PEAK: 0..2^30");

@@ -44,8 +44,8 @@
 #define KITE_DEFAULT_HUGEPAGES 3
 #endif
 #ifndef KITE_DEFAULT_BACKGROUND
-/* Default for KITE_BACKGROUND: 1 starts the background purger with the first free. */
-#define KITE_DEFAULT_BACKGROUND 0
+/* Default for KITE_BACKGROUND: 0 off, 1 on, 2 idle (KITE_BACKGROUND_* below). */
+#define KITE_DEFAULT_BACKGROUND 2
 #endif
 #ifndef KITE_DEFAULT_GUARDED_SAMPLE
 /* Default for KITE_GUARDED_SAMPLE: one in N allocations guarded (guarded.h); 0 off. */
@@ -72,6 +72,12 @@
 #define KITE_HUGEPAGES_ARENAS 1
 #define KITE_HUGEPAGES_AUTO 2
 #define KITE_HUGEPAGES_DENSE 3
+/* KITE_BACKGROUND values (purger.c): no purging thread; one started by the first free that
+ * leaves memory to purge, stepping every purge delay / 8; one started only past a bound of
+ * free committed memory, stepping once the program is quiet. */
+#define KITE_BACKGROUND_OFF 0
+#define KITE_BACKGROUND_ON 1
+#define KITE_BACKGROUND_IDLE 2
 
 /* The options, in kite_option_t's order (O3). */
 typedef enum kite_opt_e {

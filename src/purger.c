@@ -18,6 +18,21 @@
  * keeps a program whose work comes in bursts from starting a thread for each; its bound
  * keeps an idle program from holding one for good.
  *
+ * KITE_BACKGROUND=idle (the default) is the same thread with two differences. It is
+ * started (or woken) only by a free that leaves at least IDLE_MIN_DIRTY bytes free and
+ * committed in a process with at least IDLE_MIN_COMMITTED committed, so a small program
+ * never gets one. And it steps only once the program has gone quiet: no decay step of
+ * anyone else's (a free of a run steps every delay/16) and no claim for IDLE_QUIET_DELAYS
+ * purge delays (a program that claims reuses the free units: purged under it, they would
+ * be faulted in again; one that works inside its pages claims and frees runs now and then,
+ * and the period is the decay's demand window, the span its claims are weighed over).
+ * While the program is busy the thread only looks, less often each time (IDLE_TICK_MS,
+ * doubling up to 4 times that: each look is a wakeup). Steps run from frees and
+ * claims alone left a program that stopped calling malloc after a burst holding what the
+ * decay's claiming mode kept (decay.c): no step came after the last free. The thread's
+ * steps roll the demand windows on, so a quiet program leaves the claiming mode within two
+ * windows and its free units go along the plain curve.
+ *
  * Invariants:
  *   BG1 Who moves state: 0 -> 1 a waker's CAS (purger_start), which then creates the
  *       thread; 1 -> 2 that same waker when the creation fails (2 stays, in a fork's child
@@ -31,6 +46,8 @@
  *       loads of the work words (pending). In the single order of those accesses either
  *       the producer's load comes after the store of 3 (it sees 3, or 0, and wakes or
  *       starts a thread) or the thread's loads come after the update (it sees the work).
+ *       In the idle mode the producer wakes only past the bounds (wake_idle), read after
+ *       its update: work below them may wait for the next free that passes them.
  *   BG3 The hooks are stored with release (enable) and loaded with acquire by the
  *       producers, and are called with no lock of kite's held (arena.h's free_run_held /
  *       _done split is for a caller that holds one): wake may create the thread, and
@@ -48,13 +65,31 @@
 #include <signal.h>
 #include <time.h>
 
-static int state;   /* atomic: see above */
-static bool enabled; /* atomic */
+static int state; /* atomic: see above */
+static int mode;  /* atomic: KITE_BACKGROUND (KITE_BACKGROUND_*) */
 
-/* The purge is the thread's job only with KITE_BACKGROUND on and a positive delay; the
- * dense mode's collapse pass (arena.h) always is. */
+#ifndef IDLE_MIN_COMMITTED
+/* The idle mode starts no thread in a process with less committed (a small program). */
+#define IDLE_MIN_COMMITTED ((size_t)16 << 20)
+#endif
+#ifndef IDLE_MIN_DIRTY
+/* ... nor for less free and committed memory than this (little to give back). */
+#define IDLE_MIN_DIRTY ((size_t)4 << 20)
+#endif
+#ifndef IDLE_TICK_MS
+/* The idle mode's shortest sleep between two looks. */
+#define IDLE_TICK_MS 10u
+#endif
+#ifndef IDLE_QUIET_DELAYS
+/* Purge delays (at least IDLE_TICK_MS each) with no claim and no other step before the idle
+ * mode steps: decay.c's DEMAND_WINDOWS. */
+#define IDLE_QUIET_DELAYS 8u
+#endif
+
+/* The purge is the thread's job only with KITE_BACKGROUND on or idle and a positive delay;
+ * the dense mode's collapse pass (arena.h) always is. */
 static bool purge_on(void) {
-  return __atomic_load_n(&enabled, __ATOMIC_SEQ_CST) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0;
+  return __atomic_load_n(&mode, __ATOMIC_SEQ_CST) != KITE_BACKGROUND_OFF && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0;
 }
 
 static bool pending(void) {
@@ -88,16 +123,36 @@ static bool park(void) {
 
 static void *purger_main(void *arg) {
   (void)arg;
+  /* the idle mode: the activity reading at the last look that saw it change, when that
+   * was, and the looks in a row that saw it change */
+  uint64_t seen = 0, since = 0;
+  unsigned busy = 0;
   for (;;) {
     if (!pending() && !park()) break;
     int64_t d = _kite_opt(KITE_OPT_PURGE_DELAY_MS);
+    bool idle = __atomic_load_n(&mode, __ATOMIC_SEQ_CST) == KITE_BACKGROUND_IDLE;
     uint64_t tick = d > 0 ? (uint64_t)d / 8 : 0;
     if (tick < 5) tick = 5;
-    struct timespec ts = {.tv_sec = (time_t)(tick / 1000), .tv_nsec = (long)(tick % 1000) * 1000000L};
+    uint64_t look = d > IDLE_TICK_MS ? (uint64_t)d : IDLE_TICK_MS, sleep = tick;
+    if (idle && !_kite_arena_collapse_pending()) sleep = IDLE_TICK_MS << busy; /* a collapse waits no longer */
+    struct timespec ts = {.tv_sec = (time_t)(sleep / 1000), .tv_nsec = (long)(sleep % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    if (purge_on()) {
+    bool quiet = true;
+    if (idle) { /* see above */
+      uint64_t act = _kite_arena_activity(), now = _kite_os_now_ms();
+      if (act != seen) {
+        seen = act;
+        since = now;
+        busy = busy < 2 ? busy + 1 : 2;
+      } else {
+        busy = 0;
+      }
+      quiet = now - since >= look * IDLE_QUIET_DELAYS;
+    }
+    if (purge_on() && quiet) {
       _kite_arena_purge(false);
       _kite_huge_cache_release(false);
+      if (idle) seen = _kite_arena_activity(); /* its own step is no sign of work */
     }
     _kite_arena_collapse_run();
   }
@@ -141,6 +196,16 @@ static void wake(void) {
   if ((st == 0 || st == 3) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0) start_or_wake();
 }
 
+/* The idle mode's hook: as wake, once the process is past both bounds (its loads of the
+ * work words follow the free's update: BG2). */
+static void wake_idle(void) {
+  int st = __atomic_load_n(&state, __ATOMIC_SEQ_CST);
+  if ((st == 0 || st == 3) && _kite_opt(KITE_OPT_PURGE_DELAY_MS) > 0 &&
+      _kite_arena_dirty_bytes() + _kite_huge_cache_bytes() >= IDLE_MIN_DIRTY &&
+      _kite_arena_committed_bytes() >= IDLE_MIN_COMMITTED)
+    start_or_wake();
+}
+
 /* The hook: a claim marked a granule for the collapse pass (BG2: after the pending count's
  * seq_cst increment; BG3). */
 static void wake_collapse(void) {
@@ -148,9 +213,10 @@ static void wake_collapse(void) {
   if (st == 0 || st == 3) start_or_wake();
 }
 
-void _kite_purger_enable(bool on) {
-  __atomic_store_n(&enabled, on, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&_kite_arena_dirty_hook, on ? wake : (void (*)(void))0, __ATOMIC_RELEASE);
+void _kite_purger_enable(int m) {
+  __atomic_store_n(&mode, m, __ATOMIC_SEQ_CST);
+  void (*hook)(void) = m == KITE_BACKGROUND_ON ? wake : m == KITE_BACKGROUND_IDLE ? wake_idle : (void (*)(void))0;
+  __atomic_store_n(&_kite_arena_dirty_hook, hook, __ATOMIC_RELEASE);
   __atomic_store_n(&_kite_arena_collapse_hook, wake_collapse, __ATOMIC_RELEASE);
 }
 

@@ -1,5 +1,5 @@
-/* src/purger.h -- the optional background purger (KITE_BACKGROUND=1): a thread that runs
- * the arena decay steps and expires the huge cache while something freed is still
+/* src/purger.h -- the background purger (KITE_BACKGROUND=1, or idle, the default): a
+ * thread that runs the arena decay steps and expires the huge cache while something freed is still
  * committed, so memory goes back to the OS in a process that has stopped calling malloc.
  *
  * Layer: above arena and huge (it calls their purge functions; they reach it only through
@@ -14,6 +14,9 @@
  * detached, so it never keeps a process alive, and a program that never frees never has
  * one. A forked child starts without it (fork hook) and starts its own the same lazy way. Not started when the delay is negative (only
  * malloc_trim purges then) or zero (frees purge at once).
+ * KITE_BACKGROUND=idle: started only once a free leaves 4 MiB free and committed in a
+ * process with 16 MiB committed, and it steps only once the program has neither freed
+ * runs nor claimed for 8 purge delays (purger.c).
  * The same thread runs the KITE_HUGEPAGES=dense collapse pass (arena.h), started by the
  * claim that marked a granule, whether KITE_BACKGROUND is on or not: a collapse costs
  * milliseconds of system time, which no request is to wait for.
@@ -22,9 +25,10 @@
 #define KITE_PURGER_H
 #include "types.h"
 
-/* Turn the background purger on or off (off: a running thread finishes its step, then
- * only collapses wake it); either way the collapse hook is installed (init calls it once). */
-void _kite_purger_enable(bool on);
+/* Set the background purger's mode, KITE_BACKGROUND_* (off: a running thread finishes its
+ * step, then only collapses wake it); either way the collapse hook is installed (init calls
+ * it once). */
+void _kite_purger_enable(int mode);
 /* Fork: the child has no purger thread. */
 void _kite_purger_fork_child(void);
 #endif

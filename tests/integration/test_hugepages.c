@@ -314,8 +314,8 @@ TEST(dense) {
                        &b0b), 7);
   expect_int_eq(h0, 0);
   expect_int_eq(b0 + b0b, 0);
-  /* KITE_HUGEPAGES=0 (KITE_BACKGROUND off, the default): a 40 MiB heap and no thread of
-   * kite's (options.c, KITE_BACKGROUND's text) */
+  /* KITE_HUGEPAGES=0: a 40 MiB heap built, nothing freed yet, and no thread of kite's (the
+   * default KITE_BACKGROUND=idle starts one only for what frees leave: options.c's text) */
   const char *th = strstr(out, "threads=");
   if (!test_emulator_lacks("the thread count with KITE_HUGEPAGES=0", "qemu-user runs a thread of its own in the process"))
     expect_true(th != NULL && strtol(th + 8, NULL, 10) == 1);

@@ -6,6 +6,12 @@
  *                  (polled: no allocator call from the test meanwhile)
  *   idle           the main thread frees 96 MiB of large blocks and goes idle: committed
  *                  and RSS fall by most of it
+ *   idle_small     default options (KITE_BACKGROUND=idle): a program under 16 MiB frees
+ *                  12 MiB and pauses: it gains no thread
+ *   idle_default   default options: 64 MiB of large blocks claimed and freed in a burst,
+ *                  then no call at all: committed falls back (polled) -- the thread's
+ *                  steps, once the frees and claims stopped, roll the decay out of its
+ *                  claiming mode (decay.c), which kept the burst's units committed
  *   fork_purger    fork while the purger thread runs: the child allocates, frees and
  *                  goes idle; its own purger (started lazily) returns the memory; the
  *                  parent's purger still works
@@ -48,6 +54,7 @@
 #define _GNU_SOURCE
 #include <kite.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -678,6 +685,66 @@ TEST(idle) {
   expect_true(rss_idle + 80 * MiB <= rss_full);
 }
 
+/* ---- the default mode: idle after a burst ---- */
+/* Threads of this process (entries of /proc/self/task), -1 when it cannot be read. */
+static long thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Run first, in a process that has committed little: 12 MiB claimed and freed leaves the
+ * process under the idle mode's bound (purger.c IDLE_MIN_COMMITTED): no thread. */
+TEST(idle_small) {
+  enum { N = 12 };
+  void *b[N];
+  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
+  long t0 = thread_count();
+  size_t c0 = committed();
+  for (int i = 0; i < N; i++) {
+    b[i] = kite_malloc(MiB);
+    assert_true(b[i] != NULL);
+    memset(b[i], i + 1, MiB);
+  }
+  size_t c1 = committed();
+  for (int i = 0; i < N; i++) kite_free(b[i]);
+  sleep_ms(100);
+  long t1 = thread_count();
+  fprintf(stderr, "idle_small: committed %zu -> %zu KiB, threads %ld -> %ld\n", c0 >> 10, c1 >> 10, t0, t1);
+  expect_true(c1 < 16 * MiB);
+  expect_int_eq(t1, t0);
+}
+
+TEST(idle_default) {
+  enum { N = 32 };
+  void *b[N];
+  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
+  size_t base = committed();
+  /* a burst: claims (demand) and frees close together, the decay's claiming mode */
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      b[i] = kite_malloc(2 * MiB);
+      assert_true(b[i] != NULL);
+      memset(b[i], round + i + 1, 2 * MiB);
+    }
+    for (int i = 0; i < N; i++) {
+      unsigned char *p = b[i];
+      expect_true(p[0] == (unsigned char)(round + i + 1) && p[2 * MiB - 1] == (unsigned char)(round + i + 1));
+      kite_free(p);
+    }
+  }
+  size_t after = committed();
+  /* no allocator call from here on but the stats reads */
+  size_t c = wait_committed_below(base + 8 * MiB);
+  fprintf(stderr, "idle_default: committed %zu KiB before, %zu after the burst, %zu after idle\n", base >> 10,
+          after >> 10, c >> 10);
+  expect_true(after >= base + 32 * MiB); /* the burst left its units committed */
+  expect_true(c <= base + 8 * MiB);
+}
+
 /* ---- fork with the purger running ---- */
 TEST(fork_purger) {
   /* the child starts a purger thread of its own, and the parent's ran at the fork */
@@ -848,6 +915,8 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
   int tsan = getenv("KITE_MEMRET_TSAN") != NULL; /* smaller, and no fork */
   if (tsan) run_rounds = 60;
+  if (!only || !strcmp(only, "idle_small")) RUN(idle_small);
+  if (!only || !strcmp(only, "idle_default")) RUN(idle_default);
   if (!only || !strcmp(only, "many_threads")) RUN(many_threads);
   if ((!only && !tsan) || (only && !strcmp(only, "oom_arenas"))) RUN(oom_arenas);
   if (!only || !strcmp(only, "dead_owner")) RUN(dead_owner);

@@ -78,7 +78,7 @@ static int child(const char *mode) {
 TEST(defaults) {
   char out[4096], err[4096];
   expect_int_eq(run_child("values", "NOT_KITE=1", out, err, 0), 0);
-  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=0\n");
+  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=2\n");
   expect_str_eq(err, "");
 }
 
@@ -135,8 +135,8 @@ TEST(malformed_values) {
   bad("KITE_SHOW_STATS=2x", "stats=0 ",
       "kite: KITE_SHOW_STATS=2x: not one of " BOOL_WORDS ", json (ignored)\n");
   /* a long value is shown cut at 40 characters */
-  bad("KITE_BACKGROUND=0123456789012345678901234567890123456789xyz", "background=0",
-      "kite: KITE_BACKGROUND=0123456789012345678901234567890123456789...: not one of " BOOL_WORDS " (ignored)\n");
+  bad("KITE_BACKGROUND=0123456789012345678901234567890123456789xyz", "background=2",
+      "kite: KITE_BACKGROUND=0123456789012345678901234567890123456789...: not one of " BOOL_WORDS ", idle (ignored)\n");
 }
 
 /* Digits followed by anything else are not a number (no prefix is taken). */
@@ -188,6 +188,11 @@ TEST(words_any_case) {
   expect_int_eq(run_child("values", "KITE_BACKGROUND=TRUE", out, err, 0), 0);
   expect_true(strstr(out, "background=1") != NULL);
   expect_str_eq(err, "");
+  expect_int_eq(run_child("values", "KITE_BACKGROUND=Idle", out, err, 0), 0);
+  expect_true(strstr(out, "background=2") != NULL);
+  expect_int_eq(run_child("values", "KITE_BACKGROUND=off", out, err, 0), 0);
+  expect_true(strstr(out, "background=0") != NULL);
+  expect_str_eq(err, "");
 }
 
 /* Every option's range through kite_option_set: both ends accepted (0, and the value read
@@ -195,7 +200,7 @@ TEST(words_any_case) {
 static const struct { kite_option_t o; long min, max; } ranges[] = {
   {KITE_OPTION_SHOW_STATS, 0, 2},     {KITE_OPTION_VERBOSE, 0, 1},
   {KITE_OPTION_ABORT_ON_ERROR, 0, 1}, {KITE_OPTION_PURGE_DELAY_MS, -2147483648L, 86400000},
-  {KITE_OPTION_HUGEPAGES, 0, 3},      {KITE_OPTION_BACKGROUND, 0, 1},
+  {KITE_OPTION_HUGEPAGES, 0, 3},      {KITE_OPTION_BACKGROUND, 0, 2},
 };
 
 TEST(set_range_boundaries) {
@@ -235,7 +240,7 @@ TEST(set_range_boundaries) {
 TEST(unknown_names) {
   char out[4096], err[4096];
   expect_int_eq(run_child("values", "KITE_SHOWSTATS=1", out, err, 0), 0);
-  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=0\n");
+  expect_str_eq(out, "purge=10 stats=0 verbose=0 abort=0 huge=3 background=2\n");
   expect_str_eq(err, "kite: KITE_SHOWSTATS: not a kite option, the closest is KITE_SHOW_STATS (ignored)\n");
   expect_int_eq(run_child("values", "KITE_PURGE_DELAY=5", out, err, 0), 0);
   expect_str_eq(err, "kite: KITE_PURGE_DELAY: not a kite option, the closest is KITE_PURGE_DELAY_MS (ignored)\n");

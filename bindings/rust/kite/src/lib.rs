@@ -172,8 +172,9 @@ pub enum KiteOption {
     PurgeDelayMs,
     /// `KITE_HUGEPAGES` (default 3, `dense`): 0 off, 1 whole arenas advised for transparent huge pages, 2 `auto` (dense granules advised at first claim), 3 `dense` (granules fully in use and resident collapsed onto huge pages by a background thread, once the process has 16 MiB committed).
     HugePages,
-    /// `KITE_BACKGROUND` (bool, default 0): a background thread gives freed memory back to
-    /// the OS while the process is idle.
+    /// `KITE_BACKGROUND` (default 2, `idle`): 0 off, 1 a background thread gives freed memory
+    /// back to the OS, 2 the same thread, started only past 4 MiB freed in a process with
+    /// 16 MiB committed and purging only while the process is idle.
     Background,
 }
 
