@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -104,6 +105,16 @@ static inline int test_verify(const void *p, size_t n, uint64_t tag) {
   for (size_t i = 0; i < n; i++)
     if (b[i] != (unsigned char)(tag * 131u + i * 7u + (i >> 8))) return 0;
   return 1;
+}
+
+/* Threads of this process (entries of /proc/self/task), -1 when it cannot be read. */
+static inline long test_thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  long n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
 }
 
 /* The OS page size kite works with: the machine's, or the one a page-check build was told to

@@ -82,16 +82,6 @@ static void rollup(long *rss, long *ahp) {
 #define DENSE_BLOCKS ((40u << 20) / BLOCK)
 static unsigned char *dense_blocks[DENSE_BLOCKS];
 
-/* Threads of this process (entries of /proc/self/task), -1 when it cannot be read. */
-static long thread_count(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  long n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
 /* child "dense": prints "huge=H rss=R ahp=A bad=B rss2=R2 ahp2=A2 bad2=B2 threads=T" (KiB;
  * bad: blocks whose bytes changed, before and after the half free and trim; T: threads once
  * the heap is built) */
@@ -102,7 +92,7 @@ static int child_dense(void) {
     memset(dense_blocks[i], (int)(i * 7u + 1u), BLOCK);
   }
   long rss, ahp, rss2, ahp2, bad = 0, bad2 = 0;
-  long threads = thread_count(); /* dense: its collapse thread is usually running now */
+  long threads = test_thread_count(); /* dense: its collapse thread is usually running now */
   rollup(&rss, &ahp);
   /* dense: the collapses are the background thread's; give it up to 10 s (a loaded
    * machine) to reach what the check asks for */

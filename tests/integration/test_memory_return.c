@@ -442,10 +442,27 @@ TEST(steal_busy_owner) {
  * on two looks (heap.c, reclaim_pinned; a look comes with every fresh page) it is given
  * back. Purge delay 0: what reaches the arena is decommitted at once. */
 enum { IC_SIZES = 40, IC_BIG = 4096, IC_NB = (int)(8 * MiB / IC_BIG) };
+/* The classes' pages given back, the next 8 MiB of 4 KiB blocks should fit in them: fills
+ * them, records committed at its fullest in *full, checks and frees them; the bad count. */
+static uintptr_t ic_fill_big(size_t *full) {
+  static void *big[IC_NB];
+  uintptr_t bad = 0;
+  for (int i = 0; i < IC_NB; i++) {
+    if (!(big[i] = kite_malloc(IC_BIG))) return 1;
+    memset(big[i], i & 0xff, IC_BIG);
+  }
+  *full = committed();
+  for (int i = 0; i < IC_NB; i++) {
+    const unsigned char *p = big[i];
+    bad += p[0] != (unsigned char)(i & 0xff) || p[IC_BIG - 1] != (unsigned char)(i & 0xff);
+    kite_free(big[i]);
+  }
+  return bad;
+}
+
 static void *ic_owner(void *arg) {
   size_t *out = arg; /* committed: at the start, after the 28 classes, after the 8 MiB */
-  static void *b[4096], *big[IC_NB];
-  uintptr_t bad = 0;
+  static void *b[4096];
   out[0] = committed();
   for (int k = 1; k <= IC_SIZES; k++) { /* 16 .. 640 bytes: 28 classes, one page each */
     size_t sz = (size_t)k * 16;
@@ -458,17 +475,7 @@ static void *ic_owner(void *arg) {
     for (int i = 0; i < n; i++) kite_free(b[i]);
   }
   out[1] = committed();
-  for (int i = 0; i < IC_NB; i++) {
-    if (!(big[i] = kite_malloc(IC_BIG))) return (void *)1;
-    memset(big[i], i & 0xff, IC_BIG);
-  }
-  out[2] = committed();
-  for (int i = 0; i < IC_NB; i++) {
-    const unsigned char *p = big[i];
-    bad += p[0] != (unsigned char)(i & 0xff) || p[IC_BIG - 1] != (unsigned char)(i & 0xff);
-    kite_free(big[i]);
-  }
-  return (void *)bad;
+  return (void *)ic_fill_big(&out[2]);
 }
 
 TEST(idle_classes) {
@@ -496,8 +503,6 @@ static void *icr_free_all(void *arg) {
 }
 static void *icr_owner(void *arg) {
   size_t *out = arg; /* committed: at the start, after the remote frees, after the 8 MiB */
-  static void *big[IC_NB];
-  uintptr_t bad = 0;
   out[0] = committed();
   icr_n = 0;
   for (int k = 1; k <= IC_SIZES; k++) { /* 16 .. 640 bytes: 28 classes, one page each */
@@ -513,17 +518,7 @@ static void *icr_owner(void *arg) {
   if (pthread_create(&t, NULL, icr_free_all, NULL) != 0) return (void *)1;
   pthread_join(t, NULL);
   out[1] = committed();
-  for (int i = 0; i < IC_NB; i++) {
-    if (!(big[i] = kite_malloc(IC_BIG))) return (void *)1;
-    memset(big[i], i & 0xff, IC_BIG);
-  }
-  out[2] = committed();
-  for (int i = 0; i < IC_NB; i++) {
-    const unsigned char *p = big[i];
-    bad += p[0] != (unsigned char)(i & 0xff) || p[IC_BIG - 1] != (unsigned char)(i & 0xff);
-    kite_free(big[i]);
-  }
-  return (void *)bad;
+  return (void *)ic_fill_big(&out[2]);
 }
 
 TEST(idle_classes_remote) {
@@ -686,23 +681,13 @@ TEST(idle) {
 }
 
 /* ---- the default mode: idle after a burst ---- */
-/* Threads of this process (entries of /proc/self/task), -1 when it cannot be read. */
-static long thread_count(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  long n = 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  closedir(d);
-  return n;
-}
-
 /* Run first, in a process that has committed little: 12 MiB claimed and freed leaves the
  * process under the idle mode's bound (purger.c IDLE_MIN_COMMITTED): no thread. */
 TEST(idle_small) {
   enum { N = 12 };
   void *b[N];
   expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
-  long t0 = thread_count();
+  long t0 = test_thread_count();
   size_t c0 = committed();
   for (int i = 0; i < N; i++) {
     b[i] = kite_malloc(MiB);
@@ -712,7 +697,7 @@ TEST(idle_small) {
   size_t c1 = committed();
   for (int i = 0; i < N; i++) kite_free(b[i]);
   sleep_ms(100);
-  long t1 = thread_count();
+  long t1 = test_thread_count();
   fprintf(stderr, "idle_small: committed %zu -> %zu KiB, threads %ld -> %ld\n", c0 >> 10, c1 >> 10, t0, t1);
   expect_true(c1 < 16 * MiB);
   expect_int_eq(t1, t0);
