@@ -141,7 +141,11 @@ CROSS_REPEAT_TIMEOUT ?= 300
 # those that need what qemu-user lacks print why and take the path it allows
 # (tests/test.h: test_emulator_lacks)
 QEMU_AARCH64 = $(shell command -v qemu-aarch64) -L /usr/aarch64-linux-gnu
-CROSS_ENV = KITE_TEST_EMULATOR="$(QEMU_AARCH64)"
+# KITE_BACKGROUND=0 under qemu: with kite's idle purger thread running in a test program, a
+# child it forks aborts qemu-user when a thread starts there or when it runs another program
+# (tests/test.h, TEST_EMU_THREAD_AFTER_FORK); core_memory_return sets the idle mode itself
+# and tests it there
+CROSS_ENV = KITE_TEST_EMULATOR="$(QEMU_AARCH64)" KITE_BACKGROUND=0
 # the cross-thread tests, run CROSS_REPEAT times more under qemu: threads that free each
 # other's blocks, core_fork (its threads hand blocks over while two of them fork), and the
 # remote-free protocol's own suites (their races staged by test hooks)

@@ -512,14 +512,19 @@ static char *guarded_malloc(size_t n) {
   return NULL;
 }
 
-/* Whether the kernel's page that holds p is resident: the kernel's page, not
- * test_os_page()'s (the page16k/page64k builds run kite with a larger page than the
- * kernel's, and mincore writes one byte per kernel page). */
-static bool page_resident(const void *p) {
+/* Whether the kernel's page that holds p, a freed guarded block (its page PROT_NONE), is
+ * resident: the kernel's page, not test_os_page()'s (the page16k/page64k builds run kite
+ * with a larger page than the kernel's, and mincore writes one byte per kernel page). The
+ * page is made readable around the mincore call and inaccessible again (qemu-user refuses
+ * mincore on an inaccessible page; a protection change neither commits nor gives back). */
+static bool freed_page_resident(const void *p) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   unsigned char v = 0;
   void *at = (void *)((uintptr_t)p & ~(uintptr_t)(pg - 1));
-  return mincore(at, pg, &v) == 0 && (v & 1);
+  if (mprotect(at, pg, PROT_READ) != 0) return false;
+  int r = mincore(at, pg, &v);
+  if (mprotect(at, pg, PROT_NONE) != 0) abort();
+  return r == 0 && (v & 1);
 }
 
 /* A freed guarded block's page stays committed while the slot waits (guarded.c G6), is
@@ -533,15 +538,15 @@ TEST(freed_page_held) {
   assert_true(p != NULL);
   memset(p, 3, 100);
   kite_free(p);
-  expect_true(page_resident(p));
+  expect_true(freed_page_resident(p));
   kite_malloc_trim(0);
-  expect_true(!page_resident(p));
+  expect_true(!freed_page_resident(p));
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, 0);
   p = guarded_malloc(100);
   assert_true(p != NULL);
   memset(p, 3, 100);
   kite_free(p);
-  expect_true(!page_resident(p));
+  expect_true(!freed_page_resident(p));
   expect_true(check_all());
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);
   kite_option_set(KITE_OPTION_GUARDED_SAMPLE, 0);
@@ -560,14 +565,14 @@ TEST(freed_page_aged) {
   assert_true(p != NULL);
   memset(p, 3, 100);
   kite_free(p);
-  expect_true(page_resident(p));
+  expect_true(freed_page_resident(p));
   usleep(120 * 1000);
   char *q = guarded_malloc(200);
   assert_true(q != NULL);
   memset(q, 4, 200);
   kite_free(q); /* p waited 120 ms: given back now; q stays */
-  expect_true(!page_resident(p));
-  expect_true(page_resident(q));
+  expect_true(!freed_page_resident(p));
+  expect_true(freed_page_resident(q));
   expect_true(check_all());
   _kite_test_guarded_hold(hold);
   kite_option_set(KITE_OPTION_PURGE_DELAY_MS, delay);

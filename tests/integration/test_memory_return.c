@@ -681,12 +681,23 @@ TEST(idle) {
 }
 
 /* ---- the default mode: idle after a burst ---- */
+/* The default mode, idle; under qemu the suites run with KITE_BACKGROUND=0 (Makefile,
+ * CROSS_ENV: a fork child of a program with kite's thread running aborts qemu-user), so the
+ * mode is set here (the same hook as at start-up: introspect.c, _kite_purger_enable). */
+static void idle_mode_here(void) {
+  if (test_emulated()) {
+    printf("  the idle mode set by the test: the emulator's suites run with KITE_BACKGROUND=0\n");
+    kite_option_set(KITE_OPTION_BACKGROUND, 2);
+  }
+  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
+}
+
 /* Run first, in a process that has committed little: 12 MiB claimed and freed leaves the
  * process under the idle mode's bound (purger.c IDLE_MIN_COMMITTED): no thread. */
 TEST(idle_small) {
   enum { N = 12 };
   void *b[N];
-  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
+  idle_mode_here();
   long t0 = test_thread_count();
   size_t c0 = committed();
   for (int i = 0; i < N; i++) {
@@ -706,7 +717,7 @@ TEST(idle_small) {
 TEST(idle_default) {
   enum { N = 32 };
   void *b[N];
-  expect_int_eq(kite_option_get(KITE_OPTION_BACKGROUND), 2);
+  idle_mode_here();
   size_t base = committed();
   /* a burst: claims (demand) and frees close together, the decay's claiming mode */
   for (int round = 0; round < 3; round++) {
