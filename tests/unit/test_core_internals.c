@@ -627,6 +627,10 @@ static void fork_while_growing(void) {
   if (pid == 0) {
     /* the child: the growing thread of the parent is not here */
     int rc = _kite_test_arena_any_growing() ? 1 : 0;
+    /* no thread of kite's in this child: its frees below would start the idle purger when
+     * the parent's ran at the fork, and a thread started in the child of a threaded fork
+     * ends it under TSan (exit 66) and qemu-user; the arenas' state is what is checked */
+    kite_option_set(KITE_OPTION_BACKGROUND, 0);
     void *p[32];
     for (int i = 0; i < 32; i++) {
       p[i] = kite_malloc((size_t)4 << 20);
